@@ -1,0 +1,52 @@
+"""Backends, and :func:`connect` which picks one by URL scheme."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from runnerq_fast.errors import ConfigError
+from runnerq_fast.storage import Backend
+
+__all__ = ["SCHEMES", "connect"]
+
+SCHEMES = ("memory", "postgresql", "postgres")
+
+
+async def connect(url: str | None = None, **options: object) -> Backend:
+    """Open the backend named by ``url``.
+
+    Parameters
+    ----------
+    url : str, optional
+        ``memory://`` or ``postgresql://user@host:port/db`` (``postgres://``
+        too). Default: the ``RUNNERQ_BACKEND`` environment variable.
+    **options
+        Passed to the backend's ``open`` (e.g. ``min_size``/``max_size`` of
+        the PostgreSQL pool, ``migrate=False``).
+
+    Returns
+    -------
+    Backend
+        Opened and, for SQL backends, migrated.
+
+    Raises
+    ------
+    ConfigError
+        If the URL is missing or its scheme is not supported.
+    """
+    url = url or os.environ.get("RUNNERQ_BACKEND")
+    if not url or not isinstance(url, str):
+        raise ConfigError("no backend URL given (pass one or set RUNNERQ_BACKEND)")
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "memory":
+        from runnerq_fast.backends.memory import MemoryBackend
+
+        return MemoryBackend(url)
+    if scheme in ("postgresql", "postgres"):
+        from runnerq_fast.backends.postgres import PostgresBackend
+
+        return await PostgresBackend.open(url, **options)  # type: ignore[arg-type]
+    raise ConfigError(
+        f"unsupported backend URL scheme {scheme!r} in {url!r}; expected one of: memory://, postgresql://"
+    )

@@ -1,0 +1,10 @@
+"""Payload codec, selecting the compiled implementation when it is available.
+
+See :mod:`runnerq_fast._codec_py` for the reference semantics.
+"""
+
+from __future__ import annotations
+
+from runnerq_fast._codec_py import decode_json, encode_json, encode_metadata
+
+__all__ = ["decode_json", "encode_json", "encode_metadata"]

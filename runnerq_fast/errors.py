@@ -1,0 +1,117 @@
+"""Exceptions raised by runnerq-fast.
+
+Handler-facing errors (:class:`RetryableError`, :class:`NonRetryableError`)
+decide what happens to a failed activity; caller-facing errors
+(:class:`ActivityFailed`, :class:`ActivityCancelled`) are raised by
+:meth:`ActivityFuture.result`; everything else reports misuse or a backend fault.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActivityCancelled",
+    "ActivityFailed",
+    "BackendError",
+    "ConfigError",
+    "DuplicateActivityError",
+    "InvalidActivityError",
+    "NonRetryableError",
+    "RetryableError",
+    "RunnerQError",
+]
+
+
+class RunnerQError(Exception):
+    """Base class of every exception this package raises on purpose."""
+
+
+class RetryableError(RunnerQError):
+    """Raised by a handler: the attempt failed, try again after a backoff.
+
+    Parameters
+    ----------
+    message : str
+        Why the attempt failed; stored with the activity and its events.
+    retry_after : float or None, optional
+        Seconds to wait before the next attempt, overriding the exponential
+        backoff for this retry only. ``None`` (default) uses the backoff.
+
+    Notes
+    -----
+    Any exception that is not a :class:`NonRetryableError` is treated as
+    retryable, so raising this class is only needed to set ``retry_after``
+    or to make the intent explicit.
+    """
+
+    def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        if retry_after is not None and retry_after < 0:
+            raise ValueError(f"retry_after must be >= 0 seconds, got {retry_after!r}")
+        self.retry_after = retry_after
+
+
+class NonRetryableError(RunnerQError):
+    """Raised by a handler: the activity can never succeed; mark it failed now."""
+
+
+class ActivityFailed(RunnerQError):
+    """The awaited activity ended as ``failed`` or ``dead_letter``.
+
+    Attributes
+    ----------
+    activity_id : str
+        The activity's id.
+    status : str
+        ``"failed"`` or ``"dead_letter"``.
+    error : str or None
+        The last error the handler (or the engine) recorded.
+    """
+
+    def __init__(self, activity_id: str, status: str, error: str | None) -> None:
+        super().__init__(f"activity {activity_id} ended as {status}: {error}")
+        self.activity_id = activity_id
+        self.status = status
+        self.error = error
+
+
+class ActivityCancelled(RunnerQError):
+    """The awaited activity was cancelled before it completed."""
+
+    def __init__(self, activity_id: str) -> None:
+        super().__init__(f"activity {activity_id} was cancelled")
+        self.activity_id = activity_id
+
+
+class ConfigError(RunnerQError):
+    """The engine or a backend was configured in a way that cannot work."""
+
+
+class InvalidActivityError(RunnerQError, ValueError):
+    """An activity was refused at enqueue; nothing was stored.
+
+    Raised for a payload that does not encode to JSON, contains NaN or
+    Infinity or a NUL character, or exceeds ``max_payload_bytes``; for an
+    empty or over-long activity type; for a negative delay, retry count or
+    timeout; and for an unknown priority.
+    """
+
+
+class DuplicateActivityError(RunnerQError):
+    """An idempotency key with ``OnDuplicate.NO_REUSE`` was already taken.
+
+    Attributes
+    ----------
+    key : str
+        The idempotency key.
+    existing_id : str
+        The id of the activity that holds the key.
+    """
+
+    def __init__(self, key: str, existing_id: str) -> None:
+        super().__init__(f"idempotency key {key!r} is already used by activity {existing_id}")
+        self.key = key
+        self.existing_id = existing_id
+
+
+class BackendError(RunnerQError):
+    """A backend could not be reached or answered in a way it must not."""

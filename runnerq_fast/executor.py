@@ -1,0 +1,357 @@
+"""Enqueueing: :class:`ActivityExecutor`, its builder and :class:`ActivityFuture`."""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from runnerq_fast.codec import decode_json, encode_json, encode_metadata
+from runnerq_fast.config import MAX_ACTIVITY_TYPE_LENGTH, WorkerConfig
+from runnerq_fast.errors import (
+    ActivityCancelled,
+    ActivityFailed,
+    DuplicateActivityError,
+    InvalidActivityError,
+)
+from runnerq_fast.models import (
+    ActivityResult,
+    EnqueueOutcome,
+    EnqueueResult,
+    NewActivity,
+    OnDuplicate,
+    Priority,
+)
+from runnerq_fast.storage import Backend
+
+__all__ = ["ActivityBuilder", "ActivityExecutor", "ActivityFuture", "validate_activity_type"]
+
+
+def validate_activity_type(activity_type: object) -> str:
+    """Return ``activity_type`` if it is a usable name.
+
+    Raises
+    ------
+    InvalidActivityError
+        If it is not a string, is empty, longer than 255 characters or holds NUL.
+    """
+    if not isinstance(activity_type, str) or not activity_type:
+        raise InvalidActivityError(f"activity type must be a non-empty string, got {activity_type!r}")
+    if len(activity_type) > MAX_ACTIVITY_TYPE_LENGTH:
+        raise InvalidActivityError(
+            f"activity type is {len(activity_type)} characters, over the limit of {MAX_ACTIVITY_TYPE_LENGTH}"
+        )
+    if "\x00" in activity_type:
+        raise InvalidActivityError("activity type must not contain NUL")
+    return activity_type
+
+
+class ActivityFuture:
+    """A handle on an enqueued activity.
+
+    Attributes
+    ----------
+    activity_id : str
+        The activity's id.
+    created : bool
+        ``False`` when an idempotency key returned an existing activity.
+    """
+
+    __slots__ = ("_backend", "activity_id", "created")
+
+    def __init__(self, backend: Backend, activity_id: str, created: bool = True) -> None:
+        self._backend = backend
+        self.activity_id = activity_id
+        self.created = created
+
+    def __repr__(self) -> str:
+        return f"ActivityFuture({self.activity_id!r}, created={self.created})"
+
+    async def result(self, timeout: float | None = None) -> Any:
+        """Wait for the activity to finish and return its decoded result.
+
+        Woken by the backend's notification (LISTEN/NOTIFY, pub/sub or an
+        in-process event), not by polling.
+
+        Parameters
+        ----------
+        timeout : float or None
+            Seconds to wait; ``None`` waits forever.
+
+        Returns
+        -------
+        Any
+            The handler's return value, decoded from JSON.
+
+        Raises
+        ------
+        ActivityFailed
+            The activity ended ``failed`` or ``dead_letter``.
+        ActivityCancelled
+            The activity was cancelled.
+        TimeoutError
+            ``timeout`` seconds passed first.
+        """
+        res = await self._backend.wait_for_result(self.activity_id, timeout)
+        if res is None:
+            raise TimeoutError(f"activity {self.activity_id} did not finish within {timeout} s")
+        return unwrap_result(res)
+
+    async def status(self) -> str | None:
+        """The activity's current status, or ``None`` if it is unknown."""
+        snap = await self._backend.get_activity(self.activity_id)
+        return None if snap is None else snap.status
+
+
+def unwrap_result(res: ActivityResult) -> Any:
+    """Turn a stored result into a value or the matching exception."""
+    if res.status == "completed":
+        return None if res.data is None else decode_json(res.data)
+    if res.status == "cancelled":
+        raise ActivityCancelled(res.activity_id)
+    raise ActivityFailed(res.activity_id, res.status, res.error)
+
+
+class ActivityBuilder:
+    """Fluent description of one activity; finish with :meth:`execute`.
+
+    Obtained from :meth:`ActivityExecutor.activity`. Each setter validates its
+    argument and raises :class:`InvalidActivityError` at the call.
+    """
+
+    __slots__ = (
+        "_delay",
+        "_executor",
+        "_idem_key",
+        "_max_retries",
+        "_metadata",
+        "_on_duplicate",
+        "_payload",
+        "_priority",
+        "_run_at",
+        "_timeout",
+        "activity_type",
+    )
+
+    def __init__(self, executor: ActivityExecutor, activity_type: str) -> None:
+        self._executor = executor
+        self.activity_type = validate_activity_type(activity_type)
+        self._payload: Any = None
+        self._priority = int(Priority.NORMAL)
+        self._delay: float = 0.0
+        self._run_at: float | None = None
+        self._max_retries: int | None = None
+        self._timeout: float | None = None
+        self._metadata: dict[str, str] | None = None
+        self._idem_key: str | None = None
+        self._on_duplicate = OnDuplicate.RETURN_EXISTING
+
+    def payload(self, payload: Any) -> ActivityBuilder:
+        """Set the JSON-encodable payload passed to the handler."""
+        self._payload = payload
+        return self
+
+    def priority(self, priority: Priority | int) -> ActivityBuilder:
+        """Set the priority, 1 (LOW) to 4 (CRITICAL); default NORMAL."""
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= int(priority) <= 4:
+            raise InvalidActivityError(f"priority must be 1-4 (Priority.LOW..CRITICAL), got {priority!r}")
+        self._priority = int(priority)
+        return self
+
+    def delay(self, seconds: float) -> ActivityBuilder:
+        """Make the activity ready ``seconds`` (>= 0) from now."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+            raise InvalidActivityError(f"delay must be a finite number of seconds, got {seconds!r}")
+        if seconds < 0:
+            raise InvalidActivityError(f"delay must be >= 0 seconds, got {seconds!r}")
+        self._delay = float(seconds)
+        self._run_at = None
+        return self
+
+    def run_at(self, when: datetime | float) -> ActivityBuilder:
+        """Make the activity ready at ``when`` (aware datetime or epoch seconds)."""
+        if isinstance(when, datetime):
+            if when.tzinfo is None:
+                raise InvalidActivityError("run_at needs a timezone-aware datetime")
+            ts = when.astimezone(timezone.utc).timestamp()
+        elif isinstance(when, int | float) and not isinstance(when, bool) and math.isfinite(when):
+            ts = float(when)
+        else:
+            raise InvalidActivityError(f"run_at must be a datetime or epoch seconds, got {when!r}")
+        if ts < 0 or ts > 253402300799:  # year 9999
+            raise InvalidActivityError(f"run_at is out of range: {when!r}")
+        self._run_at = ts
+        self._delay = 0.0
+        return self
+
+    def max_retries(self, retries: int) -> ActivityBuilder:
+        """Set retries after the first attempt (0 = never retried)."""
+        if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 1_000_000:
+            raise InvalidActivityError(f"max_retries must be an int in [0, 1000000], got {retries!r}")
+        self._max_retries = retries
+        return self
+
+    def timeout(self, seconds: float) -> ActivityBuilder:
+        """Set the handler timeout in seconds (0 = none)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+            raise InvalidActivityError(f"timeout must be a finite number of seconds, got {seconds!r}")
+        if seconds < 0:
+            raise InvalidActivityError(f"timeout must be >= 0 seconds, got {seconds!r}")
+        self._timeout = float(seconds)
+        return self
+
+    def metadata(self, metadata: dict[str, str]) -> ActivityBuilder:
+        """Attach string key/value metadata, visible to the handler and inspector."""
+        if not isinstance(metadata, dict):
+            raise InvalidActivityError("metadata must be a dict of str to str")
+        self._metadata = dict(metadata)
+        return self
+
+    def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> ActivityBuilder:
+        """Deduplicate on ``key`` within (queue, activity type), see :class:`OnDuplicate`."""
+        if not isinstance(key, str) or not key or len(key) > 1024 or "\x00" in key:
+            raise InvalidActivityError("idempotency key must be a non-empty string of at most 1024 characters")
+        self._idem_key = key
+        self._on_duplicate = OnDuplicate(on_duplicate)
+        return self
+
+    def build(self) -> NewActivity:
+        """Validate and encode into a :class:`NewActivity` without enqueueing it.
+
+        Raises
+        ------
+        InvalidActivityError
+            If the payload or metadata cannot be stored.
+        """
+        cfg = self._executor.config
+        if self._run_at is not None:
+            run_at_ms = int(self._run_at * 1000)
+        elif self._delay > 0:
+            run_at_ms = int((time.time() + self._delay) * 1000)
+        else:
+            run_at_ms = 0
+        timeout = cfg.default_timeout if self._timeout is None else self._timeout
+        return NewActivity(
+            id=uuid.uuid4().hex,
+            activity_type=self.activity_type,
+            payload=encode_json(self._payload, cfg.max_payload_bytes),
+            priority=self._priority,
+            max_retries=cfg.default_max_retries if self._max_retries is None else self._max_retries,
+            timeout_ms=round(timeout * 1000),
+            run_at_ms=run_at_ms,
+            metadata=encode_metadata(self._metadata),
+            idempotency_key=self._idem_key,
+            on_duplicate=int(self._on_duplicate),
+            idempotency_ttl_ms=round(cfg.idempotency_ttl * 1000),
+        )
+
+    async def execute(self) -> ActivityFuture:
+        """Enqueue the activity.
+
+        Returns
+        -------
+        ActivityFuture
+
+        Raises
+        ------
+        InvalidActivityError
+            Bad input; nothing was stored.
+        DuplicateActivityError
+            The idempotency key is taken and the behaviour is ``NO_REUSE``.
+        """
+        item = self.build()
+        (res,) = await self._executor.backend.enqueue(self._executor.queue_name, [item])
+        return self._executor._future(item, res)
+
+
+class ActivityExecutor:
+    """Enqueues activities on one queue of one backend.
+
+    Usable on its own (an API process that only enqueues) or as
+    ``engine.executor`` / ``ctx.executor`` inside handlers.
+
+    Parameters
+    ----------
+    backend : Backend
+        Where activities are stored.
+    queue_name : str, optional
+        Queue to enqueue to; default ``config.queue_name``.
+    config : WorkerConfig, optional
+        Defaults for timeout, retries, payload limit and idempotency TTL.
+    """
+
+    def __init__(self, backend: Backend, queue_name: str | None = None, config: WorkerConfig | None = None) -> None:
+        self.backend = backend
+        self.config = config or WorkerConfig()
+        self.queue_name = queue_name or self.config.queue_name
+
+    def activity(self, activity_type: str) -> ActivityBuilder:
+        """Start describing an activity of ``activity_type``.
+
+        Raises
+        ------
+        InvalidActivityError
+            If the type is empty, over 255 characters or not a string.
+        """
+        return ActivityBuilder(self, activity_type)
+
+    def _future(self, item: NewActivity, res: EnqueueResult) -> ActivityFuture:
+        if res.outcome == EnqueueOutcome.REJECTED:
+            raise DuplicateActivityError(item.idempotency_key or "", res.activity_id)
+        return ActivityFuture(self.backend, res.activity_id, res.outcome == EnqueueOutcome.CREATED)
+
+    async def enqueue_many(self, items: Iterable[ActivityBuilder | tuple[str, Any]]) -> list[str]:
+        """Enqueue a batch in one backend round trip.
+
+        Parameters
+        ----------
+        items : iterable of ActivityBuilder or (activity_type, payload)
+            Builders carry every option; tuples use the defaults.
+
+        Returns
+        -------
+        list of str
+            The activity ids, in input order (an existing id where an
+            idempotency key matched).
+
+        Raises
+        ------
+        InvalidActivityError
+            If any item is invalid; nothing of the batch is stored.
+        DuplicateActivityError
+            If an item's ``NO_REUSE`` key is taken (the other items are stored).
+        """
+        built: list[NewActivity] = []
+        for it in items:
+            if isinstance(it, ActivityBuilder):
+                built.append(it.build())
+            else:
+                activity_type, payload = it
+                built.append(ActivityBuilder(self, activity_type).payload(payload).build())
+        if not built:
+            return []
+        results = await self.backend.enqueue(self.queue_name, built)
+        return [self._future(item, res).activity_id for item, res in zip(built, results, strict=True)]
+
+    async def enqueue_many_futures(self, items: Sequence[ActivityBuilder]) -> list[ActivityFuture]:
+        """Like :meth:`enqueue_many` but returns futures."""
+        built = [b.build() for b in items]
+        if not built:
+            return []
+        results = await self.backend.enqueue(self.queue_name, built)
+        return [self._future(item, res) for item, res in zip(built, results, strict=True)]
+
+    async def cancel(self, activity_id: str) -> bool:
+        """Cancel an activity that has not started; ``True`` if it was."""
+        return await self.backend.cancel(activity_id)
+
+    def future(self, activity_id: str) -> ActivityFuture:
+        """A future for an activity enqueued earlier (e.g. by another process)."""
+        return ActivityFuture(self.backend, activity_id, False)
+
+    async def get_result(self, activity_id: str) -> ActivityResult | None:
+        """The stored outcome of an activity, or ``None`` if it is not finished."""
+        return await self.backend.get_result(activity_id)
