@@ -26,7 +26,9 @@ in ``tests/conformance.py``):
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+
+from runnerq_fast.errors import ConfigError
 
 from runnerq_fast.models import (
     Ack,
@@ -42,7 +44,7 @@ from runnerq_fast.models import (
     ReapReport,
 )
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "open_backend", "register_connector"]
 
 
 class Backend(abc.ABC):
@@ -187,3 +189,29 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         """Live events of ``queue``; with ``after_id``, first replays later stored ones."""
+
+
+_connector: Callable[[str], Awaitable[Backend]] | None = None
+
+
+def register_connector(connector: Callable[[str], Awaitable[Backend]]) -> None:
+    """Install the function that opens a backend from a URL.
+
+    The package's ``__init__`` installs :func:`runnerq_fast.connect`, so the
+    core can accept a URL without importing any backend module.
+    """
+    global _connector
+    _connector = connector
+
+
+async def open_backend(url: str) -> Backend:
+    """Open ``url`` through the registered connector.
+
+    Raises
+    ------
+    ConfigError
+        If no connector is registered (``runnerq_fast`` was not imported).
+    """
+    if _connector is None:
+        raise ConfigError("no backend connector registered; import runnerq_fast first")
+    return await _connector(url)

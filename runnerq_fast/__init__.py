@@ -1,0 +1,76 @@
+"""runnerq-fast: a durable background-activity queue for Python.
+
+>>> import runnerq_fast as rq
+>>> backend = await rq.connect("postgresql://localhost/app")
+>>> engine = rq.WorkerEngine(backend, queue_name="app")
+"""
+
+from runnerq_fast import speedups
+from runnerq_fast.backends import connect
+from runnerq_fast.backends.memory import MemoryBackend
+from runnerq_fast.config import WorkerConfig
+from runnerq_fast.engine import ActivityContext, LifecycleHooks, WorkerEngine
+from runnerq_fast.errors import (
+    ActivityCancelled,
+    ActivityFailed,
+    BackendError,
+    ConfigError,
+    DuplicateActivityError,
+    InvalidActivityError,
+    NonRetryableError,
+    RetryableError,
+    RunnerQError,
+)
+from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture
+from runnerq_fast.metrics import MetricsSink, NoopMetrics
+from runnerq_fast.models import (
+    ActivityEvent,
+    ActivityResult,
+    ActivitySnapshot,
+    ActivityStatus,
+    DeadLetterRecord,
+    OnDuplicate,
+    Priority,
+    QueueStats,
+)
+from runnerq_fast.observability import QueueInspector
+from runnerq_fast.storage import Backend, register_connector
+
+register_connector(connect)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActivityBuilder",
+    "ActivityCancelled",
+    "ActivityContext",
+    "ActivityEvent",
+    "ActivityExecutor",
+    "ActivityFailed",
+    "ActivityFuture",
+    "ActivityResult",
+    "ActivitySnapshot",
+    "ActivityStatus",
+    "Backend",
+    "BackendError",
+    "ConfigError",
+    "DeadLetterRecord",
+    "DuplicateActivityError",
+    "InvalidActivityError",
+    "LifecycleHooks",
+    "MemoryBackend",
+    "MetricsSink",
+    "NoopMetrics",
+    "NonRetryableError",
+    "OnDuplicate",
+    "Priority",
+    "QueueInspector",
+    "QueueStats",
+    "RetryableError",
+    "RunnerQError",
+    "WorkerConfig",
+    "WorkerEngine",
+    "__version__",
+    "connect",
+    "speedups",
+]

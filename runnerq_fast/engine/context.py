@@ -1,0 +1,82 @@
+"""What a handler receives besides its payload."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from runnerq_fast.codec import decode_json
+
+if TYPE_CHECKING:
+    from runnerq_fast.executor import ActivityExecutor
+    from runnerq_fast.models import ClaimedActivity
+
+__all__ = ["ActivityContext"]
+
+
+class ActivityContext:
+    """Per-attempt context passed to every handler as its second argument.
+
+    Attributes
+    ----------
+    activity_id : str
+        Id of the running activity.
+    activity_type : str
+        Its type.
+    retry_count : int
+        Retries made before this attempt (0 on the first run).
+    max_retries : int
+        Retries allowed after the first attempt.
+    priority : int
+        1-4.
+    enqueued_at : float
+        Creation time, epoch **seconds**.
+    executor : ActivityExecutor
+        Enqueues child activities on the same queue.
+    cancellation : asyncio.Event
+        Set when the engine begins to shut down; a long handler may check
+        :attr:`is_cancelled` and return early (it is cancelled anyway once
+        ``shutdown_grace`` has passed).
+    """
+
+    __slots__ = (
+        "_metadata",
+        "_raw_metadata",
+        "activity_id",
+        "activity_type",
+        "cancellation",
+        "enqueued_at",
+        "executor",
+        "max_retries",
+        "priority",
+        "retry_count",
+    )
+
+    def __init__(self, activity: ClaimedActivity, executor: ActivityExecutor, cancellation: asyncio.Event) -> None:
+        self.activity_id = activity.id
+        self.activity_type = activity.activity_type
+        self.retry_count = activity.retry_count
+        self.max_retries = activity.max_retries
+        self.priority = activity.priority
+        self.enqueued_at = activity.created_at_ms / 1000.0
+        self.executor = executor
+        self.cancellation = cancellation
+        self._raw_metadata = activity.metadata
+        self._metadata: dict[str, str] | None = None
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The activity's metadata (decoded on first access)."""
+        if self._metadata is None:
+            raw = self._raw_metadata
+            decoded: Any = decode_json(raw) if raw and raw not in (b"{}", "{}") else {}
+            self._metadata = decoded if isinstance(decoded, dict) else {}
+        return self._metadata
+
+    @property
+    def is_cancelled(self) -> bool:
+        """Whether the engine is shutting down."""
+        return self.cancellation.is_set()
+
+    def __repr__(self) -> str:
+        return f"ActivityContext(id={self.activity_id!r}, type={self.activity_type!r}, retry={self.retry_count})"

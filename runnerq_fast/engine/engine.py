@@ -1,0 +1,714 @@
+"""The worker engine: fetcher, worker tasks, ack buffer, heartbeat, reaper, shutdown.
+
+One engine serves one queue of one backend::
+
+    fetcher ──claim(free slots)──▶ local queue ──▶ worker tasks ──▶ ack buffer ──ack(batch)──▶ backend
+       ▲  wait_for_work (notification)                                   heartbeat: extend_leases(all in flight)
+                                                                          reaper:    requeue_expired
+
+* The fetcher claims up to the number of free worker slots in one round trip.
+* Worker tasks run handlers (async ones on the loop, plain ``def`` ones in a
+  bounded thread pool) with the activity's timeout.
+* Outcomes go into an ack buffer flushed as one backend call every
+  ``ack_flush_interval`` seconds or ``ack_batch_size`` acks.
+* One heartbeat call extends the lease of every activity in flight.
+* The reaper takes back activities whose lease expired (another worker died).
+* Shutdown stops claiming, gives running handlers ``shutdown_grace`` seconds,
+  cancels the rest and releases them to ``pending`` without counting an attempt,
+  releases claimed-but-unstarted work, and flushes the acks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import msgspec
+
+from runnerq_fast.backoff import backoff_seconds
+from runnerq_fast.codec import decode_json, encode_json
+from runnerq_fast.config import WorkerConfig
+from runnerq_fast.engine.context import ActivityContext
+from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
+from runnerq_fast.errors import ConfigError, InvalidActivityError, NonRetryableError, RetryableError
+from runnerq_fast.executor import ActivityExecutor, validate_activity_type
+from runnerq_fast.metrics import (
+    ACKS_REJECTED,
+    ACTIVITIES_CLAIMED,
+    ACTIVITIES_COMPLETED,
+    ACTIVITIES_DEAD_LETTERED,
+    ACTIVITIES_FAILED,
+    ACTIVITIES_REAPED,
+    ACTIVITIES_RETRIED,
+    ACTIVITY_DURATION,
+    BACKEND_ERRORS,
+    MetricsSink,
+    NoopMetrics,
+)
+from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
+from runnerq_fast.observability.inspector import QueueInspector
+from runnerq_fast.storage import Backend, open_backend
+
+__all__ = ["Handler", "WorkerEngine"]
+
+log = logging.getLogger("runnerq_fast.engine")
+
+Handler = Callable[[Any, ActivityContext], Any]
+H = TypeVar("H", bound=Handler)
+
+_COMPLETED = int(AckOutcome.COMPLETED)
+_RETRY = int(AckOutcome.RETRY)
+_FAILED = int(AckOutcome.FAILED)
+_DEAD = int(AckOutcome.DEAD_LETTER)
+
+
+class _Registered:
+    __slots__ = ("fn", "is_async")
+
+    def __init__(self, fn: Handler) -> None:
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
+        )
+
+
+def _default_worker_id() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+class WorkerEngine:
+    """Runs registered handlers for activities claimed from one queue.
+
+    Parameters
+    ----------
+    backend : Backend or str or None
+        An opened backend, or a URL opened at :meth:`start` (``None``: the
+        ``RUNNERQ_BACKEND`` environment variable).
+    config : WorkerConfig, optional
+        All settings; keyword arguments override its fields.
+    metrics : MetricsSink, optional
+        Counters and durations (default: none recorded).
+    hooks : iterable of LifecycleHooks, optional
+        Called around each attempt; failures are logged, never fatal.
+    worker_id : str, optional
+        Name recorded on claims; default ``host-pid-random``.
+    **settings
+        Any :class:`WorkerConfig` field, e.g. ``queue_name="app"``,
+        ``max_workers=64``, ``activity_types=["send_email"]``.
+
+    Raises
+    ------
+    ConfigError
+        If a setting is out of range.
+
+    Examples
+    --------
+    >>> engine = WorkerEngine(backend, queue_name="app", max_workers=64)
+    >>> @engine.activity("send_email")
+    ... async def send_email(payload, ctx):
+    ...     return {"sent": True}
+    >>> async with engine:
+    ...     await engine.run_until_stopped()
+    """
+
+    def __init__(
+        self,
+        backend: Backend | str | None = None,
+        *,
+        config: WorkerConfig | None = None,
+        metrics: MetricsSink | None = None,
+        hooks: Iterable[LifecycleHooks] = (),
+        worker_id: str | None = None,
+        **settings: Any,
+    ) -> None:
+        base = config or WorkerConfig()
+        try:
+            self.config: WorkerConfig = msgspec.structs.replace(base, **settings) if settings else base
+        except TypeError as exc:
+            raise ConfigError(f"unknown engine setting: {exc}") from None
+        self._backend_url: str | None = None
+        self._backend: Backend | None = None
+        self._owns_backend = False
+        if isinstance(backend, Backend):
+            self._backend = backend
+        elif backend is None or isinstance(backend, str):
+            self._backend_url = backend
+        else:
+            raise ConfigError(f"backend must be a Backend or a URL string, got {type(backend).__name__}")
+        self.metrics: MetricsSink = metrics or NoopMetrics()
+        self._metrics_on = not isinstance(self.metrics, NoopMetrics)
+        self.hooks: tuple[LifecycleHooks, ...] = tuple(hooks)
+        self.worker_id = worker_id or _default_worker_id()
+        self._handlers: dict[str, _Registered] = {}
+        self._executor: ActivityExecutor | None = None
+        self._started = False
+        self._stopping = False
+        self._stopped: asyncio.Event | None = None  # created on start, in the running loop
+        self._reset_runtime()
+
+    # -------------------------------------------------------------- registry
+    def activity(self, activity_type: str) -> Callable[[H], H]:
+        """Decorator registering a handler for ``activity_type``.
+
+        The handler is ``async def h(payload, ctx)`` or plain ``def h(payload, ctx)``
+        (run in a thread pool); its return value must be JSON-encodable and is
+        stored as the result.
+
+        Raises
+        ------
+        ConfigError
+            If the type already has a handler or the engine has started.
+        InvalidActivityError
+            If the type name is empty or too long.
+        """
+
+        def register(fn: H) -> H:
+            self.register_activity(activity_type, fn)
+            return fn
+
+        return register
+
+    def register_activity(self, activity_type: str, handler: Handler) -> None:
+        """Register ``handler`` for ``activity_type`` (see :meth:`activity`)."""
+        validate_activity_type(activity_type)
+        if self._started:
+            raise ConfigError("handlers must be registered before the engine starts")
+        if activity_type in self._handlers:
+            raise ConfigError(f"activity type {activity_type!r} already has a handler")
+        if not callable(handler):
+            raise ConfigError(f"handler for {activity_type!r} is not callable")
+        self._handlers[activity_type] = _Registered(handler)
+
+    @property
+    def activity_types(self) -> list[str]:
+        """Types with a registered handler."""
+        return list(self._handlers)
+
+    # ------------------------------------------------------------- accessors
+    @property
+    def backend(self) -> Backend:
+        """The backend (raises :class:`ConfigError` before a URL backend is opened)."""
+        if self._backend is None:
+            raise ConfigError("the engine's backend is not open yet; call start() first")
+        return self._backend
+
+    @property
+    def queue_name(self) -> str:
+        """The queue this engine serves."""
+        return self.config.queue_name
+
+    @property
+    def executor(self) -> ActivityExecutor:
+        """Enqueues activities on this engine's queue."""
+        if self._executor is None:
+            self._executor = ActivityExecutor(self.backend, self.config.queue_name, self.config)
+        return self._executor
+
+    def inspector(self) -> QueueInspector:
+        """A read-only view of this engine's queue."""
+        return QueueInspector(self.backend, self.config.queue_name)
+
+    def use_backend(self, backend: Backend | str) -> None:
+        """Replace the backend before :meth:`start` (the CLI's ``--backend``)."""
+        if self._started:
+            raise ConfigError("cannot change the backend of a running engine")
+        self._executor = None
+        if isinstance(backend, str):
+            self._backend, self._backend_url = None, backend
+        else:
+            self._backend, self._backend_url = backend, None
+
+    # ------------------------------------------------------------- lifecycle
+    def _reset_runtime(self) -> None:
+        self._inflight: dict[str, ClaimedActivity] = {}
+        self._busy = 0
+        self._acks: list[Ack] = []
+        self._release: list[LeaseRef] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self._workers: list[asyncio.Task[None]] = []
+        self._fetcher: asyncio.Task[None] | None = None
+        self._flusher: asyncio.Task[None] | None = None
+        self._claiming = False
+        self._hook_tasks: set[asyncio.Future[None]] = set()
+        self._stats = {"completed": 0, "retried": 0, "failed": 0, "dead_letter": 0, "rejected": 0}
+
+    def _claim_filter(self) -> list[str] | None:
+        declared = self.config.activity_types
+        if declared == "*":
+            return None
+        if declared is None:
+            if not self._handlers:
+                raise ConfigError("no handlers registered; register one with @engine.activity(...)")
+            return list(self._handlers)
+        assert isinstance(declared, list)
+        missing = [t for t in declared if t not in self._handlers]
+        if missing:
+            raise ConfigError(f"activity types declared without a handler: {', '.join(missing)}")
+        if not declared:
+            raise ConfigError("activity_types is an empty list; nothing could be claimed")
+        return list(declared)
+
+    async def start(self) -> None:
+        """Open the backend if given as a URL and start every loop.
+
+        Raises
+        ------
+        ConfigError
+            If no handler is registered, or a declared activity type has none.
+        """
+        if self._started:
+            raise ConfigError("engine already started")
+        self._types = self._claim_filter()
+        if self._backend is None:
+            url = self._backend_url or os.environ.get("RUNNERQ_BACKEND")
+            if not url:
+                raise ConfigError("no backend given (pass a Backend or URL, or set RUNNERQ_BACKEND)")
+            self._backend = await open_backend(url)
+            self._owns_backend = True
+        self._reset_runtime()
+        self._started = True
+        self._stopping = False
+        cfg = self.config
+        self._lease_ms = round(cfg.lease_timeout * 1000)
+        self._loop = asyncio.get_running_loop()
+        self._cancellation = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._slot_free = asyncio.Event()
+        self._ack_ready = asyncio.Event()
+        self._ack_full = asyncio.Event()
+        self._local: asyncio.Queue[ClaimedActivity | None] = asyncio.Queue()
+        self._threads = (
+            ThreadPoolExecutor(cfg.effective_sync_workers, thread_name_prefix="runnerq-sync")
+            if any(not h.is_async for h in self._handlers.values())
+            else None
+        )
+        self._bound_executor = self.executor
+        self._workers = [asyncio.create_task(self._worker_loop(), name=f"runnerq-worker-{i}")
+                         for i in range(cfg.max_workers)]
+        self._flusher = asyncio.create_task(self._flush_loop(), name="runnerq-ack-flusher")
+        self._tasks = [
+            asyncio.create_task(self._heartbeat_loop(), name="runnerq-heartbeat"),
+            asyncio.create_task(self._reaper_loop(), name="runnerq-reaper"),
+        ]
+        self._fetcher = asyncio.create_task(self._fetch_loop(), name="runnerq-fetcher")
+        log.info(
+            "engine %s started on %s queue=%r workers=%d types=%s",
+            self.worker_id, self.backend.name, cfg.queue_name, cfg.max_workers,
+            "*" if self._types is None else ",".join(self._types),
+        )
+
+    async def __aenter__(self) -> WorkerEngine:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def run_until_stopped(self, *, handle_signals: bool = True) -> None:
+        """Wait until :meth:`stop` is called or SIGTERM/SIGINT arrives, then stop.
+
+        Parameters
+        ----------
+        handle_signals : bool
+            Install SIGTERM and SIGINT handlers that begin a graceful stop
+            (only possible in the main thread).
+        """
+        if not self._started:
+            await self.start()
+        installed: list[int] = []
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    self._loop.add_signal_handler(sig, self._signal_stop, sig)
+                    installed.append(sig)
+        try:
+            assert self._stopped is not None
+            await self._stopped.wait()
+        finally:
+            for sig in installed:
+                self._loop.remove_signal_handler(sig)
+            await self.stop()
+
+    def _signal_stop(self, sig: int) -> None:
+        log.info("received %s; stopping gracefully", signal.Signals(sig).name)
+        self.request_stop()
+
+    def request_stop(self) -> None:
+        """Ask a running engine to stop; :meth:`run_until_stopped` then returns."""
+        if self._stopped is not None:
+            self._stopped.set()
+
+    def run(self) -> None:
+        """Blocking entry point: start on uvloop (if installed), run until a signal."""
+
+        async def main() -> None:
+            async with self:
+                await self.run_until_stopped()
+
+        run_with_uvloop(main())
+
+    async def stop(self) -> None:
+        """Stop gracefully (SPEC §3); idempotent.
+
+        Stops claiming; running handlers get ``shutdown_grace`` seconds; the
+        rest are cancelled and, like claimed work not yet started, put back to
+        ``pending`` without counting an attempt; buffered acks are flushed.
+        """
+        if not self._started or self._stopping:
+            return
+        self._stopping = True
+        assert self._stopped is not None
+        self._stopped.set()
+        self._cancellation.set()
+        cfg = self.config
+        # 1. stop claiming (let a claim in flight land, so nothing it took is lost)
+        fetcher = self._fetcher
+        if fetcher is not None:
+            if not self._claiming:
+                fetcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await fetcher
+        # 2. release what was claimed but not started
+        while not self._local.empty():
+            item = self._local.get_nowait()
+            if item is not None:
+                self._release.append(LeaseRef(item.id, item.claim_token))
+                self._busy -= 1
+        for _ in self._workers:
+            self._local.put_nowait(None)
+        # 3. give running handlers the grace period, then cancel them
+        if self._workers:
+            _, pending = await asyncio.wait(self._workers, timeout=cfg.shutdown_grace)
+            for t in pending:
+                t.cancel()
+            if pending:
+                log.warning("cancelling %d activities still running after %.1f s grace", len(pending),
+                            cfg.shutdown_grace)
+                await asyncio.gather(*pending, return_exceptions=True)
+        # 4. flush acks, release the cancelled and unstarted work
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._flusher
+        await self._flush_all()
+        if self._release:
+            refs, self._release = self._release, []
+            try:
+                await self.backend.release(cfg.queue_name, refs)
+            except Exception:
+                log.exception("could not release %d activities; they return when their lease expires",
+                              len(refs))
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+        self._started = False
+        log.info("engine %s stopped: %s", self.worker_id, self._stats)
+        if self._owns_backend and self._backend is not None:
+            await self._backend.close()
+            self._backend = None
+            self._executor = None
+            self._owns_backend = False
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Outcomes this engine recorded since start (acks flushed or buffered)."""
+        return dict(self._stats)
+
+    @property
+    def in_flight(self) -> int:
+        """Activities claimed by this engine and not yet acknowledged."""
+        return len(self._inflight)
+
+    # --------------------------------------------------------------- fetcher
+    async def _fetch_loop(self) -> None:
+        cfg = self.config
+        backend = self.backend
+        queue = cfg.queue_name
+        limit_cap = cfg.claim_batch_size
+        local = self._local
+        inflight = self._inflight
+        error_delay = 0.05
+        low_water = max(1, cfg.max_workers // 4)
+        while not self._stopping:
+            free = cfg.max_workers - self._busy
+            # Claim when a worker is idle, or when enough slots are free to
+            # make a round trip worth it; otherwise wait for a worker to finish.
+            if free <= 0 or (free < low_water and not local.empty()):
+                self._slot_free.clear()
+                await self._slot_free.wait()
+                continue
+            want = free if free < limit_cap else limit_cap
+            self._claiming = True
+            try:
+                batch = await backend.claim(queue, self.worker_id, want, self._types, self._lease_ms)
+            except Exception as exc:
+                self._claiming = False
+                if self._stopping:
+                    return
+                log.warning("claim failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc, error_delay)
+                if self._metrics_on:
+                    self.metrics.inc_counter(BACKEND_ERRORS)
+                await asyncio.sleep(error_delay)
+                error_delay = min(error_delay * 2, 5.0)
+                continue
+            self._claiming = False
+            error_delay = 0.05
+            n = len(batch)
+            if n:
+                self._busy += n
+                for a in batch:
+                    inflight[a.id] = a
+                    local.put_nowait(a)
+                if self._metrics_on:
+                    self.metrics.inc_counter(ACTIVITIES_CLAIMED, n)
+                if self._stopping:
+                    return
+            if n < want:
+                # the queue had less than we could take: sleep until told of new work
+                await backend.wait_for_work(queue, cfg.poll_interval)
+
+    # ---------------------------------------------------------------- workers
+    async def _worker_loop(self) -> None:
+        local = self._local
+        run = self._run_one
+        while True:
+            a = await local.get()
+            if a is None:
+                return
+            try:
+                await run(a)
+            finally:
+                self._busy -= 1
+                self._slot_free.set()
+
+    def _push_ack(self, ack: Ack) -> None:
+        acks = self._acks
+        acks.append(ack)
+        if len(acks) == 1:
+            self._ack_ready.set()
+        if len(acks) >= self.config.ack_batch_size:
+            self._ack_full.set()
+
+    async def _run_one(self, a: ClaimedActivity) -> None:
+        handler = self._handlers.get(a.activity_type)
+        if handler is None:
+            err = f"handler_not_found: no handler for activity type {a.activity_type!r}"
+            log.error("activity %s failed: %s", a.id, err)
+            self._push_ack(Ack(a.id, a.claim_token, _FAILED, None, err))
+            self._stats["failed"] += 1
+            return
+        try:
+            payload = decode_json(a.payload)
+        except Exception as exc:
+            err = f"payload could not be decoded: {exc}"
+            log.error("activity %s dead-lettered: %s", a.id, err)
+            self._push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
+            self._stats["dead_letter"] += 1
+            return
+        ctx = ActivityContext(a, self._bound_executor, self._cancellation)
+        hooks = self.hooks
+        if hooks:
+            await call_hooks(hooks, "on_processing", a)
+        started = time.perf_counter()
+        timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
+        try:
+            if handler.is_async:
+                if timeout is None:
+                    result = await handler.fn(payload, ctx)
+                else:
+                    async with asyncio.timeout(timeout):
+                        result = await handler.fn(payload, ctx)
+            else:
+                fut = self._loop.run_in_executor(self._threads, handler.fn, payload, ctx)
+                result = await (fut if timeout is None else asyncio.wait_for(fut, timeout))
+        except asyncio.CancelledError:
+            if self._stopping:
+                # shutdown grace ran out: back to pending, no attempt counted
+                self._release.append(LeaseRef(a.id, a.claim_token))
+            raise
+        except NonRetryableError as exc:
+            self._fail(a, f"{type(exc).__name__}: {exc}")
+            return
+        except TimeoutError as exc:
+            elapsed = time.perf_counter() - started
+            msg = str(exc) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
+            self._retry_or_dead(a, f"TimeoutError: {msg}", None)
+            return
+        except RetryableError as exc:
+            self._retry_or_dead(a, f"RetryableError: {exc}", exc.retry_after)
+            return
+        except Exception as exc:
+            self._retry_or_dead(a, f"{type(exc).__name__}: {exc}", None)
+            return
+        duration = time.perf_counter() - started
+        if result is None:
+            data = None
+        else:
+            try:
+                data = encode_json(result, 0, "result")
+            except InvalidActivityError as exc:
+                self._fail(a, str(exc))
+                return
+        self._push_ack(Ack(a.id, a.claim_token, _COMPLETED, data))
+        self._stats["completed"] += 1
+        if self._metrics_on:
+            self.metrics.inc_counter(ACTIVITIES_COMPLETED)
+            self.metrics.observe_duration(ACTIVITY_DURATION, duration)
+        if hooks:
+            await call_hooks(hooks, "on_processed", a, duration)
+
+    def _fail(self, a: ClaimedActivity, err: str) -> None:
+        log.warning("activity %s (%s) failed: %s", a.id, a.activity_type, err)
+        self._push_ack(Ack(a.id, a.claim_token, _FAILED, None, err))
+        self._stats["failed"] += 1
+        if self._metrics_on:
+            self.metrics.inc_counter(ACTIVITIES_FAILED)
+        if self.hooks:
+            self._spawn_hook("on_failed", a, err)
+
+    def _retry_or_dead(self, a: ClaimedActivity, err: str, retry_after: float | None) -> None:
+        cfg = self.config
+        if a.retry_count < a.max_retries:
+            delay = (
+                retry_after
+                if retry_after is not None
+                else backoff_seconds(a.retry_count, cfg.retry_delay, cfg.max_retry_delay, cfg.retry_jitter)
+            )
+            retry_at = int((time.time() + delay) * 1000)
+            log.info("activity %s (%s) attempt %d failed, retrying in %.3f s: %s",
+                     a.id, a.activity_type, a.retry_count + 1, delay, err)
+            self._push_ack(Ack(a.id, a.claim_token, _RETRY, None, err, retry_at))
+            self._stats["retried"] += 1
+            if self._metrics_on:
+                self.metrics.inc_counter(ACTIVITIES_RETRIED)
+            if self.hooks:
+                self._spawn_hook("on_released", a, delay, err)
+        else:
+            log.error("activity %s (%s) dead-lettered after %d attempts: %s",
+                      a.id, a.activity_type, a.retry_count + 1, err)
+            self._push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
+            self._stats["dead_letter"] += 1
+            if self._metrics_on:
+                self.metrics.inc_counter(ACTIVITIES_DEAD_LETTERED)
+            if self.hooks:
+                self._spawn_hook("on_dead_letter", a, err)
+
+    def _spawn_hook(self, name: str, *args: Any) -> None:
+        task = asyncio.ensure_future(call_hooks(self.hooks, name, *args))
+        self._hook_tasks.add(task)
+        task.add_done_callback(self._hook_tasks.discard)
+
+    # --------------------------------------------------------------- ack buffer
+    async def _flush_loop(self) -> None:
+        interval = self.config.ack_flush_interval
+        while True:
+            await self._ack_ready.wait()
+            if len(self._acks) < self.config.ack_batch_size:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(interval):
+                        await self._ack_full.wait()
+            await self._flush_all()
+
+    async def _flush_all(self) -> None:
+        """Flush every buffered ack, retrying on backend errors until it lands."""
+        delay = 0.05
+        while self._acks:
+            acks, self._acks = self._acks, []
+            self._ack_ready.clear()
+            self._ack_full.clear()
+            try:
+                rejected = await self.backend.ack(self.config.queue_name, acks)
+            except Exception as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                # keep them: an activity is done only once its ack is stored
+                self._acks[:0] = acks
+                log.warning("ack flush of %d failed (%s: %s); retrying in %.2f s",
+                            len(acks), type(exc).__name__, exc, delay)
+                if self._metrics_on:
+                    self.metrics.inc_counter(BACKEND_ERRORS)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            except asyncio.CancelledError:
+                self._acks[:0] = acks
+                raise
+            inflight = self._inflight
+            for ack in acks:
+                inflight.pop(ack.id, None)
+            if rejected:
+                self._stats["rejected"] += len(rejected)
+                log.warning("%d late acks rejected (lease was reclaimed): %s", len(rejected),
+                            ", ".join(rejected[:10]))
+                if self._metrics_on:
+                    self.metrics.inc_counter(ACKS_REJECTED, len(rejected))
+
+    # -------------------------------------------------------------- background
+    async def _heartbeat_loop(self) -> None:
+        cfg = self.config
+        interval = cfg.effective_heartbeat_interval
+        while True:
+            await asyncio.sleep(interval)
+            if not self._inflight:
+                continue
+            refs = [LeaseRef(a.id, a.claim_token) for a in self._inflight.values()]
+            try:
+                lost = await self.backend.extend_leases(cfg.queue_name, refs, self._lease_ms)
+            except Exception as exc:
+                log.warning("lease heartbeat for %d activities failed (%s: %s)", len(refs), type(exc).__name__, exc)
+                continue
+            if lost:
+                log.warning("%d leases were lost before the heartbeat (reclaimed elsewhere): %s",
+                            len(lost), ", ".join(lost[:10]))
+
+    async def _reaper_loop(self) -> None:
+        cfg = self.config
+        while True:
+            try:
+                report = await self.backend.requeue_expired(cfg.queue_name, cfg.reaper_batch_size)
+            except Exception as exc:
+                log.warning("reaper pass failed (%s: %s)", type(exc).__name__, exc)
+            else:
+                if report.requeued or report.dead_lettered:
+                    log.warning("reaper: %d expired leases requeued, %d dead-lettered",
+                                len(report.requeued), len(report.dead_lettered))
+                    if self._metrics_on:
+                        self.metrics.inc_counter(ACTIVITIES_REAPED, len(report.requeued) + len(report.dead_lettered))
+                    if len(report.requeued) + len(report.dead_lettered) >= cfg.reaper_batch_size:
+                        continue  # more may be waiting
+            await asyncio.sleep(cfg.reaper_interval)
+
+
+def run_with_uvloop(main: Awaitable[None]) -> None:
+    """Run ``main`` to completion on uvloop when it is installed, else on asyncio.
+
+    ``RUNNERQ_LOOP=asyncio`` forces the stock loop.
+    """
+    use_uvloop = os.environ.get("RUNNERQ_LOOP", "uvloop") != "asyncio"
+    if use_uvloop:
+        try:
+            import uvloop
+        except ImportError:  # pragma: no cover - uvloop is a dependency on POSIX
+            use_uvloop = False
+    coro = main if inspect.iscoroutine(main) else _await(main)
+    if use_uvloop:
+        uvloop.run(coro)
+    else:
+        asyncio.run(coro)
+
+
+async def _await(aw: Awaitable[None]) -> None:
+    await aw
+

@@ -1,0 +1,96 @@
+"""Read-only access to a queue for dashboards, CLIs and tests."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from runnerq_fast.codec import decode_json
+from runnerq_fast.errors import InvalidActivityError
+from runnerq_fast.models import (
+    ActivityEvent,
+    ActivityResult,
+    ActivitySnapshot,
+    ActivityStatus,
+    DeadLetterRecord,
+    QueueStats,
+)
+from runnerq_fast.storage import Backend
+
+__all__ = ["QueueInspector"]
+
+
+class QueueInspector:
+    """Inspect one queue of a backend.
+
+    Parameters
+    ----------
+    backend : Backend
+        The store to read.
+    queue_name : str
+        The queue to inspect.
+    """
+
+    def __init__(self, backend: Backend, queue_name: str) -> None:
+        self.backend = backend
+        self.queue_name = queue_name
+
+    async def stats(self) -> QueueStats:
+        """Activity counts by status."""
+        return await self.backend.stats(self.queue_name)
+
+    async def list(
+        self, status: ActivityStatus | str | None = None, *, offset: int = 0, limit: int = 50
+    ) -> list[ActivitySnapshot]:
+        """Activities newest first, optionally of one status.
+
+        Raises
+        ------
+        InvalidActivityError
+            For an unknown status or a negative offset / non-positive limit.
+        """
+        st = None if status is None else ActivityStatus(status).value if _valid_status(status) else None
+        if status is not None and st is None:
+            raise InvalidActivityError(f"unknown status {status!r}; expected one of {[s.value for s in ActivityStatus]}")
+        if offset < 0 or limit < 1:
+            raise InvalidActivityError("offset must be >= 0 and limit >= 1")
+        return await self.backend.list_activities(self.queue_name, st, offset, limit)
+
+    async def get(self, activity_id: str) -> ActivitySnapshot | None:
+        """One activity, or ``None``."""
+        return await self.backend.get_activity(activity_id)
+
+    async def events(self, activity_id: str) -> list[ActivityEvent]:
+        """The activity's events, oldest first."""
+        return await self.backend.get_events(activity_id)
+
+    async def result(self, activity_id: str) -> ActivityResult | None:
+        """The stored outcome, or ``None`` while unfinished."""
+        return await self.backend.get_result(activity_id)
+
+    async def result_value(self, activity_id: str) -> Any:
+        """The decoded return value of a completed activity (``None`` otherwise)."""
+        res = await self.backend.get_result(activity_id)
+        if res is None or res.data is None:
+            return None
+        return decode_json(res.data)
+
+    async def dead_letters(self, *, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
+        """Dead-lettered activities, newest first."""
+        return await self.backend.list_dead_letter(self.queue_name, offset, limit)
+
+    def live_events(self, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
+        """Async iterator over the queue's events as they happen.
+
+        With ``after_id`` it first replays stored events after that id, so a
+        reconnecting client resumes without a gap.
+        """
+        return self.backend.event_stream(self.queue_name, after_id)
+
+
+def _valid_status(status: object) -> bool:
+    try:
+        ActivityStatus(status)
+    except ValueError:
+        return False
+    return True
