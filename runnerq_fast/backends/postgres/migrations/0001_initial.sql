@@ -1,0 +1,77 @@
+-- runnerq-fast PostgreSQL schema, migration 0001: the initial tables.
+--
+-- Applied by runnerq_fast.backends.postgres.schema.migrate() inside one
+-- transaction that holds pg_advisory_xact_lock, and recorded in
+-- runnerq_migrations. Never edit an applied migration; add 0002_*.sql.
+--
+-- Times are timestamptz and leave the database as epoch milliseconds
+-- (see queries.sql). Payloads, metadata and results are already-validated
+-- UTF-8 JSON stored as text: cheaper to insert than jsonb and readable in psql.
+
+CREATE TABLE runnerq_activities (
+    id               uuid        PRIMARY KEY,
+    queue_name       text        NOT NULL,
+    activity_type    text        NOT NULL,
+    status           text        NOT NULL,
+    priority         smallint    NOT NULL,
+    retry_count      integer     NOT NULL DEFAULT 0,
+    max_retries      integer     NOT NULL,
+    timeout_ms       bigint      NOT NULL,
+    payload          text        NOT NULL,
+    metadata         text        NOT NULL,
+    created_at       timestamptz NOT NULL,
+    ready_at         timestamptz NOT NULL,   -- scheduled time, or created_at for immediate work
+    started_at       timestamptz,
+    finished_at      timestamptz,
+    lease_expires_at timestamptz,
+    claim_token      text,
+    worker_id        text,
+    last_error       text,
+    idempotency_key  text,
+    dead_lettered_at timestamptz,
+    seq              bigint      GENERATED ALWAYS AS IDENTITY,  -- insertion order: FIFO tie-break, newest first
+    CONSTRAINT runnerq_activities_status_check CHECK (status IN (
+        'pending', 'scheduled', 'processing', 'retrying', 'completed', 'failed', 'dead_letter', 'cancelled'))
+);
+
+-- Dequeue: the claim walks this index in SPEC order (priority DESC, retry_count DESC, ready_at ASC,
+-- then insertion order).
+CREATE INDEX runnerq_activities_dequeue_idx
+    ON runnerq_activities (queue_name, priority DESC, retry_count DESC, ready_at, seq)
+    WHERE status IN ('pending', 'scheduled', 'retrying');
+
+-- Reaper: held leases by expiry.
+CREATE INDEX runnerq_activities_lease_idx
+    ON runnerq_activities (queue_name, lease_expires_at)
+    WHERE status = 'processing';
+
+-- Inspector: newest first per queue, counts per queue.
+CREATE INDEX runnerq_activities_queue_seq_idx ON runnerq_activities (queue_name, seq);
+
+CREATE TABLE runnerq_events (
+    id          bigserial   PRIMARY KEY,
+    activity_id uuid        NOT NULL,
+    queue_name  text        NOT NULL,
+    event_type  text        NOT NULL,
+    at          timestamptz NOT NULL,
+    detail      text
+);
+
+CREATE INDEX runnerq_events_activity_idx ON runnerq_events (activity_id);
+
+CREATE TABLE runnerq_results (
+    activity_id uuid        PRIMARY KEY,
+    status      text        NOT NULL,
+    data        text,
+    error       text,
+    finished_at timestamptz NOT NULL
+);
+
+CREATE TABLE runnerq_idempotency (
+    queue_name    text        NOT NULL,
+    activity_type text        NOT NULL,
+    key           text        NOT NULL,
+    activity_id   uuid        NOT NULL,
+    expires_at    timestamptz NOT NULL,
+    PRIMARY KEY (queue_name, activity_type, key)
+);

@@ -1,0 +1,650 @@
+"""Backend conformance suite: every backend subclasses :class:`BackendConformance`.
+
+A subclass provides an async fixture ``backend`` yielding an opened, empty
+backend (a fresh database, file or key prefix per test). Every test here then
+runs against it, so all backends are held to the same semantics (SPEC §3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+import runnerq_fast as rq
+from runnerq_fast.models import Ack, AckOutcome, LeaseRef, NewActivity
+from runnerq_fast.storage import Backend
+
+FAST = {
+    "lease_timeout": 2.0,
+    "reaper_interval": 0.05,
+    "poll_interval": 0.05,
+    "ack_flush_interval": 0.001,
+    "retry_delay": 0.01,
+    "max_retry_delay": 0.05,
+    "shutdown_grace": 2.0,
+}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def new(activity_type: str = "t", payload: bytes = b"{}", **kw: Any) -> NewActivity:
+    return NewActivity(id=uuid.uuid4().hex, activity_type=activity_type, payload=payload, **kw)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+async def wait_status(backend: Backend, activity_id: str, status: str, timeout: float = 5.0) -> None:
+    async def check() -> bool:
+        snap = await backend.get_activity(activity_id)
+        return snap is not None and snap.status == status
+
+    await eventually(check, timeout, f"{activity_id} to be {status}")
+
+
+class BackendConformance:
+    """The semantics every backend must have. Subclasses provide ``backend``."""
+
+    queue = "conf"
+
+    def engine(self, backend: Backend, **kw: Any) -> rq.WorkerEngine:
+        settings = {**FAST, "queue_name": self.queue, **kw}
+        return rq.WorkerEngine(backend, **settings)
+
+    # ------------------------------------------------------------------ order
+    async def test_dequeue_order_is_priority_then_retries_then_ready_time(self, backend: Backend) -> None:
+        q = self.queue
+        (retried,) = await backend.enqueue(q, [new("r", priority=2)])
+        (c,) = await backend.claim(q, "w", 1, ["r"], 5000)
+        assert await backend.ack(q, [Ack(c.id, c.claim_token, AckOutcome.RETRY, None, "x", now_ms() - 1000)]) == []
+        ids: dict[str, str] = {}
+        for name, prio in [("a", 2), ("b", 3), ("c", 2), ("d", 1), ("e", 4)]:
+            await asyncio.sleep(0.003)  # distinct ready times at millisecond resolution
+            (res,) = await backend.enqueue(q, [new(name, priority=prio)])
+            ids[res.activity_id] = name
+        ids[retried.activity_id] = "r"
+        got = await backend.claim(q, "w", 10, None, 5000)
+        assert [ids[a.id] for a in got] == ["e", "b", "r", "a", "c", "d"]
+        assert next(a for a in got if a.id == retried.activity_id).retry_count == 1
+
+    async def test_claim_one_at_a_time_follows_the_same_order(self, backend: Backend) -> None:
+        q = self.queue
+        order = []
+        for prio in [1, 4, 2, 3, 2]:
+            await asyncio.sleep(0.003)
+            (res,) = await backend.enqueue(q, [new("t", priority=prio)])
+            order.append((prio, res.activity_id))
+        expected = [aid for _, aid in sorted(order, key=lambda p: -p[0])]
+        got = []
+        for _ in range(5):
+            (a,) = await backend.claim(q, "w", 1, ["t"], 5000)
+            got.append(a.id)
+        assert got == expected
+        assert await backend.claim(q, "w", 1, ["t"], 5000) == []
+
+    async def test_type_filter(self, backend: Backend) -> None:
+        q = self.queue
+        await backend.enqueue(q, [new("x"), new("y"), new("x"), new("z")])
+        got = await backend.claim(q, "w", 10, ["x"], 5000)
+        assert sorted(a.activity_type for a in got) == ["x", "x"]
+        got = await backend.claim(q, "w", 10, ["y", "z"], 5000)
+        assert sorted(a.activity_type for a in got) == ["y", "z"]
+        assert await backend.claim(q, "w", 10, None, 5000) == []
+
+    async def test_queues_are_isolated(self, backend: Backend) -> None:
+        await backend.enqueue("other", [new("t")])
+        assert await backend.claim(self.queue, "w", 10, None, 5000) == []
+        assert len(await backend.claim("other", "w", 10, None, 5000)) == 1
+
+    async def test_claim_respects_limit_and_stamps_lease(self, backend: Backend) -> None:
+        q = self.queue
+        await backend.enqueue(q, [new("t") for _ in range(7)])
+        got = await backend.claim(q, "w", 5, None, 5000)
+        assert len(got) == 5
+        assert len({a.claim_token for a in got}) >= 1
+        snap = await backend.get_activity(got[0].id)
+        assert snap is not None and snap.status == "processing"
+        assert snap.lease_expires_at_ms is not None and snap.lease_expires_at_ms > now_ms() + 3000
+        assert len(await backend.claim(q, "w", 5, None, 5000)) == 2
+
+    # ----------------------------------------------------------------- delays
+    async def test_delayed_activity_waits_until_due(self, backend: Backend) -> None:
+        q = self.queue
+        (res,) = await backend.enqueue(q, [new("t", run_at_ms=now_ms() + 300)])
+        snap = await backend.get_activity(res.activity_id)
+        assert snap is not None and snap.status == "scheduled"
+        assert await backend.claim(q, "w", 10, None, 5000) == []
+        await asyncio.sleep(0.35)
+        got = await backend.claim(q, "w", 10, None, 5000)
+        assert [a.id for a in got] == [res.activity_id]
+
+    async def test_engine_runs_delayed_activity_after_its_delay(self, backend: Backend) -> None:
+        engine = self.engine(backend)
+        started: list[float] = []
+
+        @engine.activity("later")
+        async def later(payload: Any, ctx: rq.ActivityContext) -> None:
+            started.append(time.time())
+
+        t0 = time.time()
+        fut = await engine.executor.activity("later").delay(0.3).execute()
+        async with engine:
+            await fut.result(timeout=5)
+        assert started and started[0] - t0 >= 0.29
+
+    # ----------------------------------------------------------- retry, dead letter
+    async def test_retry_with_backoff_then_success(self, backend: Backend) -> None:
+        engine = self.engine(backend)
+        attempts: list[int] = []
+
+        @engine.activity("flaky")
+        async def flaky(payload: Any, ctx: rq.ActivityContext) -> dict[str, int]:
+            attempts.append(ctx.retry_count)
+            if ctx.retry_count < 2:
+                raise RuntimeError("transient")
+            return {"ok": ctx.retry_count}
+
+        fut = await engine.executor.activity("flaky").max_retries(3).execute()
+        async with engine:
+            assert await fut.result(timeout=5) == {"ok": 2}
+        assert attempts == [0, 1, 2]
+        kinds = [e.event_type for e in await backend.get_events(fut.activity_id)]
+        assert kinds.count("retrying") == 2 and kinds[-1] == "completed" and kinds[0] == "enqueued"
+        snap = await backend.get_activity(fut.activity_id)
+        assert snap is not None and snap.retry_count == 2 and snap.status == "completed"
+
+    async def test_retries_exhausted_go_to_dead_letter(self, backend: Backend) -> None:
+        engine = self.engine(backend)
+        attempts: list[int] = []
+
+        @engine.activity("doomed")
+        async def doomed(payload: Any, ctx: rq.ActivityContext) -> None:
+            attempts.append(ctx.retry_count)
+            raise rq.RetryableError("always")
+
+        fut = await engine.executor.activity("doomed").max_retries(2).execute()
+        async with engine:
+            with pytest.raises(rq.ActivityFailed) as info:
+                await fut.result(timeout=5)
+        assert info.value.status == "dead_letter" and "always" in (info.value.error or "")
+        assert attempts == [0, 1, 2]
+        dead = await backend.list_dead_letter(self.queue)
+        assert [d.activity.id for d in dead] == [fut.activity_id]
+
+    async def test_zero_retries_means_one_attempt(self, backend: Backend) -> None:
+        engine = self.engine(backend)
+        calls = 0
+
+        @engine.activity("once")
+        async def once(payload: Any, ctx: rq.ActivityContext) -> None:
+            nonlocal calls
+            calls += 1
+            raise ValueError("boom")
+
+        fut = await engine.executor.activity("once").max_retries(0).execute()
+        async with engine:
+            with pytest.raises(rq.ActivityFailed, match="dead_letter"):
+                await fut.result(timeout=5)
+        assert calls == 1
+
+    async def test_non_retryable_fails_at_once(self, backend: Backend) -> None:
+        engine = self.engine(backend)
+        calls = 0
+
+        @engine.activity("bad")
+        def bad(payload: Any, ctx: rq.ActivityContext) -> None:  # a plain def, run in the thread pool
+            nonlocal calls
+            calls += 1
+            raise rq.NonRetryableError("invalid card")
+
+        fut = await engine.executor.activity("bad").max_retries(5).execute()
+        async with engine:
+            with pytest.raises(rq.ActivityFailed) as info:
+                await fut.result(timeout=5)
+        assert info.value.status == "failed" and "invalid card" in (info.value.error or "")
+        assert calls == 1
+
+    async def test_timeout_counts_as_retryable_failure(self, backend: Backend) -> None:
+        engine = self.engine(backend)
+        attempts: list[int] = []
+
+        @engine.activity("slow")
+        async def slow(payload: Any, ctx: rq.ActivityContext) -> str:
+            attempts.append(ctx.retry_count)
+            if ctx.retry_count == 0:
+                await asyncio.sleep(5)
+            return "done"
+
+        fut = await engine.executor.activity("slow").timeout(0.1).max_retries(1).execute()
+        async with engine:
+            assert await fut.result(timeout=5) == "done"
+        assert attempts == [0, 1]
+        events = await backend.get_events(fut.activity_id)
+        assert any(e.event_type == "retrying" and "TimeoutError" in (e.detail or "") for e in events)
+
+    async def test_unknown_type_with_wildcard_fails_as_handler_not_found(self, backend: Backend) -> None:
+        engine = self.engine(backend, activity_types="*")
+
+        @engine.activity("known")
+        async def known(payload: Any, ctx: rq.ActivityContext) -> None:
+            return None
+
+        fut = await engine.executor.activity("mystery").execute()
+        async with engine:
+            with pytest.raises(rq.ActivityFailed) as info:
+                await fut.result(timeout=5)
+        assert info.value.status == "failed" and "handler_not_found" in (info.value.error or "")
+
+    async def test_worker_claims_only_types_it_handles(self, backend: Backend) -> None:
+        engine = self.engine(backend)
+
+        @engine.activity("mine")
+        async def mine(payload: Any, ctx: rq.ActivityContext) -> None:
+            return None
+
+        other = await engine.executor.activity("theirs").execute()
+        fut = await engine.executor.activity("mine").execute()
+        async with engine:
+            await fut.result(timeout=5)
+            await asyncio.sleep(0.1)
+        snap = await backend.get_activity(other.activity_id)
+        assert snap is not None and snap.status == "pending"
+
+    async def test_declared_type_without_handler_is_config_error(self, backend: Backend) -> None:
+        engine = self.engine(backend, activity_types=["a", "b"])
+
+        @engine.activity("a")
+        async def a(payload: Any, ctx: rq.ActivityContext) -> None:
+            return None
+
+        with pytest.raises(rq.ConfigError, match="b"):
+            await engine.start()
+
+    # ------------------------------------------------------------------ leases
+    async def test_lease_expiry_counts_as_attempt(self, backend: Backend) -> None:
+        q = self.queue
+        (res,) = await backend.enqueue(q, [new("t", max_retries=1)])
+        (a,) = await backend.claim(q, "w", 1, None, 50)
+        await asyncio.sleep(0.1)
+        report = await backend.requeue_expired(q, 100)
+        assert report.requeued == [res.activity_id] and report.dead_lettered == []
+        snap = await backend.get_activity(res.activity_id)
+        assert snap is not None and snap.status == "pending" and snap.retry_count == 1
+        (a2,) = await backend.claim(q, "w", 1, None, 50)
+        assert a2.retry_count == 1
+        await asyncio.sleep(0.1)
+        report = await backend.requeue_expired(q, 100)
+        assert report.dead_lettered == [res.activity_id]
+        result = await backend.get_result(res.activity_id)
+        assert result is not None and result.status == "dead_letter"
+
+    async def test_live_lease_is_not_reaped(self, backend: Backend) -> None:
+        q = self.queue
+        await backend.enqueue(q, [new("t")])
+        await backend.claim(q, "w", 1, None, 5000)
+        report = await backend.requeue_expired(q, 100)
+        assert report.requeued == [] and report.dead_lettered == []
+
+    async def test_late_ack_after_reclaim_is_rejected(self, backend: Backend) -> None:
+        q = self.queue
+        (res,) = await backend.enqueue(q, [new("t")])
+        (first,) = await backend.claim(q, "w1", 1, None, 30)
+        await asyncio.sleep(0.06)
+        await backend.requeue_expired(q, 100)
+        (second,) = await backend.claim(q, "w2", 1, None, 5000)
+        assert second.claim_token != first.claim_token
+        late = Ack(first.id, first.claim_token, AckOutcome.COMPLETED, b'"late"')
+        assert await backend.ack(q, [late]) == [res.activity_id]
+        assert await backend.extend_leases(q, [LeaseRef(first.id, first.claim_token)], 5000) == [res.activity_id]
+        snap = await backend.get_activity(res.activity_id)
+        assert snap is not None and snap.status == "processing"
+        assert await backend.ack(q, [Ack(second.id, second.claim_token, AckOutcome.COMPLETED, b'"ok"')]) == []
+        result = await backend.get_result(res.activity_id)
+        assert result is not None and result.status == "completed" and rq.codec.decode_json(result.data or b"") == "ok"
+
+    async def test_same_worker_reclaim_still_rejects_the_old_claim(self, backend: Backend) -> None:
+        q = self.queue
+        (res,) = await backend.enqueue(q, [new("t")])
+        (first,) = await backend.claim(q, "same", 1, None, 30)
+        await asyncio.sleep(0.06)
+        await backend.requeue_expired(q, 100)
+        await backend.claim(q, "same", 1, None, 5000)
+        assert await backend.ack(q, [Ack(first.id, first.claim_token, AckOutcome.FAILED, None, "x")]) == [res.activity_id]
+
+    async def test_heartbeat_keeps_long_job_alive(self, backend: Backend) -> None:
+        engine = self.engine(backend, lease_timeout=0.3, heartbeat_interval=0.05)
+        runs = 0
+
+        @engine.activity("long")
+        async def long(payload: Any, ctx: rq.ActivityContext) -> str:
+            nonlocal runs
+            runs += 1
+            await asyncio.sleep(1.0)
+            return "survived"
+
+        fut = await engine.executor.activity("long").execute()
+        async with engine:
+            assert await fut.result(timeout=5) == "survived"
+        assert runs == 1
+        snap = await backend.get_activity(fut.activity_id)
+        assert snap is not None and snap.retry_count == 0
+
+    async def test_extend_leases_moves_the_deadline(self, backend: Backend) -> None:
+        q = self.queue
+        await backend.enqueue(q, [new("t")])
+        (a,) = await backend.claim(q, "w", 1, None, 100)
+        assert await backend.extend_leases(q, [LeaseRef(a.id, a.claim_token)], 10_000) == []
+        await asyncio.sleep(0.15)
+        report = await backend.requeue_expired(q, 100)
+        assert report.requeued == []
+
+    # ------------------------------------------------------------- shutdown
+    async def test_graceful_shutdown_puts_in_flight_work_back(self, backend: Backend) -> None:
+        engine = self.engine(backend, shutdown_grace=0.1)
+        started = asyncio.Event()
+
+        @engine.activity("stuck")
+        async def stuck(payload: Any, ctx: rq.ActivityContext) -> None:
+            started.set()
+            await asyncio.sleep(30)
+
+        fut = await engine.executor.activity("stuck").execute()
+        await engine.start()
+        await asyncio.wait_for(started.wait(), 5)
+        t0 = time.monotonic()
+        await engine.stop()
+        assert time.monotonic() - t0 < 2.0
+        snap = await backend.get_activity(fut.activity_id)
+        assert snap is not None and snap.status == "pending" and snap.retry_count == 0
+        assert (await backend.get_events(fut.activity_id))[-1].event_type == "requeued"
+
+    async def test_graceful_shutdown_lets_short_work_finish(self, backend: Backend) -> None:
+        engine = self.engine(backend, shutdown_grace=5.0)
+        started = asyncio.Event()
+
+        @engine.activity("short")
+        async def short(payload: Any, ctx: rq.ActivityContext) -> str:
+            started.set()
+            await asyncio.sleep(0.2)
+            return "finished"
+
+        fut = await engine.executor.activity("short").execute()
+        await engine.start()
+        await asyncio.wait_for(started.wait(), 5)
+        await engine.stop()
+        result = await backend.get_result(fut.activity_id)
+        assert result is not None and result.status == "completed"
+
+    async def test_release_does_not_count_an_attempt(self, backend: Backend) -> None:
+        q = self.queue
+        (res,) = await backend.enqueue(q, [new("t")])
+        (a,) = await backend.claim(q, "w", 1, None, 5000)
+        assert await backend.release(q, [LeaseRef(a.id, a.claim_token)]) == [res.activity_id]
+        (again,) = await backend.claim(q, "w", 1, None, 5000)
+        assert again.id == res.activity_id and again.retry_count == 0
+
+    # ------------------------------------------------------------ idempotency
+    async def _race(self, backend: Backend, behaviour: rq.OnDuplicate, key: str) -> list[Any]:
+        ex = rq.ActivityExecutor(backend, self.queue)
+
+        async def one(i: int) -> Any:
+            try:
+                return await ex.activity("pay").payload({"i": i}).idempotency_key(key, behaviour).execute()
+            except rq.DuplicateActivityError as exc:
+                return exc
+
+        return await asyncio.gather(*(one(i) for i in range(50)))
+
+    @pytest.mark.parametrize(
+        ("behaviour", "created"),
+        [
+            (rq.OnDuplicate.ALLOW_REUSE, 50),
+            (rq.OnDuplicate.RETURN_EXISTING, 1),
+            (rq.OnDuplicate.ALLOW_REUSE_ON_FAILURE, 1),
+            (rq.OnDuplicate.NO_REUSE, 1),
+        ],
+    )
+    async def test_idempotency_under_50_concurrent_enqueues(
+        self, backend: Backend, behaviour: rq.OnDuplicate, created: int
+    ) -> None:
+        outcomes = await self._race(backend, behaviour, "order-42")
+        futures = [o for o in outcomes if isinstance(o, rq.ActivityFuture)]
+        errors = [o for o in outcomes if isinstance(o, rq.DuplicateActivityError)]
+        assert sum(f.created for f in futures) == created
+        assert (await backend.stats(self.queue)).total == created
+        if behaviour == rq.OnDuplicate.NO_REUSE:
+            assert len(errors) == 49 and len({e.existing_id for e in errors}) == 1
+        elif created == 1:
+            assert len({f.activity_id for f in futures}) == 1 and not errors
+
+    async def test_allow_reuse_on_failure_reuses_after_failure_only(self, backend: Backend) -> None:
+        q = self.queue
+        ex = rq.ActivityExecutor(backend, q)
+        first = await ex.activity("pay").idempotency_key("k", rq.OnDuplicate.ALLOW_REUSE_ON_FAILURE).execute()
+        again = await ex.activity("pay").idempotency_key("k", rq.OnDuplicate.ALLOW_REUSE_ON_FAILURE).execute()
+        assert again.activity_id == first.activity_id and not again.created
+        (a,) = await backend.claim(q, "w", 1, None, 5000)
+        await backend.ack(q, [Ack(a.id, a.claim_token, AckOutcome.FAILED, None, "declined")])
+        third = await ex.activity("pay").idempotency_key("k", rq.OnDuplicate.ALLOW_REUSE_ON_FAILURE).execute()
+        assert third.created and third.activity_id != first.activity_id
+
+    async def test_idempotency_key_is_scoped_by_type(self, backend: Backend) -> None:
+        ex = rq.ActivityExecutor(backend, self.queue)
+        a = await ex.activity("one").idempotency_key("k", rq.OnDuplicate.NO_REUSE).execute()
+        b = await ex.activity("two").idempotency_key("k", rq.OnDuplicate.NO_REUSE).execute()
+        assert a.created and b.created and a.activity_id != b.activity_id
+
+    async def test_idempotency_key_expires(self, backend: Backend) -> None:
+        ex = rq.ActivityExecutor(backend, self.queue, rq.WorkerConfig(idempotency_ttl=0.05))
+        a = await ex.activity("one").idempotency_key("k", rq.OnDuplicate.NO_REUSE).execute()
+        await asyncio.sleep(0.1)
+        b = await ex.activity("one").idempotency_key("k", rq.OnDuplicate.NO_REUSE).execute()
+        assert b.created and b.activity_id != a.activity_id
+
+    # -------------------------------------------------------------- bad input
+    @pytest.mark.parametrize(
+        "make",
+        [
+            lambda ex: ex.activity("t").payload({"x": math.nan}),
+            lambda ex: ex.activity("t").payload({"x": [math.inf]}),
+            lambda ex: ex.activity("t").payload({"x": -math.inf}),
+            lambda ex: ex.activity("t").payload({"x": "a\x00b"}),
+            lambda ex: ex.activity("t").payload({"k\x00": 1}),
+            lambda ex: ex.activity("t").payload({"x": object()}),
+            lambda ex: ex.activity("t").payload({"x": "y" * (1024 * 1024 + 1)}),
+            lambda ex: ex.activity(""),
+            lambda ex: ex.activity("t" * 256),
+            lambda ex: ex.activity("t").delay(-1),
+            lambda ex: ex.activity("t").delay(math.nan),
+            lambda ex: ex.activity("t").priority(9),
+            lambda ex: ex.activity("t").max_retries(-1),
+            lambda ex: ex.activity("t").timeout(-2),
+            lambda ex: ex.activity("t").metadata({"k": 1}),  # type: ignore[dict-item]
+        ],
+        ids=[
+            "nan", "inf", "-inf", "nul-value", "nul-key", "unencodable", "oversized", "empty-type",
+            "long-type", "negative-delay", "nan-delay", "bad-priority", "negative-retries",
+            "negative-timeout", "non-str-metadata",
+        ],
+    )
+    async def test_bad_input_is_refused_and_nothing_stored(
+        self, backend: Backend, make: Callable[[rq.ActivityExecutor], rq.ActivityBuilder]
+    ) -> None:
+        ex = rq.ActivityExecutor(backend, self.queue)
+        await ex.activity("keep").payload({"ok": 1}).execute()
+        with pytest.raises(rq.InvalidActivityError):
+            await make(ex).execute()
+        assert (await backend.stats(self.queue)).total == 1
+
+    async def test_bad_item_in_batch_stores_nothing(self, backend: Backend) -> None:
+        ex = rq.ActivityExecutor(backend, self.queue)
+        with pytest.raises(rq.InvalidActivityError):
+            await ex.enqueue_many([("t", {"i": 1}), ("t", {"i": math.nan}), ("t", {"i": 3})])
+        assert (await backend.stats(self.queue)).total == 0
+
+    async def test_batch_enqueue_returns_ids_in_order(self, backend: Backend) -> None:
+        ex = rq.ActivityExecutor(backend, self.queue)
+        ids = await ex.enqueue_many([("t", {"i": i}) for i in range(300)])
+        assert len(set(ids)) == 300
+        snap = await backend.get_activity(ids[123])
+        assert snap is not None and rq.codec.decode_json(snap.payload) == {"i": 123}
+        assert (await backend.stats(self.queue)).pending == 300
+
+    # ----------------------------------------------------- results, inspection
+    async def test_result_future_woken_by_notification(self, backend: Backend) -> None:
+        engine = self.engine(backend, poll_interval=5.0)
+
+        @engine.activity("echo")
+        async def echo(payload: Any, ctx: rq.ActivityContext) -> Any:
+            return {"echo": payload, "meta": ctx.metadata}
+
+        async with engine:
+            await asyncio.sleep(0.05)
+            t0 = time.monotonic()
+            fut = await engine.executor.activity("echo").payload([1, "two"]).metadata({"tenant": "t1"}).execute()
+            assert await fut.result(timeout=4) == {"echo": [1, "two"], "meta": {"tenant": "t1"}}
+            # woken by notifications, not by the 5 s poll interval
+            assert time.monotonic() - t0 < 2.0
+
+    async def test_result_times_out(self, backend: Backend) -> None:
+        ex = rq.ActivityExecutor(backend, self.queue)
+        fut = await ex.activity("nobody").execute()
+        with pytest.raises(TimeoutError):
+            await fut.result(timeout=0.1)
+
+    async def test_cancel_pending_activity(self, backend: Backend) -> None:
+        ex = rq.ActivityExecutor(backend, self.queue)
+        fut = await ex.activity("t").execute()
+        assert await ex.cancel(fut.activity_id)
+        assert not await ex.cancel(fut.activity_id)
+        with pytest.raises(rq.ActivityCancelled):
+            await fut.result(timeout=1)
+        assert await backend.claim(self.queue, "w", 10, None, 5000) == []
+
+    async def test_inspector_lists_gets_and_pages(self, backend: Backend) -> None:
+        engine = self.engine(backend)
+
+        @engine.activity("ok")
+        async def ok(payload: Any, ctx: rq.ActivityContext) -> int:
+            return int(payload["i"]) * 2
+
+        ids = await engine.executor.enqueue_many([("ok", {"i": i}) for i in range(5)])
+        await engine.executor.activity("ok").delay(60).payload({"i": 99}).execute()
+        insp = engine.inspector()
+        stats = await insp.stats()
+        assert (stats.pending, stats.scheduled) == (5, 1)
+        async with engine:
+            await rq.ActivityFuture(backend, ids[-1]).result(timeout=5)
+            await eventually(lambda: _completed(insp, 5), what="5 completed")
+        page1 = await insp.list("completed", offset=0, limit=3)
+        page2 = await insp.list("completed", offset=3, limit=3)
+        assert len(page1) == 3 and len(page2) == 2
+        assert {s.id for s in page1 + page2} == set(ids)
+        assert await insp.result_value(ids[2]) == 4
+        snap = await insp.get(ids[2])
+        assert snap is not None and snap.activity_type == "ok" and snap.finished_at_ms is not None
+        kinds = [e.event_type for e in await insp.events(ids[2])]
+        assert kinds[0] == "enqueued" and "claimed" in kinds and kinds[-1] == "completed"
+        assert await insp.get("0" * 32) is None
+        with pytest.raises(rq.InvalidActivityError):
+            await insp.list("nonsense")
+
+    async def test_live_event_stream(self, backend: Backend) -> None:
+        insp = rq.QueueInspector(backend, self.queue)
+        ex = rq.ActivityExecutor(backend, self.queue)
+        seen: list[rq.ActivityEvent] = []
+
+        async def consume() -> None:
+            async for ev in insp.live_events():
+                seen.append(ev)
+                if len(seen) >= 2:
+                    return
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.1)
+        fut = await ex.activity("t").execute()
+        await ex.cancel(fut.activity_id)
+        await asyncio.wait_for(task, 5)
+        assert [e.event_type for e in seen] == ["enqueued", "cancelled"]
+        # resuming after the first event replays the second
+        replay: list[rq.ActivityEvent] = []
+
+        async def resume() -> None:
+            async for ev in insp.live_events(after_id=seen[0].id):
+                replay.append(ev)
+                return
+
+        await asyncio.wait_for(resume(), 5)
+        assert replay[0].id == seen[1].id
+
+    async def test_child_activities_via_context(self, backend: Backend) -> None:
+        engine = self.engine(backend)
+
+        @engine.activity("parent")
+        async def parent(payload: Any, ctx: rq.ActivityContext) -> str:
+            child = await ctx.executor.activity("child").payload({"n": payload["n"] + 1}).execute()
+            return child.activity_id
+
+        @engine.activity("child")
+        async def child(payload: Any, ctx: rq.ActivityContext) -> int:
+            return int(payload["n"])
+
+        fut = await engine.executor.activity("parent").payload({"n": 1}).execute()
+        async with engine:
+            child_id = await fut.result(timeout=5)
+            assert await rq.ActivityFuture(backend, child_id).result(timeout=5) == 2
+
+    async def test_many_activities_drain_exactly_once(self, backend: Backend) -> None:
+        engine = self.engine(backend, max_workers=16, claim_batch_size=50, ack_batch_size=40)
+        seen: dict[int, int] = {}
+
+        @engine.activity("count")
+        async def count(payload: Any, ctx: rq.ActivityContext) -> None:
+            seen[payload] = seen.get(payload, 0) + 1
+
+        ids = await engine.executor.enqueue_many([("count", i) for i in range(1000)])
+        async with engine:
+            await rq.ActivityFuture(backend, ids[-1]).result(timeout=20)
+            await eventually(lambda: _completed(rq.QueueInspector(backend, self.queue), 1000), 20, "drain")
+        assert seen == {i: 1 for i in range(1000)}
+
+    async def test_failing_hook_never_fails_the_activity(self, backend: Backend) -> None:
+        calls: list[str] = []
+
+        class Hooks(rq.LifecycleHooks):
+            def on_processing(self, activity: Any) -> None:
+                calls.append("processing")
+                raise RuntimeError("broken metrics")
+
+            async def on_processed(self, activity: Any, duration: float) -> None:
+                calls.append(f"processed:{duration >= 0}")
+                raise RuntimeError("also broken")
+
+        engine = self.engine(backend, hooks=[Hooks()])
+
+        @engine.activity("ok")
+        async def ok(payload: Any, ctx: rq.ActivityContext) -> str:
+            return "fine"
+
+        fut = await engine.executor.activity("ok").execute()
+        async with engine:
+            assert await fut.result(timeout=5) == "fine"
+        assert calls == ["processing", "processed:True"]
+
+
+async def _completed(insp: rq.QueueInspector, n: int) -> bool:
+    return (await insp.stats()).completed >= n

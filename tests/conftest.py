@@ -1,0 +1,26 @@
+"""Shared fixtures: every async test runs on uvloop and on the stock asyncio loop.
+
+Like uvloop's own test mixin, each test is parametrized over both loops
+(``RUNNERQ_TEST_LOOPS=uvloop`` or ``=asyncio`` narrows it to one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+
+import pytest
+import uvloop
+
+_LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "uvloop": uvloop.new_event_loop,
+    "asyncio": asyncio.new_event_loop,
+}
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
+    wanted = os.environ.get("RUNNERQ_TEST_LOOPS", "uvloop,asyncio").split(",")
+    return {name: _LOOPS[name] for name in wanted}

@@ -1,0 +1,18 @@
+"""The memory backend against the conformance suite."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from runnerq_fast.backends.memory import MemoryBackend
+from tests.conformance import BackendConformance
+
+
+class TestMemoryConformance(BackendConformance):
+    @pytest.fixture
+    async def backend(self) -> AsyncIterator[MemoryBackend]:
+        b = MemoryBackend()
+        yield b
+        await b.close()
