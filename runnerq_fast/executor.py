@@ -6,7 +6,7 @@ import math
 import time
 import uuid
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from runnerq_fast.codec import decode_json, encode_json, encode_metadata
@@ -176,7 +176,7 @@ class ActivityBuilder:
         if isinstance(when, datetime):
             if when.tzinfo is None:
                 raise InvalidActivityError("run_at needs a timezone-aware datetime")
-            ts = when.astimezone(timezone.utc).timestamp()
+            ts = when.astimezone(UTC).timestamp()
         elif isinstance(when, int | float) and not isinstance(when, bool) and math.isfinite(when):
             ts = float(when)
         else:

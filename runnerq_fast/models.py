@@ -43,7 +43,7 @@ class Priority(enum.IntEnum):
     CRITICAL = 4
 
 
-class ActivityStatus(str, enum.Enum):
+class ActivityStatus(enum.StrEnum):
     """The eight states of an activity (the RunnerQ state diagram plus cancel)."""
 
     PENDING = "pending"
@@ -81,7 +81,7 @@ class OnDuplicate(enum.IntEnum):
     """Create nothing; raise :class:`~runnerq_fast.errors.DuplicateActivityError`."""
 
 
-class EventType(str, enum.Enum):
+class EventType(enum.StrEnum):
     """Kinds of lifecycle event recorded per activity."""
 
     ENQUEUED = "enqueued"

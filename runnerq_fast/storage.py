@@ -29,7 +29,6 @@ import abc
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from runnerq_fast.errors import ConfigError
-
 from runnerq_fast.models import (
     Ack,
     ActivityEvent,

@@ -278,7 +278,7 @@ class BackendConformance:
     async def test_lease_expiry_counts_as_attempt(self, backend: Backend) -> None:
         q = self.queue
         (res,) = await backend.enqueue(q, [new("t", max_retries=1)])
-        (a,) = await backend.claim(q, "w", 1, None, 50)
+        await backend.claim(q, "w", 1, None, 50)
         await asyncio.sleep(0.1)
         report = await backend.requeue_expired(q, 100)
         assert report.requeued == [res.activity_id] and report.dead_lettered == []
@@ -323,7 +323,8 @@ class BackendConformance:
         await asyncio.sleep(0.06)
         await backend.requeue_expired(q, 100)
         await backend.claim(q, "same", 1, None, 5000)
-        assert await backend.ack(q, [Ack(first.id, first.claim_token, AckOutcome.FAILED, None, "x")]) == [res.activity_id]
+        stale = Ack(first.id, first.claim_token, AckOutcome.FAILED, None, "x")
+        assert await backend.ack(q, [stale]) == [res.activity_id]
 
     async def test_heartbeat_keeps_long_job_alive(self, backend: Backend) -> None:
         engine = self.engine(backend, lease_timeout=0.3, heartbeat_interval=0.05)
@@ -473,7 +474,7 @@ class BackendConformance:
             lambda ex: ex.activity("t").priority(9),
             lambda ex: ex.activity("t").max_retries(-1),
             lambda ex: ex.activity("t").timeout(-2),
-            lambda ex: ex.activity("t").metadata({"k": 1}),  # type: ignore[dict-item]
+            lambda ex: ex.activity("t").metadata({"k": 1}),
         ],
         ids=[
             "nan", "inf", "-inf", "nul-value", "nul-key", "unencodable", "oversized", "empty-type",
@@ -550,8 +551,8 @@ class BackendConformance:
         async with engine:
             await rq.ActivityFuture(backend, ids[-1]).result(timeout=5)
             await eventually(lambda: _completed(insp, 5), what="5 completed")
-        page1 = await insp.list("completed", offset=0, limit=3)
-        page2 = await insp.list("completed", offset=3, limit=3)
+        page1 = await insp.list_activities("completed", offset=0, limit=3)
+        page2 = await insp.list_activities("completed", offset=3, limit=3)
         assert len(page1) == 3 and len(page2) == 2
         assert {s.id for s in page1 + page2} == set(ids)
         assert await insp.result_value(ids[2]) == 4
@@ -561,7 +562,7 @@ class BackendConformance:
         assert kinds[0] == "enqueued" and "claimed" in kinds and kinds[-1] == "completed"
         assert await insp.get("0" * 32) is None
         with pytest.raises(rq.InvalidActivityError):
-            await insp.list("nonsense")
+            await insp.list_activities("nonsense")
 
     async def test_live_event_stream(self, backend: Backend) -> None:
         insp = rq.QueueInspector(backend, self.queue)

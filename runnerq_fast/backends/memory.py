@@ -7,6 +7,7 @@ operation is atomic (no ``await`` inside one). Nothing survives the process.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
@@ -397,10 +398,8 @@ class MemoryBackend(Backend):
         q = self._queue(queue)
         if q.wake.is_set() or self._closed:
             return
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(q.wake.wait(), timeout)
-        except TimeoutError:
-            pass
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:

@@ -325,7 +325,7 @@ class WorkerEngine:
         """
         if not self._started:
             await self.start()
-        installed: list[int] = []
+        installed: list[signal.Signals] = []
         if handle_signals:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):

@@ -39,7 +39,7 @@ class QueueInspector:
         """Activity counts by status."""
         return await self.backend.stats(self.queue_name)
 
-    async def list(
+    async def list_activities(
         self, status: ActivityStatus | str | None = None, *, offset: int = 0, limit: int = 50
     ) -> list[ActivitySnapshot]:
         """Activities newest first, optionally of one status.
@@ -51,7 +51,8 @@ class QueueInspector:
         """
         st = None if status is None else ActivityStatus(status).value if _valid_status(status) else None
         if status is not None and st is None:
-            raise InvalidActivityError(f"unknown status {status!r}; expected one of {[s.value for s in ActivityStatus]}")
+            valid = [s.value for s in ActivityStatus]
+            raise InvalidActivityError(f"unknown status {status!r}; expected one of {valid}")
         if offset < 0 or limit < 1:
             raise InvalidActivityError("offset must be >= 0 and limit >= 1")
         return await self.backend.list_activities(self.queue_name, st, offset, limit)

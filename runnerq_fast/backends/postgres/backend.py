@@ -1,0 +1,714 @@
+"""PostgreSQL backend on asyncpg.
+
+Every batch operation is one statement (one round trip, one transaction):
+claims use ``FOR UPDATE SKIP LOCKED`` on a partial index, acks and enqueues
+pass parallel arrays through ``unnest``, and each statement writes its events
+and results itself. Wakeups use LISTEN/NOTIFY on one dedicated connection
+that reconnects by itself; the SQL lives in ``queries.sql`` and
+``migrations/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import socket
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from runnerq_fast.backends.postgres.listener import Listener
+from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
+from runnerq_fast.errors import BackendError, ConfigError
+from runnerq_fast.models import (
+    Ack,
+    ActivityEvent,
+    ActivityResult,
+    ActivitySnapshot,
+    ClaimedActivity,
+    DeadLetterRecord,
+    EnqueueOutcome,
+    EnqueueResult,
+    LeaseRef,
+    NewActivity,
+    OnDuplicate,
+    QueueStats,
+    ReapReport,
+)
+from runnerq_fast.storage import Backend
+
+__all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
+
+log = logging.getLogger(__name__)
+
+WORK_CHANNEL = "runnerq_work"
+"""NOTIFY channel meaning "work may be ready"; the payload is the queue name."""
+
+RESULTS_CHANNEL = "runnerq_results"
+"""NOTIFY channel meaning "some activities ended"; the payload is the queue name."""
+
+Q = load_queries()
+_STREAM_PAGE = 1000
+_Conn = asyncpg.Connection | PoolConnectionProxy
+_CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
+
+
+def _hex(value: Any) -> str:
+    """asyncpg's UUID → the 32-hex-digit form the engine uses."""
+    return str(value.hex)
+
+
+def _uuid_or_none(value: str) -> str | None:
+    try:
+        return uuid.UUID(value).hex
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _text(data: bytes | str | None) -> str | None:
+    if data is None or isinstance(data, str):
+        return data
+    return data.decode()
+
+
+def _snapshot(r: asyncpg.Record) -> ActivitySnapshot:
+    return ActivitySnapshot(
+        _hex(r[0]),
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        r[10],
+        r[11],
+        r[12],
+        r[13],
+        r[14],
+        r[15],
+        r[16],
+    )
+
+
+def _event(r: asyncpg.Record) -> ActivityEvent:
+    return ActivityEvent(r[0], _hex(r[1]), r[2], r[3], r[4], r[5])
+
+
+def _result(r: asyncpg.Record) -> ActivityResult:
+    return ActivityResult(_hex(r[0]), r[1], r[2], r[3])
+
+
+def _redact(url: str) -> str:
+    """``url`` without its password, for error messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return parts._replace(netloc=netloc).geturl()
+    except ValueError:
+        return "<unparsable URL>"
+
+
+async def apply_migrations(conn: _Conn) -> list[int]:
+    """Apply the pending numbered migrations on ``conn``.
+
+    All of it runs in one transaction holding ``pg_advisory_xact_lock``, so
+    workers that start together apply each migration exactly once.
+
+    Parameters
+    ----------
+    conn : asyncpg.Connection or pool connection
+        Not inside a transaction.
+
+    Returns
+    -------
+    list of int
+        Versions applied by this call (empty when already up to date).
+    """
+    applied_now: list[int] = []
+    async with conn.transaction():
+        await conn.execute(Q["lock_migrations"])
+        await conn.execute(Q["create_migrations_table"])
+        applied = {r[0] for r in await conn.fetch(Q["applied_migrations"])}
+        for m in load_migrations():
+            if m.version in applied:
+                continue
+            await conn.execute(m.sql)
+            await conn.execute(Q["record_migration"], m.version, m.name)
+            applied_now.append(m.version)
+    if applied_now:
+        log.info("applied runnerq migrations %s", applied_now)
+    return applied_now
+
+
+class _WorkNotifier:
+    """Rate limit for the "work may be ready" NOTIFY, per queue.
+
+    The leading edge goes out inside the enqueue statement itself (so it fires
+    exactly at commit); later enqueues within ``interval`` seconds schedule
+    one trailing NOTIFY at the end of the window, sent after they committed,
+    so the last enqueue is never left unannounced.
+    """
+
+    def __init__(self, interval: float, pool: asyncpg.Pool) -> None:
+        self.interval = interval
+        self._pool = pool
+        self._last: dict[str, float] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        #: Trailing notifications sent (for tests and metrics).
+        self.trailing_sent = 0
+
+    def take_leading(self, queue: str) -> bool:
+        """Whether this enqueue may notify inline; records it if so."""
+        now = asyncio.get_running_loop().time()
+        if now - self._last.get(queue, -math.inf) >= self.interval and queue not in self._timers:
+            self._last[queue] = now
+            return True
+        return False
+
+    def committed_without_notify(self, queue: str) -> None:
+        """An enqueue that did not notify inline has committed."""
+        if queue in self._timers:
+            return
+        loop = asyncio.get_running_loop()
+        delay = max(0.0, self._last.get(queue, -math.inf) + self.interval - loop.time())
+        self._timers[queue] = loop.call_later(delay, self._fire, queue)
+
+    def _fire(self, queue: str) -> None:
+        self._timers.pop(queue, None)
+        self._last[queue] = asyncio.get_running_loop().time()
+        task = asyncio.get_running_loop().create_task(self._send(queue))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, queue: str) -> None:
+        try:
+            await self._pool.execute(Q["notify_work"], queue)
+            self.trailing_sent += 1
+        except _CONNECT_ERRORS as exc:
+            log.warning("trailing work notification for queue %r failed: %s", queue, exc)
+
+    async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+class PostgresBackend(Backend):
+    """Activities, events and results in PostgreSQL tables.
+
+    Open with :meth:`open` (or :func:`runnerq_fast.connect`), not the
+    constructor.
+
+    Parameters
+    ----------
+    url : str
+        The ``postgresql://`` URL the pool was made from.
+    pool : asyncpg.Pool
+        Connections for queries; the backend closes it.
+    notify_interval : float
+        Seconds between two "work ready" notifications of one queue from this
+        instance. Default 0.005 s.
+    stream_poll_interval : float
+        Longest an :meth:`event_stream` waits between two queries when no
+        notification arrives (claims and retries notify nothing). Default 0.5 s.
+    """
+
+    name = "postgresql"
+
+    def __init__(
+        self,
+        url: str,
+        pool: asyncpg.Pool,
+        *,
+        notify_interval: float = 0.005,
+        stream_poll_interval: float = 0.5,
+    ) -> None:
+        self.url = url
+        self._pool = pool
+        self._notifier = _WorkNotifier(notify_interval, pool)
+        self._stream_poll = stream_poll_interval
+        self._listener: Listener | None = None
+        self._work: dict[str, asyncio.Event] = {}
+        self._streams: dict[str, set[asyncio.Event]] = {}
+        self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
+        self._lookup_task: asyncio.Task[None] | None = None
+        self._lookup_again = False
+        self._closed = False
+
+    # ------------------------------------------------------------ lifecycle
+    @classmethod
+    async def open(
+        cls,
+        url: str,
+        *,
+        min_size: int = 2,
+        max_size: int = 10,
+        migrate: bool = True,
+        notify_interval: float = 0.005,
+        stream_poll_interval: float = 0.5,
+        connect_timeout: float = 10.0,
+        **kw: Any,
+    ) -> PostgresBackend:
+        """Open a pool and the LISTEN connection, migrating first by default.
+
+        Parameters
+        ----------
+        url : str
+            ``postgresql://user[:password]@host[:port]/database`` (``postgres://`` too).
+        min_size, max_size : int
+            Pool size bounds, in connections. Defaults 2 and 10.
+        migrate : bool
+            Apply pending migrations before returning. Default ``True``.
+        notify_interval : float
+            See :class:`PostgresBackend`. Seconds.
+        stream_poll_interval : float
+            See :class:`PostgresBackend`. Seconds.
+        connect_timeout : float
+            Seconds allowed for each connection attempt. Default 10 s.
+        **kw
+            Passed to :func:`asyncpg.create_pool` (``ssl``, ``server_settings``, ...).
+
+        Returns
+        -------
+        PostgresBackend
+
+        Raises
+        ------
+        ConfigError
+            If the URL is malformed.
+        BackendError
+            If the server cannot be reached or refuses the connection.
+        """
+        scheme = urlsplit(url).scheme.lower()
+        if scheme not in ("postgresql", "postgres"):
+            raise ConfigError(f"not a PostgreSQL URL: {_redact(url)!r}")
+        try:
+            pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, timeout=connect_timeout, **kw)
+        except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
+            raise ConfigError(f"invalid PostgreSQL URL {_redact(url)!r}: {exc}") from exc
+        except (socket.gaierror, *_CONNECT_ERRORS) as exc:
+            raise BackendError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from exc
+        self = cls(url, pool, notify_interval=notify_interval, stream_poll_interval=stream_poll_interval)
+        try:
+            if migrate:
+                async with pool.acquire() as conn:
+                    await apply_migrations(conn)
+
+            async def connect() -> asyncpg.Connection:
+                return await asyncpg.connect(url, timeout=connect_timeout, **kw)
+
+            self._listener = Listener(
+                connect, (WORK_CHANNEL, RESULTS_CHANNEL), self._on_notify, self._on_listener_reconnect
+            )
+            await self._listener.start()
+        except BaseException as exc:
+            await self.close()
+            if isinstance(exc, _CONNECT_ERRORS):
+                raise BackendError(f"PostgreSQL at {_redact(url)} failed while opening: {exc}") from exc
+            raise
+        return self
+
+    async def migrate(self) -> None:
+        """Apply pending migrations (safe to call from many workers at once)."""
+        async with self._pool.acquire() as conn:
+            await apply_migrations(conn)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for ev in self._work.values():
+            ev.set()
+        for wakers in self._streams.values():
+            for w in wakers:
+                w.set()
+        await self._notifier.close()
+        task, self._lookup_task = self._lookup_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._listener is not None:
+            await self._listener.close()
+        try:
+            await asyncio.wait_for(self._pool.close(), 5.0)
+        except TimeoutError:
+            self._pool.terminate()
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        """The query pool (for tools and tests)."""
+        return self._pool
+
+    @property
+    def listener(self) -> Listener | None:
+        """The LISTEN connection's supervisor (for tests)."""
+        return self._listener
+
+    @property
+    def trailing_notifications(self) -> int:
+        """Trailing "work ready" notifications this instance has sent."""
+        return self._notifier.trailing_sent
+
+    # -------------------------------------------------------- notifications
+    def _work_event(self, queue: str) -> asyncio.Event:
+        ev = self._work.get(queue)
+        if ev is None:
+            ev = self._work[queue] = asyncio.Event()
+        return ev
+
+    def _wake_streams(self, queue: str | None) -> None:
+        groups = self._streams.values() if queue is None else (self._streams.get(queue, ()),)
+        for wakers in groups:
+            for w in wakers:
+                w.set()
+
+    def _on_notify(self, channel: str, payload: str) -> None:
+        if channel == WORK_CHANNEL:
+            ev = self._work.get(payload)
+            if ev is not None:
+                ev.set()
+        elif channel == RESULTS_CHANNEL:
+            self._schedule_lookup()
+        self._wake_streams(payload)
+
+    def _on_listener_reconnect(self) -> None:
+        # Anything may have happened while we were deaf: wake everybody.
+        for ev in self._work.values():
+            ev.set()
+        self._wake_streams(None)
+        self._schedule_lookup()
+
+    def _schedule_lookup(self) -> None:
+        if not self._waiters or self._closed:
+            return
+        self._lookup_again = True
+        if self._lookup_task is None or self._lookup_task.done():
+            self._lookup_task = asyncio.get_running_loop().create_task(self._lookup_results())
+
+    async def _lookup_results(self) -> None:
+        """Resolve every awaited id that has a result; one query per round."""
+        while self._lookup_again and self._waiters:
+            self._lookup_again = False
+            ids = list(self._waiters)
+            try:
+                rows = await self._pool.fetch(Q["get_results"], ids)
+            except _CONNECT_ERRORS as exc:
+                log.warning("result lookup failed (waiters stay registered): %s", exc)
+                return
+            for r in rows:
+                res = _result(r)
+                for fut in self._waiters.get(res.activity_id, ()):
+                    if not fut.done():
+                        fut.set_result(res)
+
+    # ---------------------------------------------------------------- queueing
+    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+        if not items:
+            return []
+        if all(it.idempotency_key is None for it in items):
+            await self._insert(self._pool, queue, items)
+            return [EnqueueResult(it.id, EnqueueOutcome.CREATED) for it in items]
+        async with self._pool.acquire() as conn, conn.transaction():
+            results = await self._claim_keys(conn, queue, items)
+            created = [it for it, res in zip(items, results, strict=True) if res.outcome == EnqueueOutcome.CREATED]
+            if created:
+                await self._insert(conn, queue, created, commit_hook=False)
+        if created:
+            self._after_commit(queue, False)
+        return results
+
+    async def _insert(
+        self,
+        conn: asyncpg.Pool | _Conn,
+        queue: str,
+        items: Sequence[NewActivity],
+        *,
+        commit_hook: bool = True,
+    ) -> None:
+        """One UNNEST insert of ``items`` with their events (and maybe the NOTIFY)."""
+        leading = commit_hook and self._notifier.take_leading(queue)
+        await conn.execute(
+            Q["enqueue"],
+            queue,
+            [it.id for it in items],
+            [it.activity_type for it in items],
+            [it.payload.decode() for it in items],
+            [it.priority for it in items],
+            [it.max_retries for it in items],
+            [it.timeout_ms for it in items],
+            [it.run_at_ms for it in items],
+            [it.metadata.decode() for it in items],
+            [it.idempotency_key for it in items],
+            leading,
+        )
+        if commit_hook:
+            self._after_commit(queue, leading)
+
+    def _after_commit(self, queue: str, notified: bool) -> None:
+        ev = self._work.get(queue)
+        if ev is not None:
+            ev.set()  # wake this process's own fetcher without a round trip
+        if not notified:
+            self._notifier.committed_without_notify(queue)
+
+    async def _claim_keys(self, conn: _Conn, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+        """Decide every keyed item under the key's row lock; unkeyed items are CREATED.
+
+        Keys are locked in sorted order so concurrent batches cannot deadlock.
+        """
+        results: list[EnqueueResult | None] = [None] * len(items)
+        keyed: list[tuple[str, str, int]] = []
+        for i, it in enumerate(items):
+            if it.idempotency_key is None:
+                results[i] = EnqueueResult(it.id, EnqueueOutcome.CREATED)
+            else:
+                keyed.append((it.activity_type, it.idempotency_key, i))
+        keyed.sort()
+        pending: set[str] = set()  # ids this batch creates (not yet inserted)
+        for activity_type, key, i in keyed:
+            it = items[i]
+            beh = it.on_duplicate
+            new_id = uuid.UUID(it.id).hex
+            holder = _hex(
+                await conn.fetchval(
+                    Q["idempotency_upsert"],
+                    queue,
+                    activity_type,
+                    key,
+                    it.id,
+                    it.idempotency_ttl_ms,
+                    beh == OnDuplicate.ALLOW_REUSE,
+                )
+            )
+            if holder == new_id:
+                results[i] = EnqueueResult(it.id, EnqueueOutcome.CREATED)
+                pending.add(new_id)
+                continue
+            if holder not in pending:
+                row = await conn.fetchrow(
+                    Q["idempotency_take_over"],
+                    queue,
+                    activity_type,
+                    key,
+                    holder,
+                    it.id,
+                    it.idempotency_ttl_ms,
+                    beh == OnDuplicate.ALLOW_REUSE_ON_FAILURE,
+                )
+                if row is not None and row[0]:
+                    results[i] = EnqueueResult(it.id, EnqueueOutcome.CREATED)
+                    pending.add(new_id)
+                    continue
+            outcome = EnqueueOutcome.REJECTED if beh == OnDuplicate.NO_REUSE else EnqueueOutcome.EXISTING
+            results[i] = EnqueueResult(holder, outcome)
+        return [r for r in results if r is not None]
+
+    async def claim(
+        self,
+        queue: str,
+        worker_id: str,
+        limit: int,
+        activity_types: Sequence[str] | None,
+        lease_ms: int,
+    ) -> list[ClaimedActivity]:
+        ev = self._work.get(queue)
+        if ev is None:
+            ev = self._work_event(queue)
+        ev.clear()  # a notification during the query sets it again
+        if limit <= 0:
+            return []
+        token = uuid.uuid4().hex
+        rows = await self._pool.fetch(
+            Q["claim"],
+            queue,
+            None if activity_types is None else list(activity_types),
+            limit,
+            token,
+            worker_id,
+            lease_ms,
+        )
+        return [ClaimedActivity(r[0].hex, r[1], r[2], r[3], r[4], r[5], r[6], r[7], token, r[8], r[9]) for r in rows]
+
+    async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
+        if not acks:
+            return []
+        valid = list(acks)
+        try:
+            row = await self._ack(queue, valid)
+        except asyncpg.DataError:
+            valid = [a for a in acks if _uuid_or_none(a.id) is not None]
+            if len(valid) == len(acks):
+                raise
+            row = await self._ack(queue, valid) if valid else None
+        accepted = {_hex(x) for x in row[0]} if row is not None else set()
+        rejected: list[str] = []
+        for a in acks:
+            key = _uuid_or_none(a.id) if a.id not in accepted else a.id
+            if key is not None and key in accepted:
+                accepted.discard(key)  # a repeated id is accepted once, as in memory
+            else:
+                rejected.append(a.id)
+        if rejected:
+            log.info("rejected %d stale acks on queue %r (claim no longer held)", len(rejected), queue)
+        return rejected
+
+    async def _ack(self, queue: str, acks: Sequence[Ack]) -> asyncpg.Record | None:
+        return await self._pool.fetchrow(
+            Q["ack"],
+            queue,
+            [a.id for a in acks],
+            [a.claim_token for a in acks],
+            [a.outcome for a in acks],
+            [None if a.result is None else a.result.decode() for a in acks],
+            [a.error for a in acks],
+            [a.retry_at_ms for a in acks],
+        )
+
+    async def _lease_statement(self, query: str, leases: Sequence[LeaseRef], *extra: Any) -> list[asyncpg.Record]:
+        refs = list(leases)
+        try:
+            return await self._pool.fetch(query, [r.id for r in refs], [r.claim_token for r in refs], *extra)
+        except asyncpg.DataError:
+            refs = [r for r in refs if _uuid_or_none(r.id) is not None]
+            if len(refs) == len(leases):
+                raise
+            if not refs:
+                return []
+            return await self._pool.fetch(query, [r.id for r in refs], [r.claim_token for r in refs], *extra)
+
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
+        if not leases:
+            return []
+        rows = await self._lease_statement(Q["extend_leases"], leases, lease_ms)
+        kept = {_hex(r[0]) for r in rows}
+        return [ref.id for ref in leases if ref.id not in kept and _uuid_or_none(ref.id) not in kept]
+
+    async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
+        if not leases:
+            return []
+        rows = await self._lease_statement(Q["release"], leases)
+        done = {_hex(x) for x in rows[0][0]} if rows else set()
+        out: list[str] = []
+        for ref in leases:
+            key = _uuid_or_none(ref.id)
+            if key is not None and key in done:
+                done.discard(key)
+                out.append(ref.id)
+        return out
+
+    async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
+        if limit <= 0:
+            return ReapReport([], [])
+        rows = await self._pool.fetch(Q["requeue_expired"], queue, limit)
+        requeued = [_hex(r[0]) for r in rows if r[1] == "pending"]
+        dead = [_hex(r[0]) for r in rows if r[1] == "dead_letter"]
+        if rows:
+            log.info("reaped queue %r: %d requeued, %d dead-lettered", queue, len(requeued), len(dead))
+        return ReapReport(requeued, dead)
+
+    async def wait_for_work(self, queue: str, timeout: float) -> None:
+        ev = self._work_event(queue)
+        if ev.is_set() or self._closed:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ev.wait(), timeout)
+
+    # --------------------------------------------------------------- results
+    async def get_result(self, activity_id: str) -> ActivityResult | None:
+        key = _uuid_or_none(activity_id)
+        if key is None:
+            return None
+        row = await self._pool.fetchrow(Q["get_result"], key)
+        return None if row is None else _result(row)
+
+    async def wait_for_result(self, activity_id: str, timeout: float | None) -> ActivityResult | None:
+        key = _uuid_or_none(activity_id) or activity_id
+        fut: asyncio.Future[ActivityResult] = asyncio.get_running_loop().create_future()
+        # Register before looking, so a notification between the two is not lost.
+        self._waiters.setdefault(key, []).append(fut)
+        try:
+            res = await self.get_result(activity_id)
+            if res is not None:
+                return res
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            lst = self._waiters.get(key)
+            if lst is not None and fut in lst:
+                lst.remove(fut)
+                if not lst:
+                    del self._waiters[key]
+
+    async def cancel(self, activity_id: str) -> bool:
+        key = _uuid_or_none(activity_id)
+        if key is None:
+            return False
+        row = await self._pool.fetchrow(Q["cancel"], key)
+        return row is not None
+
+    # ------------------------------------------------------------ inspection
+    async def stats(self, queue: str) -> QueueStats:
+        rows = await self._pool.fetch(Q["stats"], queue)
+        return QueueStats(**{r[0]: r[1] for r in rows})
+
+    async def list_activities(
+        self, queue: str, status: str | None, offset: int = 0, limit: int = 50
+    ) -> list[ActivitySnapshot]:
+        rows = await self._pool.fetch(Q["list_activities"], queue, status, offset, limit)
+        return [_snapshot(r) for r in rows]
+
+    async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
+        key = _uuid_or_none(activity_id)
+        if key is None:
+            return None
+        row = await self._pool.fetchrow(Q["get_activity"], key)
+        return None if row is None else _snapshot(row)
+
+    async def get_events(self, activity_id: str) -> list[ActivityEvent]:
+        key = _uuid_or_none(activity_id)
+        if key is None:
+            return []
+        return [_event(r) for r in await self._pool.fetch(Q["get_events"], key)]
+
+    async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
+        rows = await self._pool.fetch(Q["list_dead_letter"], queue, offset, limit)
+        return [DeadLetterRecord(_snapshot(r), r[15], r[17] or 0) for r in rows]
+
+    async def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
+        wake = asyncio.Event()
+        self._streams.setdefault(queue, set()).add(wake)
+        try:
+            last: int = after_id if after_id is not None else await self._pool.fetchval(Q["last_event_id"])
+            while not self._closed:
+                wake.clear()
+                rows = await self._pool.fetch(Q["events_after"], queue, last, _STREAM_PAGE)
+                for r in rows:
+                    last = r[0]
+                    yield _event(r)
+                if len(rows) == _STREAM_PAGE:
+                    continue
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), self._stream_poll)
+        finally:
+            wakers = self._streams.get(queue)
+            if wakers is not None:
+                wakers.discard(wake)
+                if not wakers:
+                    del self._streams[queue]

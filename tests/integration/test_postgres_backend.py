@@ -1,0 +1,455 @@
+"""PostgreSQL-specific behaviour of :class:`PostgresBackend`.
+
+The shared semantics are checked by the conformance suite; these tests cover
+what only this backend has: the SQL file loader, migrations, the dequeue
+index, atomic idempotency across connections, the claim guard on acks,
+LISTEN/NOTIFY wakeups (including a dropped listener) and connection errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Sequence
+
+import asyncpg
+import pytest
+
+from runnerq_fast.backends.postgres import RESULTS_CHANNEL, WORK_CHANNEL, PostgresBackend, apply_migrations
+from runnerq_fast.backends.postgres.backend import Q
+from runnerq_fast.backends.postgres.sql import load_migrations, load_queries, parse_queries
+from runnerq_fast.errors import BackendError, ConfigError
+from runnerq_fast.models import (
+    Ack,
+    AckOutcome,
+    ActivityEvent,
+    EnqueueOutcome,
+    EnqueueResult,
+    LeaseRef,
+    NewActivity,
+    OnDuplicate,
+)
+
+from .conftest import ADMIN_URL
+
+PAYLOAD = b'{"n": 1}'
+
+
+def new(
+    activity_type: str = "job",
+    *,
+    priority: int = 2,
+    key: str | None = None,
+    on_duplicate: int = OnDuplicate.RETURN_EXISTING,
+    max_retries: int = 3,
+    run_at_ms: int = 0,
+    ttl_ms: int = 86_400_000,
+) -> NewActivity:
+    return NewActivity(
+        uuid.uuid4().hex,
+        activity_type,
+        PAYLOAD,
+        priority=priority,
+        max_retries=max_retries,
+        run_at_ms=run_at_ms,
+        idempotency_key=key,
+        on_duplicate=on_duplicate,
+        idempotency_ttl_ms=ttl_ms,
+    )
+
+
+# ------------------------------------------------------------------ SQL files
+def test_parser_splits_named_blocks_and_drops_their_comments() -> None:
+    text = "-- header\n\n-- name: one\n-- what one does\nSELECT 1;\n\n-- name: two\nSELECT $1::int\n  + 1;\n"
+    assert parse_queries(text) == {"one": "SELECT 1;", "two": "SELECT $1::int\n  + 1;"}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("-- name: a\nSELECT 1;", "no header"),
+        ("-- h\nSELECT 1;\n-- name: a\nSELECT 2;", "outside a named block"),
+        ("-- h\n-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;", "defined twice"),
+        ("-- h\n-- name: a\n-- only a comment\n", "holds no statement"),
+    ],
+)
+def test_parser_rejects_malformed_files(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_queries(text)
+
+
+def test_shipped_sql_loads() -> None:
+    queries = load_queries()
+    for name in ("claim", "ack", "enqueue", "extend_leases", "release", "requeue_expired", "cancel"):
+        assert name in queries
+    assert not any("{" in q and "}" in q and "format" in q for q in queries.values())
+    migrations = load_migrations()
+    assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))
+    assert migrations[0].name == "initial"
+
+
+# ----------------------------------------------------------------- migrations
+async def test_migrations_are_idempotent(pg_empty_url: str) -> None:
+    conn = await asyncpg.connect(pg_empty_url)
+    try:
+        first = await apply_migrations(conn)
+        second = await apply_migrations(conn)
+        versions = [r[0] for r in await conn.fetch("SELECT version FROM runnerq_migrations ORDER BY version")]
+    finally:
+        await conn.close()
+    assert first == [m.version for m in load_migrations()]
+    assert second == []
+    assert versions == first
+
+
+async def test_concurrent_opens_migrate_once(pg_empty_url: str) -> None:
+    backends = await asyncio.gather(*(PostgresBackend.open(pg_empty_url, min_size=1, max_size=2) for _ in range(5)))
+    try:
+        rows = await backends[0].pool.fetch("SELECT version FROM runnerq_migrations")
+        assert [r[0] for r in rows] == [m.version for m in load_migrations()]
+        await backends[1].enqueue("q", [new()])
+        assert (await backends[2].stats("q")).pending == 1
+    finally:
+        await asyncio.gather(*(b.close() for b in backends))
+
+
+async def test_close_is_idempotent(pg_url: str) -> None:
+    backend = await PostgresBackend.open(pg_url)
+    await backend.close()
+    await backend.close()
+
+
+# -------------------------------------------------------------------- planner
+async def test_claim_uses_the_dequeue_index(pg_backend: PostgresBackend) -> None:
+    # Enough rows in other queues and finished states that a sequential scan loses.
+    for queue in ("a", "b", "c", "d"):
+        for _ in range(10):
+            await pg_backend.enqueue(queue, [new() for _ in range(500)])
+    await pg_backend.pool.execute(
+        "UPDATE runnerq_activities SET status = 'completed' WHERE queue_name IN ('b', 'c', 'd')"
+    )
+    await pg_backend.pool.execute("ANALYZE")
+    for types in (None, ["job"]):
+        rows = await pg_backend.pool.fetch("EXPLAIN " + Q["claim"], "a", types, 500, "t", "w", 1000)
+        plan = "\n".join(r[0] for r in rows)
+        assert "runnerq_activities_dequeue_idx" in plan, plan
+
+
+# ---------------------------------------------------------------- idempotency
+@pytest.mark.parametrize(
+    ("behaviour", "created", "others"),
+    [
+        (OnDuplicate.ALLOW_REUSE, 50, None),
+        (OnDuplicate.RETURN_EXISTING, 1, EnqueueOutcome.EXISTING),
+        (OnDuplicate.ALLOW_REUSE_ON_FAILURE, 1, EnqueueOutcome.EXISTING),
+        (OnDuplicate.NO_REUSE, 1, EnqueueOutcome.REJECTED),
+    ],
+)
+async def test_idempotency_is_atomic_across_connections(
+    pg_url: str, behaviour: OnDuplicate, created: int, others: EnqueueOutcome | None
+) -> None:
+    backend = await PostgresBackend.open(pg_url, migrate=False, min_size=10, max_size=10)
+    try:
+        results: list[list[EnqueueResult]] = await asyncio.gather(
+            *(backend.enqueue("q", [new(key="order-42", on_duplicate=behaviour)]) for _ in range(50))
+        )
+        flat = [r for (r,) in results]
+        made = [r for r in flat if r.outcome == EnqueueOutcome.CREATED]
+        assert len(made) == created
+        if others is not None:
+            assert {r.outcome for r in flat if r.outcome != EnqueueOutcome.CREATED} == {others}
+            assert {r.activity_id for r in flat} == {made[0].activity_id}
+        stored = await backend.pool.fetchval(
+            "SELECT count(*) FROM runnerq_activities WHERE idempotency_key = 'order-42'"
+        )
+        assert stored == created
+    finally:
+        await backend.close()
+
+
+async def test_idempotency_reuse_after_failure_and_expiry(pg_backend: PostgresBackend) -> None:
+    b = pg_backend
+    beh = OnDuplicate.ALLOW_REUSE_ON_FAILURE
+    (first,) = await b.enqueue("q", [new(key="k", on_duplicate=beh)])
+    (again,) = await b.enqueue("q", [new(key="k", on_duplicate=beh)])
+    assert again == EnqueueResult(first.activity_id, EnqueueOutcome.EXISTING)
+    (held,) = await b.claim("q", "w", 1, None, 30_000)
+    assert await b.ack("q", [Ack(held.id, held.claim_token, AckOutcome.FAILED, error="boom")]) == []
+    (reused,) = await b.enqueue("q", [new(key="k", on_duplicate=beh)])
+    assert reused.outcome == EnqueueOutcome.CREATED
+
+    # Scoped by type, and an expired key counts as absent.
+    (other_type,) = await b.enqueue("q", [new("other", key="k", on_duplicate=OnDuplicate.NO_REUSE)])
+    assert other_type.outcome == EnqueueOutcome.CREATED
+    (short,) = await b.enqueue("q", [new("short", key="k", ttl_ms=1)])
+    await asyncio.sleep(0.01)
+    (after,) = await b.enqueue("q", [new("short", key="k")])
+    assert after.outcome == EnqueueOutcome.CREATED and after.activity_id != short.activity_id
+
+
+async def test_same_key_twice_in_one_batch(pg_backend: PostgresBackend) -> None:
+    items = [new(key="k"), new(), new(key="k")]
+    res = await pg_backend.enqueue("q", items)
+    assert [r.outcome for r in res] == [EnqueueOutcome.CREATED, EnqueueOutcome.CREATED, EnqueueOutcome.EXISTING]
+    assert res[2].activity_id == items[0].id
+    assert (await pg_backend.stats("q")).pending == 2
+
+
+# --------------------------------------------------------------- claim / ack
+async def test_claim_order_and_ack_round_trip(pg_backend: PostgresBackend) -> None:
+    b = pg_backend
+    items = [new(priority=p) for p in (1, 2, 4, 3, 2)]
+    await b.enqueue("q", items)
+    claimed = await b.claim("q", "w", 10, None, 30_000)
+    assert [c.id for c in claimed] == [items[i].id for i in (2, 3, 1, 4, 0)]
+    assert len({c.claim_token for c in claimed}) == 1
+    acks = [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, result=b'{"ok": true}') for c in claimed]
+    assert await b.ack("q", acks) == []
+    res = await b.get_result(items[0].id)
+    assert res is not None and res.status == "completed" and res.data == '{"ok": true}'
+    events = await b.get_events(items[0].id)
+    assert [e.event_type for e in events] == ["enqueued", "claimed", "completed"]
+    assert (await b.stats("q")).completed == 5
+
+
+async def test_late_ack_after_requeue_expired_is_rejected(pg_backend: PostgresBackend) -> None:
+    b = pg_backend
+    (item,) = [new()]
+    await b.enqueue("q", [item])
+    (held,) = await b.claim("q", "w1", 1, None, 1)
+    await asyncio.sleep(0.01)
+    report = await b.requeue_expired("q", 100)
+    assert report.requeued == [item.id] and report.dead_lettered == []
+    late = Ack(held.id, held.claim_token, AckOutcome.COMPLETED, result=b"1")
+    assert await b.ack("q", [late]) == [item.id]
+    assert await b.extend_leases("q", [LeaseRef(held.id, held.claim_token)], 1000) == [item.id]
+    snap = await b.get_activity(item.id)
+    assert snap is not None and snap.status == "pending" and snap.retry_count == 1
+
+    (again,) = await b.claim("q", "w2", 1, None, 30_000)
+    assert await b.ack("q", [late]) == [item.id]  # still the old token
+    assert await b.ack("q", [Ack(again.id, again.claim_token, AckOutcome.COMPLETED)]) == []
+    assert await b.ack("q", [Ack("not-a-uuid", "x", AckOutcome.COMPLETED)]) == ["not-a-uuid"]
+
+
+async def test_release_and_retry(pg_backend: PostgresBackend) -> None:
+    b = pg_backend
+    item = new()
+    await b.enqueue("q", [item])
+    (held,) = await b.claim("q", "w", 1, None, 30_000)
+    assert await b.release("q", [LeaseRef(held.id, held.claim_token)]) == [item.id]
+    (held,) = await b.claim("q", "w", 1, None, 30_000)
+    assert held.retry_count == 0
+    retry_at = int(time.time() * 1000) + 60_000
+    assert await b.ack("q", [Ack(held.id, held.claim_token, AckOutcome.RETRY, error="e", retry_at_ms=retry_at)]) == []
+    snap = await b.get_activity(item.id)
+    assert snap is not None and (snap.status, snap.retry_count, snap.last_error) == ("retrying", 1, "e")
+    assert abs(snap.ready_at_ms - retry_at) <= 1
+    assert await b.claim("q", "w", 1, None, 30_000) == []
+    assert await b.cancel(item.id) is True
+    assert await b.cancel(item.id) is False
+    res = await b.get_result(item.id)
+    assert res is not None and res.status == "cancelled"
+
+
+# ------------------------------------------------------------------- wakeups
+async def _second_backend(url: str) -> PostgresBackend:
+    return await PostgresBackend.open(url, migrate=False, min_size=1, max_size=2)
+
+
+async def test_wait_for_result_is_woken_by_notify(pg_backend: PostgresBackend, pg_url: str) -> None:
+    worker = await _second_backend(pg_url)
+    try:
+        item = new()
+        await pg_backend.enqueue("q", [item])
+        waiter = asyncio.create_task(pg_backend.wait_for_result(item.id, 10))
+        await asyncio.sleep(0.05)
+        (held,) = await worker.claim("q", "w", 1, None, 30_000)
+        started = time.monotonic()
+        await worker.ack("q", [Ack(held.id, held.claim_token, AckOutcome.COMPLETED, result=b"7")])
+        res = await waiter
+        assert res is not None and res.data == "7"
+        assert time.monotonic() - started < 1.0
+    finally:
+        await worker.close()
+
+
+async def test_dead_letter_by_reaper_wakes_waiter(pg_backend: PostgresBackend, pg_url: str) -> None:
+    worker = await _second_backend(pg_url)
+    try:
+        item = new(max_retries=0)
+        await pg_backend.enqueue("q", [item])
+        waiter = asyncio.create_task(pg_backend.wait_for_result(item.id, 10))
+        await worker.claim("q", "w", 1, None, 1)
+        await asyncio.sleep(0.01)
+        report = await worker.requeue_expired("q", 10)
+        assert report.dead_lettered == [item.id]
+        res = await waiter
+        assert res is not None and res.status == "dead_letter"
+        (record,) = await pg_backend.list_dead_letter("q")
+        assert record.activity.id == item.id and record.error == "lease expired; retries exhausted"
+    finally:
+        await worker.close()
+
+
+async def test_listener_reconnects_after_termination(pg_backend: PostgresBackend, pg_url: str) -> None:
+    listener = pg_backend.listener
+    assert listener is not None and listener.connects == 1
+    worker = await _second_backend(pg_url)
+    admin = await asyncpg.connect(ADMIN_URL)
+    try:
+        # Result produced while the listener is down: the reconnect lookup must find it.
+        item = new()
+        await pg_backend.enqueue("q", [item])
+        waiter = asyncio.create_task(pg_backend.wait_for_result(item.id, 20))
+        await asyncio.sleep(0.05)
+        assert await admin.fetchval("SELECT pg_terminate_backend($1)", listener.server_pid)
+        (held,) = await worker.claim("q", "w", 1, None, 30_000)
+        await worker.ack("q", [Ack(held.id, held.claim_token, AckOutcome.COMPLETED)])
+        res = await waiter
+        assert res is not None and res.status == "completed"
+        deadline = time.monotonic() + 10
+        while listener.connects < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        assert listener.connects == 2
+
+        # And the new connection receives notifications.
+        item2 = new()
+        await pg_backend.enqueue("q", [item2])
+        waiter2 = asyncio.create_task(pg_backend.wait_for_result(item2.id, 10))
+        await asyncio.sleep(0.05)
+        (held2,) = await worker.claim("q", "w", 1, None, 30_000)
+        await worker.ack("q", [Ack(held2.id, held2.claim_token, AckOutcome.FAILED, error="x")])
+        res2 = await waiter2
+        assert res2 is not None and res2.status == "failed" and res2.error == "x"
+    finally:
+        await admin.close()
+        await worker.close()
+
+
+async def test_wait_for_work_woken_by_other_process(pg_backend: PostgresBackend, pg_url: str) -> None:
+    producer = await _second_backend(pg_url)
+    try:
+        assert await pg_backend.claim("q", "w", 1, None, 1000) == []
+        waiting = asyncio.create_task(pg_backend.wait_for_work("q", 10))
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await producer.enqueue("q", [new()])
+        await waiting
+        assert time.monotonic() - started < 1.0
+    finally:
+        await producer.close()
+
+
+async def _count_notifications(url: str, channel: str) -> tuple[asyncpg.Connection, list[str]]:
+    got: list[str] = []
+    conn = await asyncpg.connect(url)
+    await conn.add_listener(channel, lambda _c, _p, _ch, payload: got.append(str(payload)))
+    return conn, got
+
+
+async def test_work_notifications_are_rate_limited(pg_url: str) -> None:
+    interval = 0.02
+    backend = await PostgresBackend.open(pg_url, migrate=False, notify_interval=interval)
+    conn, got = await _count_notifications(pg_url, WORK_CHANNEL)
+    try:
+        started = time.monotonic()
+        for _ in range(1000):
+            await backend.enqueue("burst", [new()])
+        elapsed = time.monotonic() - started
+        await asyncio.sleep(interval * 5)
+        # At most one per window (plus the leading edge and the trailing one), far fewer than rows.
+        assert 1 <= len(got) <= min(elapsed / interval + 2, 1000 // 4), (len(got), elapsed)
+        assert set(got) == {"burst"}
+
+        # Leading edge immediately, then one trailing notification for the rest of the window.
+        got.clear()
+        await asyncio.sleep(interval * 2)
+        await asyncio.gather(backend.enqueue("burst", [new()]), backend.enqueue("burst", [new()]))
+        await asyncio.sleep(interval * 5)
+        assert len(got) == 2
+        assert backend.trailing_notifications >= 1
+    finally:
+        await conn.close()
+        await backend.close()
+
+
+async def test_results_notification_once_per_statement(pg_backend: PostgresBackend, pg_url: str) -> None:
+    conn, got = await _count_notifications(pg_url, RESULTS_CHANNEL)
+    try:
+        await pg_backend.enqueue("q", [new() for _ in range(100)])
+        held = await pg_backend.claim("q", "w", 100, None, 30_000)
+        await pg_backend.ack("q", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED) for c in held])
+        await asyncio.sleep(0.1)
+        assert got == ["q"]
+    finally:
+        await conn.close()
+
+
+async def test_event_stream_replays_then_follows(pg_backend: PostgresBackend) -> None:
+    b = pg_backend
+    first = new()
+    await b.enqueue("q", [first])
+    (ev0,) = await b.get_events(first.id)
+    stream = b.event_stream("q", after_id=ev0.id - 1)
+    seen: list[ActivityEvent] = []
+
+    async def collect(it: AsyncIterator[ActivityEvent], n: int) -> None:
+        async for ev in it:
+            seen.append(ev)
+            if len(seen) == n:
+                return
+
+    task = asyncio.create_task(collect(stream, 3))
+    await asyncio.sleep(0.05)
+    second = new()
+    await b.enqueue("q", [second])
+    (held,) = await b.claim("q", "w", 1, ["job"], 30_000)
+    await asyncio.wait_for(task, 5)
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert [(e.activity_id, e.event_type) for e in seen] == [
+        (first.id, "enqueued"),
+        (second.id, "enqueued"),
+        (held.id, "claimed"),
+    ]
+    assert seen[0].id < seen[1].id < seen[2].id
+
+
+# ------------------------------------------------------------------ inspection
+async def test_inspection_queries(pg_backend: PostgresBackend) -> None:
+    b = pg_backend
+    future_ms = int(time.time() * 1000) + 3_600_000
+    items: Sequence[NewActivity] = [new(), new(run_at_ms=future_ms), new()]
+    await b.enqueue("q", items)
+    listed = await b.list_activities("q", None)
+    assert [s.id for s in listed] == [items[2].id, items[1].id, items[0].id]
+    assert [s.id for s in await b.list_activities("q", "scheduled")] == [items[1].id]
+    assert [s.id for s in await b.list_activities("q", None, offset=1, limit=1)] == [items[1].id]
+    snap = await b.get_activity(items[1].id)
+    assert snap is not None and snap.status == "scheduled" and snap.ready_at_ms == future_ms
+    assert [e.event_type for e in await b.get_events(items[1].id)] == ["enqueued", "scheduled"]
+    stats = await b.stats("q")
+    assert (stats.pending, stats.scheduled, stats.total) == (2, 1, 3)
+    assert await b.get_activity("nope") is None
+    assert await b.get_activity(uuid.uuid4().hex) is None
+    assert await b.get_result("nope") is None
+    assert await b.wait_for_result(items[0].id, 0.05) is None
+
+
+# -------------------------------------------------------------------- errors
+async def test_unreachable_server_gives_a_clear_error() -> None:
+    with pytest.raises(BackendError, match=r"cannot connect to PostgreSQL at postgresql://u:\*\*\*@127\.0\.0\.1:1/"):
+        await PostgresBackend.open("postgresql://u:secret@127.0.0.1:1/nothing", connect_timeout=2)
+
+
+async def test_missing_database_gives_a_clear_error(pg_template: str) -> None:
+    with pytest.raises(BackendError, match="does not exist"):
+        await PostgresBackend.open(ADMIN_URL.rsplit("/", 1)[0] + "/rq_no_such_database_x")
+
+
+async def test_malformed_url_is_a_config_error() -> None:
+    with pytest.raises(ConfigError):
+        await PostgresBackend.open("postgresql://host:notaport/db")
+    with pytest.raises(ConfigError):
+        await PostgresBackend.open("mysql://host/db")

@@ -1,0 +1,262 @@
+"""Engine behaviour beyond the conformance suite (memory backend)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import runnerq_fast as rq
+from runnerq_fast.models import NewActivity
+from tests.conformance import FAST
+
+
+class RecordingMetrics:
+    def __init__(self) -> None:
+        self.counters: dict[str, int] = {}
+        self.durations: dict[str, list[float]] = {}
+
+    def inc_counter(self, name: str, value: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + value
+
+    def observe_duration(self, name: str, seconds: float) -> None:
+        self.durations.setdefault(name, []).append(seconds)
+
+
+def make(backend: rq.MemoryBackend, **kw: Any) -> rq.WorkerEngine:
+    return rq.WorkerEngine(backend, **{**FAST, "queue_name": "u", **kw})
+
+
+async def test_undecodable_payload_is_dead_lettered_and_queue_moves_on() -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend)
+    done: list[int] = []
+
+    @engine.activity("t")
+    async def t(payload: Any, ctx: rq.ActivityContext) -> None:
+        done.append(payload)
+
+    await backend.enqueue("u", [NewActivity(id="a" * 32, activity_type="t", payload=b"{not json", priority=4)])
+    fut = await engine.executor.activity("t").payload(7).execute()
+    async with engine:
+        await fut.result(timeout=5)
+        with pytest.raises(rq.ActivityFailed, match="payload could not be decoded"):
+            await rq.ActivityFuture(backend, "a" * 32).result(timeout=5)
+    assert done == [7]
+
+
+async def test_sync_handlers_run_off_the_loop_in_a_bounded_pool() -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend, max_workers=8, sync_workers=2)
+    threads: set[str] = set()
+    running = 0
+    peak = 0
+    lock = threading.Lock()
+
+    @engine.activity("block")
+    def block(payload: Any, ctx: rq.ActivityContext) -> int:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        threads.add(threading.current_thread().name)
+        time.sleep(0.05)
+        with lock:
+            running -= 1
+        return int(payload) + 1
+
+    ids = await engine.executor.enqueue_many([("block", i) for i in range(6)])
+    async with engine:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.005)
+
+        tick_task = asyncio.create_task(ticker())
+        results = [await rq.ActivityFuture(backend, i).result(timeout=5) for i in ids]
+        tick_task.cancel()
+    assert results == [1, 2, 3, 4, 5, 6]
+    assert peak == 2 and all(n.startswith("runnerq-sync") for n in threads)
+    assert ticks > 10  # the loop kept running while handlers blocked
+
+
+async def test_metrics_sink_counts_outcomes() -> None:
+    backend = rq.MemoryBackend()
+    metrics = RecordingMetrics()
+    engine = make(backend, metrics=metrics)
+
+    @engine.activity("ok")
+    async def ok(payload: Any, ctx: rq.ActivityContext) -> None:
+        if payload == "fail":
+            raise rq.NonRetryableError("no")
+        if payload == "retry" and ctx.retry_count == 0:
+            raise RuntimeError("again")
+
+    futs = [await engine.executor.activity("ok").payload(p).execute() for p in ("a", "retry", "fail")]
+    async with engine:
+        for f in futs:
+            try:
+                await f.result(timeout=5)
+            except rq.ActivityFailed:
+                pass
+    c = metrics.counters
+    assert c["runnerq_activities_completed_total"] == 2
+    assert c["runnerq_activities_retried_total"] == 1
+    assert c["runnerq_activities_failed_total"] == 1
+    assert c["runnerq_activities_claimed_total"] == 4
+    assert len(metrics.durations["runnerq_activity_duration_seconds"]) == 2
+
+
+async def test_release_and_dead_letter_hooks_fire() -> None:
+    backend = rq.MemoryBackend()
+    seen: list[tuple[str, str]] = []
+
+    class Hooks(rq.LifecycleHooks):
+        def on_released(self, activity: Any, delay: float, error: str) -> None:
+            seen.append(("released", error))
+
+        def on_dead_letter(self, activity: Any, error: str) -> None:
+            seen.append(("dead", error))
+
+        def on_failed(self, activity: Any, error: str) -> None:
+            seen.append(("failed", error))
+
+    engine = make(backend, hooks=[Hooks()])
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        raise RuntimeError(f"try {ctx.retry_count}")
+
+    fut = await engine.executor.activity("x").max_retries(1).execute()
+    async with engine:
+        with pytest.raises(rq.ActivityFailed):
+            await fut.result(timeout=5)
+        await asyncio.sleep(0.05)
+    assert seen == [("released", "RuntimeError: try 0"), ("dead", "RuntimeError: try 1")]
+
+
+async def test_retry_after_overrides_backoff() -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend, retry_delay=30.0, max_retry_delay=60.0)
+    times: list[float] = []
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> str:
+        times.append(time.monotonic())
+        if ctx.retry_count == 0:
+            raise rq.RetryableError("later", retry_after=0.2)
+        return "ok"
+
+    fut = await engine.executor.activity("x").execute()
+    async with engine:
+        assert await fut.result(timeout=5) == "ok"
+    assert 0.18 <= times[1] - times[0] < 5
+
+
+async def test_unencodable_result_fails_the_activity() -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend)
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> Any:
+        return {"v": float("nan")}
+
+    fut = await engine.executor.activity("x").execute()
+    async with engine:
+        with pytest.raises(rq.ActivityFailed, match="NaN"):
+            await fut.result(timeout=5)
+
+
+async def test_register_twice_or_after_start_is_config_error() -> None:
+    engine = make(rq.MemoryBackend())
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        return None
+
+    with pytest.raises(rq.ConfigError, match="already"):
+        engine.register_activity("x", x)
+    async with engine:
+        with pytest.raises(rq.ConfigError, match="before the engine starts"):
+            engine.register_activity("y", x)
+
+
+async def test_engine_without_handlers_refuses_to_start() -> None:
+    with pytest.raises(rq.ConfigError, match="no handlers"):
+        await make(rq.MemoryBackend()).start()
+
+
+async def test_engine_opens_backend_from_url_and_closes_it() -> None:
+    engine = rq.WorkerEngine("memory://", **{**FAST, "queue_name": "u"})
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> int:
+        return 5
+
+    with pytest.raises(rq.ConfigError, match="not open"):
+        _ = engine.executor
+    async with engine:
+        fut = await engine.executor.activity("x").execute()
+        assert await fut.result(timeout=5) == 5
+
+
+async def test_cancellation_signal_is_set_on_stop() -> None:
+    engine = make(rq.MemoryBackend(), shutdown_grace=2.0)
+    started = asyncio.Event()
+    saw_cancel: list[bool] = []
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        started.set()
+        await ctx.cancellation.wait()
+        saw_cancel.append(ctx.is_cancelled)
+
+    fut = await engine.executor.activity("x").execute()
+    await engine.start()
+    await started.wait()
+    await engine.stop()
+    assert saw_cancel == [True]
+    assert (await engine.backend.get_result(fut.activity_id)) is not None
+
+
+async def test_claims_are_batched_not_one_per_activity() -> None:
+    backend = rq.MemoryBackend()
+    calls: list[int] = []
+    original = backend.claim
+
+    async def counting_claim(*args: Any, **kw: Any) -> Any:
+        got = await original(*args, **kw)
+        calls.append(len(got))
+        return got
+
+    backend.claim = counting_claim  # type: ignore[method-assign]
+    engine = make(backend, max_workers=50)
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        return None
+
+    ids = await engine.executor.enqueue_many([("x", i) for i in range(1000)])
+    async with engine:
+        await rq.ActivityFuture(backend, ids[-1]).result(timeout=10)
+    assert sum(calls) == 1000
+    assert len([c for c in calls if c]) <= 1000 / 12  # at least a quarter of the slots per round trip
+
+
+async def test_run_until_stopped_returns_on_request_stop() -> None:
+    engine = make(rq.MemoryBackend())
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        return None
+
+    await engine.start()
+    asyncio.get_running_loop().call_later(0.05, engine.request_stop)
+    await asyncio.wait_for(engine.run_until_stopped(handle_signals=False), 5)
+    assert engine.in_flight == 0
