@@ -1,0 +1,1 @@
+"""Acceptance tests: the ``runnerq-fast`` CLI and the examples, run as real subprocesses."""

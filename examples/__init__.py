@@ -1,0 +1,1 @@
+"""Example applications for runnerq-fast (see examples/README.md)."""

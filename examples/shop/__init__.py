@@ -1,0 +1,1 @@
+"""An order pipeline built on runnerq-fast (see examples/README.md)."""

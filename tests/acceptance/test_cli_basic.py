@@ -1,0 +1,123 @@
+"""CLI acceptance tests that need no service (memory:// backend)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.acceptance.helpers import REPO, WorkerProcess, run_cli, subprocess_env
+
+
+def test_enqueue_bad_json_exits_2_with_a_clear_message() -> None:
+    res = run_cli("enqueue", "send_email", "--payload", '{"to": ', "--backend", "memory://")
+    assert res.returncode == 2
+    assert "error: --payload is not valid JSON" in res.stderr
+    assert res.stdout == ""
+
+
+def test_enqueue_without_a_backend_names_the_option_and_the_env_var() -> None:
+    res = run_cli("enqueue", "send_email", "--payload", "{}")
+    assert res.returncode == 2
+    assert "--backend" in res.stderr and "RUNNERQ_BACKEND" in res.stderr
+
+
+def test_enqueue_rejects_bad_options_before_storing() -> None:
+    bad_priority = run_cli("enqueue", "t", "--priority", "urgent", "--backend", "memory://")
+    assert bad_priority.returncode == 2
+    assert "low, normal, high, critical or 1-4" in bad_priority.stderr
+    negative_delay = run_cli("enqueue", "t", "--delay", "-1", "--backend", "memory://")
+    assert negative_delay.returncode == 2
+    assert "delay must be >= 0" in negative_delay.stderr
+    nan_payload = run_cli("enqueue", "t", "--payload", "NaN", "--backend", "memory://")
+    assert nan_payload.returncode == 2
+
+
+def test_enqueue_prints_the_id() -> None:
+    res = run_cli("enqueue", "t", "--payload", '{"x": 1}', "--priority", "critical", "--backend", "memory://")
+    assert res.returncode == 0, res.stderr
+    assert len(res.stdout.strip()) == 32
+
+
+def test_unsupported_backend_scheme_is_a_usage_error() -> None:
+    res = run_cli("stats", "--backend", "mysql://localhost/x")
+    assert res.returncode == 2
+    assert "unsupported backend URL scheme" in res.stderr
+
+
+def test_bench_on_memory_writes_sane_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    res = run_cli("bench", "--backend", "memory://", "-n", "2000", "--idle-samples", "50",
+                  "--output-json", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "drain (process)" in res.stdout
+    data = json.loads(out.read_text())
+    assert data["backend"] == "memory"
+    assert data["n"] == 2000
+    assert data["completed"] == 2000
+    assert data["backend_stats"]["completed"] == 2000 + 50
+    assert data["process_per_s"] > 0 and data["enqueue_per_s"] > 0
+    assert data["backlog_latency"]["samples"] == 2000
+    assert data["idle_latency"]["samples"] == 50 and data["idle_latency"]["missed"] == 0
+    assert 0 < data["idle_latency"]["p50_ms"] <= data["idle_latency"]["p99_ms"]
+    assert data["queue_name"].startswith("bench-")
+    assert data["concurrency"] == data["engine_config"]["max_workers"] == 64
+    assert isinstance(data["speedups_enabled"], bool)
+    assert data["python"] and data["platform"]
+
+
+def test_worker_stops_cleanly_on_sigterm(start_worker: Callable[..., WorkerProcess]) -> None:
+    w = start_worker("examples.shop.app:engine", "--backend", "memory://", "--concurrency", "4")
+    w.wait_for_log("started on memory queue='shop' workers=4")
+    w.signal(signal.SIGTERM)
+    assert w.wait() == 0, w.log()
+    assert "stopped" in w.log()
+
+
+def test_worker_applies_overrides(start_worker: Callable[..., WorkerProcess]) -> None:
+    w = start_worker("examples.shop.app:engine", "--backend", "memory://", "--queue", "other",
+                     "--activity-types", "send_email,fraud_check", "--log-level", "debug")
+    w.wait_for_log("queue='other' workers=64 types=send_email,fraud_check")
+    w.signal(signal.SIGINT)
+    assert w.wait() == 0, w.log()
+
+
+def test_worker_with_a_bad_target_exits_2() -> None:
+    missing = run_cli("worker", "no_such_module:engine", "--backend", "memory://")
+    assert missing.returncode == 2
+    assert "cannot import module 'no_such_module'" in missing.stderr
+    not_engine = run_cli("worker", "examples.shop.app:QUEUE", "--backend", "memory://")
+    assert not_engine.returncode == 2
+    assert "not a runnerq_fast.WorkerEngine" in not_engine.stderr
+    undeclared = run_cli("worker", "examples.shop.app:engine", "--backend", "memory://", "--activity-types", "nope")
+    assert undeclared.returncode == 2
+    assert "nope" in undeclared.stderr
+
+
+def test_demo_shop_runs_the_example_end_to_end_in_memory() -> None:
+    res = run_cli("demo-shop", "--orders", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "shop: 2 orders x 8 activities" in res.stdout
+    assert "│ completed   │    16 │" in res.stdout
+
+
+def test_demo_shop_outside_the_repository_says_where_to_run_it(tmp_path: Path) -> None:
+    res = run_cli("demo-shop", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "run it from the repository root" in res.stderr
+
+
+def test_example_enqueuer_refuses_to_run_without_a_backend() -> None:
+    res = subprocess.run([sys.executable, "-m", "examples.shop.enqueue_orders"], cwd=REPO, env=subprocess_env(),
+                         capture_output=True, text=True, timeout=20, check=False)
+    assert res.returncode == 2
+    assert "--backend" in res.stderr
+
+
+def test_worker_without_a_backend_names_the_option_and_the_env_var() -> None:
+    res = run_cli("worker", "examples.shop.app:engine")
+    assert res.returncode == 2
+    assert "--backend" in res.stderr and "RUNNERQ_BACKEND" in res.stderr

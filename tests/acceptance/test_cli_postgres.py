@@ -1,0 +1,185 @@
+"""CLI acceptance tests against a real PostgreSQL server (a fresh database per test)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import runnerq_fast as rq
+from examples.shop.app import ACTIVITIES_PER_ORDER, QUEUE, sample_order
+from tests.acceptance.helpers import HERE, REPO, WorkerProcess, eventually, run_cli, subprocess_env
+
+pytestmark = pytest.mark.postgres
+
+_UNFINISHED = ("pending", "scheduled", "processing", "retrying")
+
+
+async def _stats(url: str, queue: str) -> rq.QueueStats:
+    backend = await rq.connect(url)
+    try:
+        return await backend.stats(queue)
+    finally:
+        await backend.close()
+
+
+def test_migrate_then_bad_input_stores_nothing(fresh_pg_url: str) -> None:
+    migrated = run_cli("migrate", "--backend", fresh_pg_url)
+    assert migrated.returncode == 0, migrated.stderr
+    assert "migrations applied on postgresql" in migrated.stderr
+
+    bad_json = run_cli("enqueue", "send_email", "--payload", "{'single': 'quotes'}", "--backend", fresh_pg_url)
+    assert bad_json.returncode == 2
+    assert "--payload is not valid JSON" in bad_json.stderr
+    nul = run_cli("enqueue", "send_email", "--payload", '{"s": "a\\u0000b"}', "--backend", fresh_pg_url)
+    assert nul.returncode == 2, nul.stderr
+    assert "NUL" in nul.stderr
+    assert asyncio.run(_stats(fresh_pg_url, "default")).total == 0
+
+    ok = run_cli("enqueue", "send_email", "--payload", "{}", "--backend", fresh_pg_url, "--delay", "60")
+    assert ok.returncode == 0, ok.stderr
+    stats = run_cli("stats", "--json", "--backend", fresh_pg_url)
+    assert stats.returncode == 0, stats.stderr
+    counts = json.loads(stats.stdout)
+    assert counts["total"] == 1 and counts["scheduled"] == 1
+
+
+def test_shop_worker_runs_a_whole_order_and_exits_0_on_sigterm(
+    fresh_pg_url: str, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    assert run_cli("migrate", "--backend", fresh_pg_url).returncode == 0
+    worker = start_worker("examples.shop.app:engine", "--backend", fresh_pg_url, "--concurrency", "8")
+    worker.wait_for_log("started on postgresql queue='shop'")
+
+    payload = json.dumps(sample_order("ord-acc-1", review_delay_s=0.3))
+    enq = run_cli("enqueue", "place_order", "--queue", QUEUE, "--payload", payload, "--backend", fresh_pg_url,
+                  "--wait", "10")
+    assert enq.returncode == 0, enq.stderr
+    activity_id, result_line = enq.stdout.strip().splitlines()
+    assert json.loads(result_line)["total_cents"] == 4900
+
+    async def chain_done() -> rq.QueueStats | None:
+        stats = await _stats(fresh_pg_url, QUEUE)
+        assert stats.failed == stats.dead_letter == 0, stats
+        done = stats.completed == ACTIVITIES_PER_ORDER and not any(getattr(stats, s) for s in _UNFINISHED)
+        return stats if done else None
+
+    asyncio.run(eventually(chain_done, 12, "the whole order chain to complete", interval=0.1))
+
+    shown = run_cli("inspect", activity_id, "--json", "--backend", fresh_pg_url)
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert doc["activity"]["status"] == "completed"
+    assert doc["result"]["status"] == "completed"
+    assert {"enqueued", "completed"} <= {e["event_type"] for e in doc["events"]}
+
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0, worker.log()
+    log = worker.log()
+    assert "warehouse API busy" in log and "payment gateway timeout" in log  # the deterministic retries
+    assert "Traceback" not in log
+
+
+def test_sigkilled_worker_activity_reruns_elsewhere_after_the_lease_expires(
+    fresh_pg_url: str, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    async def enqueue() -> str:
+        backend = await rq.connect(fresh_pg_url)
+        try:
+            ex = rq.ActivityExecutor(backend, "sleepy")
+            fut = await ex.activity("nap").payload({"seconds": 60}).max_retries(3).execute()
+            return fut.activity_id
+        finally:
+            await backend.close()
+
+    activity_id = asyncio.run(enqueue())
+    first = start_worker("sleepy_app:engine", "--backend", fresh_pg_url, "--lease-timeout", "0.5", cwd=HERE)
+
+    async def snapshot() -> rq.ActivitySnapshot:
+        backend = await rq.connect(fresh_pg_url)
+        try:
+            snap = await backend.get_activity(activity_id)
+            assert snap is not None
+            return snap
+        finally:
+            await backend.close()
+
+    async def processing() -> bool:
+        return (await snapshot()).status == "processing"
+
+    asyncio.run(eventually(processing, 10, "the first worker to claim the activity"))
+    time.sleep(0.6)  # past one lease: the heartbeat must be keeping it alive
+    snap = asyncio.run(snapshot())
+    assert snap.status == "processing" and snap.retry_count == 0, snap
+
+    first.signal(signal.SIGKILL)
+    assert first.wait(5) == -signal.SIGKILL
+
+    async def lease_expired() -> bool:
+        s = await snapshot()
+        return s.lease_expires_at_ms is not None and s.lease_expires_at_ms < time.time() * 1000
+
+    asyncio.run(eventually(lease_expired, 5, "the dead worker's lease to expire"))
+    second = start_worker("sleepy_app:engine", "--backend", fresh_pg_url, cwd=HERE)
+
+    async def result() -> rq.ActivityResult | None:
+        backend = await rq.connect(fresh_pg_url)
+        try:
+            return await backend.wait_for_result(activity_id, 10)
+        finally:
+            await backend.close()
+
+    res = asyncio.run(result())
+    assert res is not None, second.log()
+    assert res.status == "completed", res
+    value = json.loads(res.data or "null")
+    assert value["retry_count"] == 1  # the lost attempt counted
+    assert value["pid"] == second.pid != first.pid
+
+    events = [e.event_type for e in asyncio.run(_events(fresh_pg_url, activity_id))]
+    assert "requeued" in events, events
+    second.signal(signal.SIGTERM)
+    assert second.wait(10) == 0, second.log()
+
+
+async def _events(url: str, activity_id: str) -> list[rq.ActivityEvent]:
+    backend = await rq.connect(url)
+    try:
+        return await backend.get_events(activity_id)
+    finally:
+        await backend.close()
+
+
+def test_bench_on_postgres_writes_sane_json(fresh_pg_url: str, tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    res = run_cli("bench", "--backend", fresh_pg_url, "-n", "1000", "--batch-size", "250", "--concurrency", "16",
+                  "--idle-samples", "20", "--output-json", str(out))
+    assert res.returncode == 0, res.stderr
+    data = json.loads(out.read_text())
+    assert data["backend"] == "postgresql"
+    assert data["completed"] == 1000 and data["concurrency"] == 16
+    assert data["backend_stats"]["completed"] == 1020
+    assert data["process_per_s"] > 0 and data["enqueue_per_s"] > 0
+    assert data["idle_latency"]["samples"] == 20
+
+
+def test_example_enqueuer_places_orders(fresh_pg_url: str, start_worker: Callable[..., WorkerProcess]) -> None:
+    worker = start_worker("examples.shop.app:engine", "--backend", fresh_pg_url)
+    worker.wait_for_log("started on postgresql queue='shop'")
+    res = subprocess.run(
+        [sys.executable, "-m", "examples.shop.enqueue_orders", "--backend", fresh_pg_url, "-n", "3", "--wait", "10"],
+        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=20, check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert len(lines) == 6
+    assert all(json.loads(line)["total_cents"] == 4900 for line in lines[3:])
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(10) == 0, worker.log()
