@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +16,7 @@ from runnerq_fast.errors import (
     DuplicateActivityError,
     InvalidActivityError,
 )
+from runnerq_fast.ids import new_activity_id
 from runnerq_fast.models import (
     ActivityResult,
     EnqueueOutcome,
@@ -235,7 +235,7 @@ class ActivityBuilder:
             run_at_ms = 0
         timeout = cfg.default_timeout if self._timeout is None else self._timeout
         return NewActivity(
-            id=uuid.uuid4().hex,
+            id=new_activity_id(),
             activity_type=self.activity_type,
             payload=encode_json(self._payload, cfg.max_payload_bytes),
             priority=self._priority,

@@ -10,17 +10,17 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 import runnerq_fast as rq
+from runnerq_fast.ids import new_activity_id
 from runnerq_fast.models import Ack, AckOutcome, LeaseRef, NewActivity
 from runnerq_fast.storage import Backend
 
-FAST = {
+FAST: dict[str, Any] = {
     "lease_timeout": 2.0,
     "reaper_interval": 0.05,
     "poll_interval": 0.05,
@@ -36,7 +36,7 @@ def now_ms() -> int:
 
 
 def new(activity_type: str = "t", payload: bytes = b"{}", **kw: Any) -> NewActivity:
-    return NewActivity(id=uuid.uuid4().hex, activity_type=activity_type, payload=payload, **kw)
+    return NewActivity(id=new_activity_id(), activity_type=activity_type, payload=payload, **kw)
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = 5.0, what: str = "condition") -> None:

@@ -49,10 +49,13 @@ class QueueInspector:
         InvalidActivityError
             For an unknown status or a negative offset / non-positive limit.
         """
-        st = None if status is None else ActivityStatus(status).value if _valid_status(status) else None
-        if status is not None and st is None:
-            valid = [s.value for s in ActivityStatus]
-            raise InvalidActivityError(f"unknown status {status!r}; expected one of {valid}")
+        st: str | None = None
+        if status is not None:
+            try:
+                st = ActivityStatus(status).value
+            except ValueError:
+                valid = [s.value for s in ActivityStatus]
+                raise InvalidActivityError(f"unknown status {status!r}; expected one of {valid}") from None
         if offset < 0 or limit < 1:
             raise InvalidActivityError("offset must be >= 0 and limit >= 1")
         return await self.backend.list_activities(self.queue_name, st, offset, limit)
@@ -88,10 +91,3 @@ class QueueInspector:
         """
         return self.backend.event_stream(self.queue_name, after_id)
 
-
-def _valid_status(status: object) -> bool:
-    try:
-        ActivityStatus(status)
-    except ValueError:
-        return False
-    return True

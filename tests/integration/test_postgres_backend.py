@@ -20,6 +20,7 @@ from runnerq_fast.backends.postgres import RESULTS_CHANNEL, WORK_CHANNEL, Postgr
 from runnerq_fast.backends.postgres.backend import Q
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries, parse_queries
 from runnerq_fast.errors import BackendError, ConfigError
+from runnerq_fast.ids import new_activity_id
 from runnerq_fast.models import (
     Ack,
     AckOutcome,
@@ -47,7 +48,7 @@ def new(
     ttl_ms: int = 86_400_000,
 ) -> NewActivity:
     return NewActivity(
-        uuid.uuid4().hex,
+        new_activity_id(),
         activity_type,
         PAYLOAD,
         priority=priority,

@@ -110,37 +110,37 @@ SELECT EXISTS (SELECT 1 FROM taken) AS taken, (SELECT status FROM holder) AS hol
 -- name: claim
 -- $1 queue, $2 activity types (NULL: any), $3 limit, $4 claim token,
 -- $5 worker id, $6 lease in milliseconds. Rows come back in claim order.
--- "picked" walks runnerq_activities_dequeue_idx; row_number() over the
--- materialised CTE keeps its order through the UPDATE.
+-- "picked" walks runnerq_activities_dequeue_idx and locks what it takes; the
+-- update then finds those rows by ctid (a TID scan: a row locked by this
+-- transaction cannot move), so its cost does not grow with the table. The
+-- ordering columns are not changed by the claim, so the final ORDER BY
+-- restores claim order.
 WITH picked AS MATERIALIZED (
-    SELECT id
+    SELECT ctid AS row_ctid
     FROM runnerq_activities
     WHERE queue_name = $1::text
       AND status IN ('pending', 'scheduled', 'retrying')
       AND ready_at <= now()
       AND ($2::text[] IS NULL OR activity_type = ANY ($2::text[]))
-    ORDER BY priority DESC, retry_count DESC, ready_at, seq
+    ORDER BY priority DESC, retry_count DESC, ready_at, id
     LIMIT $3::integer
     FOR UPDATE SKIP LOCKED
-), numbered AS (
-    SELECT id, row_number() OVER () AS n FROM picked
 ), claimed AS (
     UPDATE runnerq_activities a
     SET status = 'processing', claim_token = $4::text, worker_id = $5::text, started_at = now(),
         lease_expires_at = now() + $6::bigint * interval '1 millisecond'
-    FROM numbered p
-    WHERE a.id = p.id
-    RETURNING p.n, a.id, a.activity_type, a.payload, a.priority, a.retry_count, a.max_retries, a.timeout_ms,
+    WHERE a.ctid = ANY (ARRAY(SELECT row_ctid FROM picked))
+    RETURNING a.id, a.activity_type, a.payload, a.priority, a.retry_count, a.max_retries, a.timeout_ms,
               a.metadata, a.created_at, a.ready_at
 ), ev AS (
     INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
-    SELECT id, $1::text, 'claimed', now(), $5::text FROM claimed ORDER BY n
+    SELECT id, $1::text, 'claimed', now(), $5::text FROM claimed ORDER BY priority DESC, retry_count DESC, ready_at, id
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
        floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
        floor(extract(epoch FROM ready_at) * 1000)::bigint AS ready_at_ms
 FROM claimed
-ORDER BY n;
+ORDER BY priority DESC, retry_count DESC, ready_at, id;
 
 -- name: ack
 -- $1 queue (notification payload), then parallel arrays: ids, claim tokens,
@@ -162,21 +162,15 @@ WITH input AS (
         finished_at = CASE WHEN i.outcome = 2 THEN a.finished_at ELSE now() END,
         dead_lettered_at = CASE WHEN i.outcome = 4 THEN now() ELSE a.dead_lettered_at END,
         last_error = CASE WHEN i.outcome = 2 OR i.error IS NOT NULL THEN i.error ELSE a.last_error END,
+        result = CASE WHEN i.outcome = 1 THEN i.result END,
         claim_token = NULL,
         lease_expires_at = NULL
     FROM input i
     WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
-    RETURNING a.id, a.queue_name, a.status, a.ready_at, i.outcome, i.result, i.error
+    RETURNING a.id, a.queue_name, a.status, a.ready_at, i.outcome, i.error
 ), ev AS (
     INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
     SELECT id, queue_name, status, now(), error FROM done
-), res AS (
-    INSERT INTO runnerq_results (activity_id, status, data, error, finished_at)
-    SELECT id, status, CASE WHEN outcome = 1 THEN result END, CASE WHEN outcome <> 1 THEN error END, now()
-    FROM done
-    WHERE outcome <> 2
-    ON CONFLICT (activity_id) DO UPDATE
-    SET status = excluded.status, data = excluded.data, error = excluded.error, finished_at = excluded.finished_at
 ), notes AS (
     SELECT pg_notify('runnerq_results', $1::text) FROM (SELECT 1 FROM done WHERE outcome <> 2 LIMIT 1) s
     UNION ALL
@@ -243,11 +237,6 @@ WITH expired AS MATERIALIZED (
     INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
     SELECT id, queue_name, CASE WHEN status = 'dead_letter' THEN 'dead_letter' ELSE 'requeued' END, now(), last_error
     FROM reaped
-), res AS (
-    INSERT INTO runnerq_results (activity_id, status, data, error, finished_at)
-    SELECT id, 'dead_letter', NULL, last_error, now() FROM reaped WHERE status = 'dead_letter'
-    ON CONFLICT (activity_id) DO UPDATE
-    SET status = excluded.status, data = excluded.data, error = excluded.error, finished_at = excluded.finished_at
 ), notes AS (
     SELECT pg_notify('runnerq_results', $1::text)
     FROM (SELECT 1 FROM reaped WHERE status = 'dead_letter' LIMIT 1) s
@@ -266,22 +255,23 @@ WITH c AS (
 ), ev AS (
     INSERT INTO runnerq_events (activity_id, queue_name, event_type, at)
     SELECT id, queue_name, 'cancelled', now() FROM c
-), res AS (
-    INSERT INTO runnerq_results (activity_id, status, data, error, finished_at)
-    SELECT id, 'cancelled', NULL, NULL, now() FROM c
-    ON CONFLICT (activity_id) DO UPDATE
-    SET status = excluded.status, data = excluded.data, error = excluded.error, finished_at = excluded.finished_at
 ), notes AS (
     SELECT pg_notify('runnerq_results', queue_name) FROM c
 )
 SELECT id, (SELECT count(*) FROM notes) AS notified FROM c;
 
 -- name: get_result
-SELECT activity_id, status, data, error FROM runnerq_results WHERE activity_id = $1::uuid;
+-- A result is the terminal state of the activity row: completed keeps the
+-- handler's return value, failed and dead_letter the last error.
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+FROM runnerq_activities
+WHERE id = $1::uuid AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: get_results
 -- The results among $1 ids (the ids currently awaited by this process).
-SELECT activity_id, status, data, error FROM runnerq_results WHERE activity_id = ANY ($1::uuid[]);
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+FROM runnerq_activities
+WHERE id = ANY ($1::uuid[]) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: stats
 SELECT status, count(*) AS n FROM runnerq_activities WHERE queue_name = $1::text GROUP BY status;
@@ -297,7 +287,7 @@ SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry
        last_error, idempotency_key
 FROM runnerq_activities
 WHERE queue_name = $1::text AND ($2::text IS NULL OR status = $2::text)
-ORDER BY seq DESC
+ORDER BY id DESC
 OFFSET $3::integer
 LIMIT $4::integer;
 
@@ -324,7 +314,7 @@ SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry
        floor(extract(epoch FROM dead_lettered_at) * 1000)::bigint
 FROM runnerq_activities
 WHERE queue_name = $1::text AND status = 'dead_letter'
-ORDER BY dead_lettered_at DESC, seq DESC
+ORDER BY dead_lettered_at DESC, id DESC
 OFFSET $2::integer
 LIMIT $3::integer;
 

@@ -4,6 +4,9 @@
 -- transaction that holds pg_advisory_xact_lock, and recorded in
 -- runnerq_migrations. Never edit an applied migration; add 0002_*.sql.
 --
+-- A finished activity's result is its row: status, result and last_error
+-- (no separate results table: one fewer insert and index entry per ack).
+--
 -- Times are timestamptz and leave the database as epoch milliseconds
 -- (see queries.sql). Payloads, metadata and results are already-validated
 -- UTF-8 JSON stored as text: cheaper to insert than jsonb and readable in psql.
@@ -27,9 +30,9 @@ CREATE TABLE runnerq_activities (
     claim_token      text,
     worker_id        text,
     last_error       text,
+    result           text,                   -- the handler's return value (JSON) once completed
     idempotency_key  text,
     dead_lettered_at timestamptz,
-    seq              bigint      GENERATED ALWAYS AS IDENTITY,  -- insertion order: FIFO tie-break, newest first
     CONSTRAINT runnerq_activities_status_check CHECK (status IN (
         'pending', 'scheduled', 'processing', 'retrying', 'completed', 'failed', 'dead_letter', 'cancelled'))
 );
@@ -37,7 +40,7 @@ CREATE TABLE runnerq_activities (
 -- Dequeue: the claim walks this index in SPEC order (priority DESC, retry_count DESC, ready_at ASC,
 -- then insertion order).
 CREATE INDEX runnerq_activities_dequeue_idx
-    ON runnerq_activities (queue_name, priority DESC, retry_count DESC, ready_at, seq)
+    ON runnerq_activities (queue_name, priority DESC, retry_count DESC, ready_at, id)
     WHERE status IN ('pending', 'scheduled', 'retrying');
 
 -- Reaper: held leases by expiry.
@@ -45,11 +48,10 @@ CREATE INDEX runnerq_activities_lease_idx
     ON runnerq_activities (queue_name, lease_expires_at)
     WHERE status = 'processing';
 
--- Inspector: newest first per queue, counts per queue.
-CREATE INDEX runnerq_activities_queue_seq_idx ON runnerq_activities (queue_name, seq);
-
+-- Events are append-only: ids come from the sequence, so a BRIN index serves
+-- the live stream's "id > last" reads at a fraction of a B-tree's write cost.
 CREATE TABLE runnerq_events (
-    id          bigserial   PRIMARY KEY,
+    id          bigserial   NOT NULL,
     activity_id uuid        NOT NULL,
     queue_name  text        NOT NULL,
     event_type  text        NOT NULL,
@@ -58,14 +60,7 @@ CREATE TABLE runnerq_events (
 );
 
 CREATE INDEX runnerq_events_activity_idx ON runnerq_events (activity_id);
-
-CREATE TABLE runnerq_results (
-    activity_id uuid        PRIMARY KEY,
-    status      text        NOT NULL,
-    data        text,
-    error       text,
-    finished_at timestamptz NOT NULL
-);
+CREATE INDEX runnerq_events_id_brin ON runnerq_events USING brin (id);
 
 CREATE TABLE runnerq_idempotency (
     queue_name    text        NOT NULL,

@@ -1,0 +1,18 @@
+"""The PostgreSQL backend against the conformance suite (a fresh database per test)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from runnerq_fast.backends.postgres import PostgresBackend
+from tests.conformance import BackendConformance
+
+
+class TestPostgresConformance(BackendConformance):
+    @pytest.fixture
+    async def backend(self, pg_url: str) -> AsyncIterator[PostgresBackend]:
+        b = await PostgresBackend.open(pg_url, min_size=2, max_size=12)
+        yield b
+        await b.close()
