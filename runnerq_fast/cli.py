@@ -265,22 +265,23 @@ def worker(
         overrides["activity_types"] = "*" if text == "*" else [t.strip() for t in text.split(",") if t.strip()]
     try:
         if overrides:
-            engine.config = msgspec.structs.replace(engine.config, **overrides)
+            engine.configure(**overrides)
         if backend_url:
             engine.use_backend(backend_url)
     except rq.RunnerQError as exc:
         raise _BadInput(str(exc)) from None
 
     async def serve() -> None:
+        # run_until_stopped() installs the SIGTERM/SIGINT handlers before it
+        # starts the engine, so a signal during connect/migrate stops cleanly.
         try:
-            await engine.start()
+            await engine.run_until_stopped()
         except rq.ConfigError as exc:
             if not backend_url and "no backend" in str(exc):
                 raise _BadInput(NO_BACKEND) from None
             raise _BadInput(str(exc)) from None
         except Exception as exc:
-            raise _Fail(f"worker could not start: {type(exc).__name__}: {exc}") from None
-        await engine.run_until_stopped()
+            raise _Fail(f"worker failed: {type(exc).__name__}: {exc}") from None
 
     _run(serve())
 

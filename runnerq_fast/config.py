@@ -22,7 +22,7 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     queue_name : str
         Queue the engine serves and the executor enqueues to. Default ``"default"``.
     max_workers : int
-        Activities run at once (worker tasks). Default 64.
+        Activities run at once (worker tasks). Default 256.
     activity_types : list of str, "*" or None
         Types this engine claims. ``None`` (default): the types it has
         handlers for. ``"*"``: any type; one without a handler fails as
@@ -74,7 +74,7 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     """
 
     queue_name: str = "default"
-    max_workers: int = 64
+    max_workers: int = 256
     activity_types: list[str] | str | None = None
     lease_timeout: float = 30.0
     heartbeat_interval: float = 0.0

@@ -13,6 +13,9 @@ from collections.abc import Callable, Mapping
 import pytest
 import uvloop
 
+# PostgreSQL fixtures (fresh database per test) shared by tests/integration and tests/faults.
+pytest_plugins = ["tests.pg_fixtures"]
+
 _LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,
     "asyncio": asyncio.new_event_loop,

@@ -154,6 +154,7 @@ class WorkerEngine:
         self._started = False
         self._stopping = False
         self._stopped: asyncio.Event | None = None  # created on start, in the running loop
+        self._stop_pending = False
         self._reset_runtime()
 
     # -------------------------------------------------------------- registry
@@ -283,6 +284,8 @@ class WorkerEngine:
         self._loop = asyncio.get_running_loop()
         self._cancellation = asyncio.Event()
         self._stopped = asyncio.Event()
+        if self._stop_pending:
+            self._stopped.set()
         self._slot_free = asyncio.Event()
         self._ack_ready = asyncio.Event()
         self._ack_full = asyncio.Event()
@@ -323,20 +326,23 @@ class WorkerEngine:
             Install SIGTERM and SIGINT handlers that begin a graceful stop
             (only possible in the main thread).
         """
-        if not self._started:
-            await self.start()
+        loop = asyncio.get_running_loop()
         installed: list[signal.Signals] = []
         if handle_signals:
+            # installed before start(), so a signal while the backend opens or
+            # migrates still ends in a graceful stop
             for sig in (signal.SIGTERM, signal.SIGINT):
                 with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    self._loop.add_signal_handler(sig, self._signal_stop, sig)
+                    loop.add_signal_handler(sig, self._signal_stop, sig)
                     installed.append(sig)
         try:
+            if not self._started:
+                await self.start()
             assert self._stopped is not None
             await self._stopped.wait()
         finally:
             for sig in installed:
-                self._loop.remove_signal_handler(sig)
+                loop.remove_signal_handler(sig)
             await self.stop()
 
     def _signal_stop(self, sig: int) -> None:
@@ -344,18 +350,35 @@ class WorkerEngine:
         self.request_stop()
 
     def request_stop(self) -> None:
-        """Ask a running engine to stop; :meth:`run_until_stopped` then returns."""
+        """Ask the engine to stop; :meth:`run_until_stopped` then returns.
+
+        Safe to call before or during :meth:`start`: the engine then stops as
+        soon as it has started.
+        """
+        self._stop_pending = True
         if self._stopped is not None:
             self._stopped.set()
 
     def run(self) -> None:
         """Blocking entry point: start on uvloop (if installed), run until a signal."""
 
-        async def main() -> None:
-            async with self:
-                await self.run_until_stopped()
+        run_with_uvloop(self.run_until_stopped())
 
-        run_with_uvloop(main())
+    def configure(self, **settings: Any) -> None:
+        """Change :class:`WorkerConfig` fields before :meth:`start`.
+
+        Raises
+        ------
+        ConfigError
+            If the engine is running, a name is unknown or a value is out of range.
+        """
+        if self._started:
+            raise ConfigError("cannot reconfigure a running engine")
+        try:
+            self.config = msgspec.structs.replace(self.config, **settings)
+        except TypeError as exc:
+            raise ConfigError(f"unknown engine setting: {exc}") from None
+        self._executor = None
 
     async def stop(self) -> None:
         """Stop gracefully (SPEC §3); idempotent.
@@ -414,6 +437,7 @@ class WorkerEngine:
         if self._threads is not None:
             self._threads.shutdown(wait=False, cancel_futures=True)
         self._started = False
+        self._stop_pending = False
         log.info("engine %s stopped: %s", self.worker_id, self._stats)
         if self._owns_backend and self._backend is not None:
             await self._backend.close()

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import runnerq_fast as rq
 from tests.acceptance.helpers import REPO, WorkerProcess, run_cli, subprocess_env
 
 
@@ -64,7 +65,7 @@ def test_bench_on_memory_writes_sane_json(tmp_path: Path) -> None:
     assert data["idle_latency"]["samples"] == 50 and data["idle_latency"]["missed"] == 0
     assert 0 < data["idle_latency"]["p50_ms"] <= data["idle_latency"]["p99_ms"]
     assert data["queue_name"].startswith("bench-")
-    assert data["concurrency"] == data["engine_config"]["max_workers"] == 64
+    assert data["concurrency"] == data["engine_config"]["max_workers"] == rq.WorkerConfig().max_workers
     assert isinstance(data["speedups_enabled"], bool)
     assert data["python"] and data["platform"]
 
@@ -80,7 +81,7 @@ def test_worker_stops_cleanly_on_sigterm(start_worker: Callable[..., WorkerProce
 def test_worker_applies_overrides(start_worker: Callable[..., WorkerProcess]) -> None:
     w = start_worker("examples.shop.app:engine", "--backend", "memory://", "--queue", "other",
                      "--activity-types", "send_email,fraud_check", "--log-level", "debug")
-    w.wait_for_log("queue='other' workers=64 types=send_email,fraud_check")
+    w.wait_for_log(f"queue='other' workers={rq.WorkerConfig().max_workers} types=send_email,fraud_check")
     w.signal(signal.SIGINT)
     assert w.wait() == 0, w.log()
 

@@ -31,8 +31,7 @@ from runnerq_fast.models import (
     NewActivity,
     OnDuplicate,
 )
-
-from .conftest import ADMIN_URL
+from tests.pg_fixtures import ADMIN_URL
 
 PAYLOAD = b'{"n": 1}'
 

@@ -259,3 +259,33 @@ async def test_run_until_stopped_returns_on_request_stop() -> None:
     asyncio.get_running_loop().call_later(0.05, engine.request_stop)
     await asyncio.wait_for(engine.run_until_stopped(handle_signals=False), 5)
     assert engine.in_flight == 0
+
+
+async def test_stop_requested_before_start_stops_right_after_start() -> None:
+    engine = make(rq.MemoryBackend())
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        return None
+
+    engine.request_stop()  # e.g. SIGTERM while the backend was still opening
+    await asyncio.wait_for(engine.run_until_stopped(handle_signals=False), 5)
+    assert engine.in_flight == 0
+
+
+async def test_configure_before_start_only() -> None:
+    engine = make(rq.MemoryBackend())
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        return None
+
+    engine.configure(max_workers=3, queue_name="v")
+    assert (engine.config.max_workers, engine.queue_name, engine.executor.queue_name) == (3, "v", "v")
+    with pytest.raises(rq.ConfigError, match="unknown"):
+        engine.configure(nope=1)
+    with pytest.raises(rq.ConfigError):
+        engine.configure(max_workers=0)
+    async with engine:
+        with pytest.raises(rq.ConfigError, match="running"):
+            engine.configure(max_workers=5)

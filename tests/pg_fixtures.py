@@ -1,4 +1,8 @@
-"""Fixtures for tests against a real PostgreSQL server.
+"""Fixtures for tests against a real PostgreSQL server (a pytest plugin).
+
+Registered for the whole suite by ``pytest_plugins`` in ``tests/conftest.py``,
+so the integration and the fault tests share them: ``pg_template``,
+``pg_url``, ``pg_empty_url`` and ``pg_backend``.
 
 Each test gets a FRESH database, copied from a template that is migrated once
 per session (``CREATE DATABASE ... TEMPLATE`` is a file copy, ~50 ms), and
