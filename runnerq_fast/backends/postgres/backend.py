@@ -107,6 +107,17 @@ def _result(r: asyncpg.Record) -> ActivityResult:
     return ActivityResult(_hex(r[0]), r[1], r[2], r[3])
 
 
+async def _no_reset(conn: asyncpg.Connection) -> None:
+    """Pool release hook that skips asyncpg's default reset round trip.
+
+    The default (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``)
+    costs one more round trip on every release, i.e. on every claim and ack.
+    Pool connections here never hold session state: migrations take a
+    transaction-scoped advisory lock, LISTEN runs on the dedicated listener
+    connection, and no statement uses cursors or SET.
+    """
+
+
 def _redact(url: str) -> str:
     """``url`` without its password, for error messages."""
     try:
@@ -298,7 +309,9 @@ class PostgresBackend(Backend):
         if scheme not in ("postgresql", "postgres"):
             raise ConfigError(f"not a PostgreSQL URL: {_redact(url)!r}")
         try:
-            pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size, timeout=connect_timeout, **kw)
+            pool = await asyncpg.create_pool(
+                url, min_size=min_size, max_size=max_size, timeout=connect_timeout, reset=_no_reset, **kw
+            )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
             raise ConfigError(f"invalid PostgreSQL URL {_redact(url)!r}: {exc}") from exc
         except (socket.gaierror, *_CONNECT_ERRORS) as exc:
