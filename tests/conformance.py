@@ -343,6 +343,8 @@ class BackendConformance:
         assert runs == 1
         snap = await backend.get_activity(fut.activity_id)
         assert snap is not None and snap.retry_count == 0
+        kinds = [e.event_type for e in await backend.get_events(fut.activity_id)]
+        assert kinds.count("lease_extended") >= 3 and kinds[-1] == "completed"
 
     async def test_extend_leases_moves_the_deadline(self, backend: Backend) -> None:
         q = self.queue

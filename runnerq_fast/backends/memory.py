@@ -350,6 +350,7 @@ class MemoryBackend(Backend):
                 lost.append(ref.id)
             else:
                 row.lease_expires_at_ms = now + lease_ms
+                self._event(row, "lease_extended", now, str(row.lease_expires_at_ms))
         return lost
 
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:

@@ -485,7 +485,7 @@ class WorkerEngine:
                 if self._metrics_on:
                     self.metrics.inc_counter(BACKEND_ERRORS)
                 await asyncio.sleep(error_delay)
-                error_delay = min(error_delay * 2, 5.0)
+                error_delay = min(error_delay * 2, 1.0)
                 continue
             self._claiming = False
             error_delay = 0.05
@@ -664,14 +664,18 @@ class WorkerEngine:
                 if self._metrics_on:
                     self.metrics.inc_counter(BACKEND_ERRORS)
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay = min(delay * 2, 1.0)
                 continue
             except asyncio.CancelledError:
                 self._acks[:0] = acks
                 raise
             inflight = self._inflight
             for ack in acks:
-                inflight.pop(ack.id, None)
+                # Only the claim this ack belongs to: a late ack of a reaped attempt must not
+                # take a newer claim of the same activity out of the heartbeat.
+                held = inflight.get(ack.id)
+                if held is not None and held.claim_token == ack.claim_token:
+                    del inflight[ack.id]
             if rejected:
                 self._stats["rejected"] += len(rejected)
                 log.warning("%d late acks rejected (lease was reclaimed): %s", len(rejected),

@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 import runnerq_fast as rq
-from runnerq_fast.models import NewActivity
+from runnerq_fast.models import Ack, LeaseRef, NewActivity
 from tests.conformance import FAST
 
 
@@ -289,3 +290,46 @@ async def test_configure_before_start_only() -> None:
     async with engine:
         with pytest.raises(rq.ConfigError, match="running"):
             engine.configure(max_workers=5)
+
+
+class _FlakyBackend(rq.MemoryBackend):
+    """Acks and lease extensions raise while ``down`` is set: an outage as one worker sees it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
+        if self.down:
+            raise ConnectionError("backend down")
+        return await super().ack(queue, acks)
+
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
+        if self.down:
+            raise ConnectionError("backend down")
+        return await super().extend_leases(queue, leases, lease_ms)
+
+
+async def test_stale_ack_rejected_after_a_reclaim_keeps_the_new_attempt_heartbeated() -> None:
+    """Regression: the first attempt's ack cannot land, its lease expires, the reaper requeues it and
+    this same engine claims it again. The old ack, flushed once the backend is back, is rejected; it must
+    not take the NEW claim out of the heartbeat, or that lease lapses mid-run and a third run starts."""
+    backend = _FlakyBackend()
+    engine = make(backend, lease_timeout=0.3)
+    runs: list[int] = []
+
+    @engine.activity("t")
+    async def t(payload: Any, ctx: rq.ActivityContext) -> int:
+        runs.append(ctx.retry_count)
+        if len(runs) == 1:
+            backend.down = True  # this attempt's ack and every heartbeat fail until the second attempt
+        elif len(runs) == 2:
+            backend.down = False
+            await asyncio.sleep(1.2)  # four leases long: only the heartbeat keeps this claim
+        return len(runs)
+
+    fut = await engine.executor.activity("t").payload(None).execute()
+    async with engine:
+        assert await fut.result(timeout=10) == 2
+    assert runs == [0, 1]
+    assert engine.stats["rejected"] == 1

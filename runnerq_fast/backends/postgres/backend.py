@@ -415,15 +415,25 @@ class PostgresBackend(Backend):
             self._lookup_task = asyncio.get_running_loop().create_task(self._lookup_results())
 
     async def _lookup_results(self) -> None:
-        """Resolve every awaited id that has a result; one query per round."""
-        while self._lookup_again and self._waiters:
+        """Resolve every awaited id that has a result; one query per round.
+
+        A lookup that fails on a connection error is retried (with backoff)
+        while anyone still waits, so a result that arrived during an outage
+        is not missed until the next notification.
+        """
+        delay = 0.1
+        while self._lookup_again and self._waiters and not self._closed:
             self._lookup_again = False
             ids = list(self._waiters)
             try:
                 rows = await self._pool.fetch(Q["get_results"], ids)
             except _CONNECT_ERRORS as exc:
-                log.warning("result lookup failed (waiters stay registered): %s", exc)
-                return
+                log.warning("result lookup failed, retrying in %.1f s (waiters stay registered): %s", delay, exc)
+                self._lookup_again = True
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            delay = 0.1
             for r in rows:
                 res = _result(r)
                 for fut in self._waiters.get(res.activity_id, ()):

@@ -180,15 +180,22 @@ WITH input AS (
 SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
 
 -- name: extend_leases
--- $1 ids, $2 claim tokens, $3 lease in milliseconds. Returns the ids extended.
+-- $1 ids, $2 claim tokens, $3 lease in milliseconds. Returns the ids extended,
+-- each with a lease_extended event (detail: the new expiry, epoch ms).
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[]) AS t(id, claim_token)
+), extended AS (
+    UPDATE runnerq_activities a
+    SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
+    FROM input i
+    WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
+    RETURNING a.id, a.queue_name, a.lease_expires_at
+), ev AS (
+    INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
+    SELECT id, queue_name, 'lease_extended', now(), floor(extract(epoch FROM lease_expires_at) * 1000)::bigint::text
+    FROM extended
 )
-UPDATE runnerq_activities a
-SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
-FROM input i
-WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
-RETURNING a.id;
+SELECT id FROM extended;
 
 -- name: release
 -- $1 ids, $2 claim tokens: back to pending without counting an attempt.
