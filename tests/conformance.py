@@ -651,3 +651,55 @@ class BackendConformance:
 
 async def _completed(insp: rq.QueueInspector, n: int) -> bool:
     return (await insp.stats()).completed >= n
+
+
+class ErrorTextConformance:
+    """Error text from user code reaches every store intact and never jams the engine."""
+
+    queue = "conf-errors"
+
+    async def test_nul_and_unprintable_errors_are_stored_and_the_queue_moves_on(self, backend: Backend) -> None:
+        engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": self.queue})
+
+        class Unprintable(Exception):
+            def __str__(self) -> str:
+                raise RuntimeError("no")
+
+        @engine.activity("bad")
+        async def bad(payload: Any, ctx: rq.ActivityContext) -> None:
+            if payload == "nul":
+                raise rq.NonRetryableError("bad \x00 thing \udcff")
+            raise Unprintable()
+
+        @engine.activity("ok")
+        async def ok(payload: Any, ctx: rq.ActivityContext) -> str:
+            return "fine"
+
+        nul = await engine.executor.activity("bad").payload("nul").execute()
+        odd = await engine.executor.activity("bad").payload("odd").max_retries(0).execute()
+        fine = await engine.executor.activity("ok").execute()
+        async with engine:
+            with pytest.raises(rq.ActivityFailed) as info:
+                await nul.result(timeout=5)
+            assert info.value.error == "NonRetryableError: bad \\x00 thing \\udcff"
+            with pytest.raises(rq.ActivityFailed) as info:
+                await odd.result(timeout=5)
+            assert info.value.error == "Unprintable: <unprintable exception>"
+            assert await fine.result(timeout=5) == "fine"
+
+    async def test_retry_after_is_honoured_without_waiting_for_the_poll(self, backend: Backend) -> None:
+        engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": self.queue, "poll_interval": 5.0})
+        starts: list[float] = []
+
+        @engine.activity("again")
+        async def again(payload: Any, ctx: rq.ActivityContext) -> int:
+            starts.append(time.monotonic())
+            if ctx.retry_count == 0:
+                raise rq.RetryableError("soon", retry_after=0.2)
+            return ctx.retry_count
+
+        async with engine:
+            await asyncio.sleep(0.05)
+            fut = await engine.executor.activity("again").execute()
+            assert await fut.result(timeout=5) == 1
+        assert 0.18 <= starts[1] - starts[0] < 1.0

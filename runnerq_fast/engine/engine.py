@@ -59,7 +59,7 @@ from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
 from runnerq_fast.observability.inspector import QueueInspector
 from runnerq_fast.storage import Backend, open_backend
 
-__all__ = ["Handler", "WorkerEngine"]
+__all__ = ["Handler", "WorkerEngine", "describe_error", "run_with_uvloop"]
 
 log = logging.getLogger("runnerq_fast.engine")
 
@@ -80,6 +80,24 @@ class _Registered:
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
         )
+
+
+_MAX_ERROR_CHARS = 4000
+
+
+def describe_error(exc: BaseException, *, prefix: bool = True) -> str:
+    """Error text safe to store: never raises, no NUL, valid UTF-8, at most 4000 characters.
+
+    ``"Type: message"`` (or just the message with ``prefix=False``); an
+    exception whose ``__str__`` raises is described as unprintable.
+    """
+    try:
+        msg = str(exc)
+    except Exception:
+        msg = "<unprintable exception>"
+    text = f"{type(exc).__name__}: {msg}" if prefix else msg
+    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 15] + "... (truncated)"
 
 
 def _default_worker_id() -> str:
@@ -241,6 +259,8 @@ class WorkerEngine:
         self._flusher: asyncio.Task[None] | None = None
         self._claiming = False
         self._hook_tasks: set[asyncio.Future[None]] = set()
+        self._flush_closing = False
+        self._flush_deadline: float | None = None
         self._stats = {"completed": 0, "retried": 0, "failed": 0, "dead_letter": 0, "rejected": 0}
 
     def _claim_filter(self) -> list[str] | None:
@@ -287,6 +307,7 @@ class WorkerEngine:
         if self._stop_pending:
             self._stopped.set()
         self._slot_free = asyncio.Event()
+        self._retry_wake = asyncio.Event()
         self._ack_ready = asyncio.Event()
         self._ack_full = asyncio.Event()
         self._local: asyncio.Queue[ClaimedActivity | None] = asyncio.Queue()
@@ -418,11 +439,14 @@ class WorkerEngine:
                 log.warning("cancelling %d activities still running after %.1f s grace", len(pending),
                             cfg.shutdown_grace)
                 await asyncio.gather(*pending, return_exceptions=True)
-        # 4. flush acks, release the cancelled and unstarted work
+        # 4. flush acks (the flusher finishes what it is sending; never cancelled mid-flush,
+        #    or a batch that did land would be sent again), release cancelled and unstarted work
+        self._flush_deadline = self._loop.time() + max(cfg.shutdown_grace, 5.0)
+        self._flush_closing = True
+        self._ack_ready.set()
+        self._ack_full.set()
         if self._flusher is not None:
-            self._flusher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._flusher
+            await self._flusher
         await self._flush_all()
         if self._release:
             refs, self._release = self._release, []
@@ -500,8 +524,20 @@ class WorkerEngine:
                 if self._stopping:
                     return
             if n < want:
-                # the queue had less than we could take: sleep until told of new work
-                await backend.wait_for_work(queue, cfg.poll_interval)
+                # The queue had less than we could take: sleep until told of new
+                # work, or until a retry this engine scheduled becomes due.
+                await self._idle_wait()
+
+    async def _idle_wait(self) -> None:
+        """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due."""
+        self._retry_wake.clear()
+        told = asyncio.ensure_future(self.backend.wait_for_work(self.config.queue_name, self.config.poll_interval))
+        due = asyncio.ensure_future(self._retry_wake.wait())
+        try:
+            await asyncio.wait((told, due), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            told.cancel()
+            due.cancel()
 
     # ---------------------------------------------------------------- workers
     async def _worker_loop(self) -> None:
@@ -513,6 +549,10 @@ class WorkerEngine:
                 return
             try:
                 await run(a)
+            except Exception:
+                # an engine bug must neither kill this worker nor strand the activity
+                log.exception("engine error while running activity %s; it will be retried", a.id)
+                self._retry_or_dead(a, "engine error (see the worker log)", None)
             finally:
                 self._busy -= 1
                 self._slot_free.set()
@@ -536,7 +576,7 @@ class WorkerEngine:
         try:
             payload = decode_json(a.payload)
         except Exception as exc:
-            err = f"payload could not be decoded: {exc}"
+            err = f"payload could not be decoded: {describe_error(exc, prefix=False)}"
             log.error("activity %s dead-lettered: %s", a.id, err)
             self._push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
             self._stats["dead_letter"] += 1
@@ -555,26 +595,25 @@ class WorkerEngine:
                     async with asyncio.timeout(timeout):
                         result = await handler.fn(payload, ctx)
             else:
-                fut = self._loop.run_in_executor(self._threads, handler.fn, payload, ctx)
-                result = await (fut if timeout is None else asyncio.wait_for(fut, timeout))
+                result = await self._call_sync(handler.fn, payload, ctx, timeout)
         except asyncio.CancelledError:
             if self._stopping:
                 # shutdown grace ran out: back to pending, no attempt counted
                 self._release.append(LeaseRef(a.id, a.claim_token))
             raise
         except NonRetryableError as exc:
-            self._fail(a, f"{type(exc).__name__}: {exc}")
+            self._fail(a, describe_error(exc))
             return
         except TimeoutError as exc:
             elapsed = time.perf_counter() - started
-            msg = str(exc) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
+            msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
             self._retry_or_dead(a, f"TimeoutError: {msg}", None)
             return
         except RetryableError as exc:
-            self._retry_or_dead(a, f"RetryableError: {exc}", exc.retry_after)
+            self._retry_or_dead(a, describe_error(exc), exc.retry_after)
             return
         except Exception as exc:
-            self._retry_or_dead(a, f"{type(exc).__name__}: {exc}", None)
+            self._retry_or_dead(a, describe_error(exc), None)
             return
         duration = time.perf_counter() - started
         if result is None:
@@ -583,7 +622,7 @@ class WorkerEngine:
             try:
                 data = encode_json(result, 0, "result")
             except InvalidActivityError as exc:
-                self._fail(a, str(exc))
+                self._fail(a, describe_error(exc, prefix=False))
                 return
         self._push_ack(Ack(a.id, a.claim_token, _COMPLETED, data))
         self._stats["completed"] += 1
@@ -592,6 +631,46 @@ class WorkerEngine:
             self.metrics.observe_duration(ACTIVITY_DURATION, duration)
         if hooks:
             await call_hooks(hooks, "on_processed", a, duration)
+
+    async def _call_sync(self, fn: Handler, payload: Any, ctx: ActivityContext, timeout: float | None) -> Any:
+        """Run a plain ``def`` handler in the thread pool.
+
+        A thread cannot be interrupted. So that an activity never runs twice
+        at once, a timed-out call still counts as a failed attempt but its
+        ack waits until the thread has returned, and at shutdown a running
+        call is waited for (past ``shutdown_grace``) and acknowledged with its
+        real outcome instead of being released.
+        """
+        assert self._threads is not None
+        done = asyncio.wrap_future(self._threads.submit(fn, payload, ctx))
+        try:
+            if timeout is None:
+                return await asyncio.shield(done)
+            return await asyncio.wait_for(asyncio.shield(done), timeout)
+        except TimeoutError:
+            log.warning("plain-def handler of %s timed out after %s s; waiting for its thread before the retry",
+                        ctx.activity_id, timeout)
+            await self._wait_thread(done)
+            raise TimeoutError(f"timed out after {timeout} s") from None
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            log.warning("plain-def handler of %s cannot be cancelled; waiting for it to finish", ctx.activity_id)
+            await self._wait_thread(done)
+            return done.result()
+
+    async def _wait_thread(self, done: asyncio.Future[Any]) -> None:
+        """Wait for a thread-pool call to end, ignoring shutdown cancellation."""
+        while not done.done():
+            try:
+                await asyncio.shield(done)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not self._stopping or task is None:
+                    raise
+                task.uncancel()
+            except Exception:
+                return
 
     def _fail(self, a: ClaimedActivity, err: str) -> None:
         log.warning("activity %s (%s) failed: %s", a.id, a.activity_type, err)
@@ -611,6 +690,8 @@ class WorkerEngine:
                 else backoff_seconds(a.retry_count, cfg.retry_delay, cfg.max_retry_delay, cfg.retry_jitter)
             )
             retry_at = int((time.time() + delay) * 1000)
+            # wake the fetcher when it is due (+2 ms: the store's clock has millisecond steps)
+            self._loop.call_later(delay + 0.002, self._retry_wake.set)
             log.info("activity %s (%s) attempt %d failed, retrying in %.3f s: %s",
                      a.id, a.activity_type, a.retry_count + 1, delay, err)
             self._push_ack(Ack(a.id, a.claim_token, _RETRY, None, err, retry_at))
@@ -637,51 +718,92 @@ class WorkerEngine:
     # --------------------------------------------------------------- ack buffer
     async def _flush_loop(self) -> None:
         interval = self.config.ack_flush_interval
-        while True:
+        while not self._flush_closing:
             await self._ack_ready.wait()
-            if len(self._acks) < self.config.ack_batch_size:
+            if not self._flush_closing and len(self._acks) < self.config.ack_batch_size:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(interval):
                         await self._ack_full.wait()
             await self._flush_all()
 
     async def _flush_all(self) -> None:
-        """Flush every buffered ack, retrying on backend errors until it lands."""
+        """Flush every buffered ack, retrying on backend errors until it lands.
+
+        After three failed attempts a batch is retried one ack at a time: acks
+        that then land are done, and an ack that still fails while others
+        land is one the store can never take (a poison ack); it is logged and
+        dropped, and its activity runs again after its lease expires. During
+        :meth:`stop`, retries end at ``self._flush_deadline``.
+        """
         delay = 0.05
+        failures = 0
         while self._acks:
             acks, self._acks = self._acks, []
             self._ack_ready.clear()
             self._ack_full.clear()
             try:
-                rejected = await self.backend.ack(self.config.queue_name, acks)
-            except Exception as exc:
-                if isinstance(exc, asyncio.CancelledError):
-                    raise
-                # keep them: an activity is done only once its ack is stored
-                self._acks[:0] = acks
-                log.warning("ack flush of %d failed (%s: %s); retrying in %.2f s",
-                            len(acks), type(exc).__name__, exc, delay)
-                if self._metrics_on:
-                    self.metrics.inc_counter(BACKEND_ERRORS)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 1.0)
-                continue
+                if failures >= 3 and len(acks) > 1:
+                    rejected, unsent = await self._ack_one_by_one(acks)
+                else:
+                    rejected, unsent = await self.backend.ack(self.config.queue_name, acks), []
             except asyncio.CancelledError:
                 self._acks[:0] = acks
                 raise
-            inflight = self._inflight
-            for ack in acks:
-                # Only the claim this ack belongs to: a late ack of a reaped attempt must not
-                # take a newer claim of the same activity out of the heartbeat.
-                held = inflight.get(ack.id)
-                if held is not None and held.claim_token == ack.claim_token:
-                    del inflight[ack.id]
-            if rejected:
-                self._stats["rejected"] += len(rejected)
-                log.warning("%d late acks rejected (lease was reclaimed): %s", len(rejected),
-                            ", ".join(rejected[:10]))
+            except Exception as exc:
+                rejected, unsent = [], acks
+                log.warning("ack flush of %d failed (%s: %s); retrying in %.2f s",
+                            len(acks), type(exc).__name__, describe_error(exc, prefix=False), delay)
+            if unsent:
+                # keep them: an activity is done only once its ack is stored
+                self._acks[:0] = unsent
+                failures += 1
                 if self._metrics_on:
-                    self.metrics.inc_counter(ACKS_REJECTED, len(rejected))
+                    self.metrics.inc_counter(BACKEND_ERRORS)
+                if self._flush_deadline is not None and self._loop.time() >= self._flush_deadline:
+                    log.error("giving up on %d acks at shutdown; their activities run again after their lease",
+                              len(self._acks))
+                    self._acks.clear()
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+            else:
+                delay, failures = 0.05, 0
+            self._acked(acks, unsent, rejected)
+
+    async def _ack_one_by_one(self, acks: list[Ack]) -> tuple[list[str], list[Ack]]:
+        """Send ``acks`` singly; return (rejected ids, acks to retry)."""
+        queue = self.config.queue_name
+        rejected: list[str] = []
+        failed: list[tuple[Ack, BaseException]] = []
+        for ack in acks:
+            try:
+                rejected += await self.backend.ack(queue, [ack])
+            except Exception as exc:
+                failed.append((ack, exc))
+        if len(failed) == len(acks):
+            raise failed[0][1]  # nothing landed: the store is down, not the acks
+        for ack, err in failed:
+            log.error("dropping an ack the store refuses (%s: %s); activity %s runs again after its lease",
+                      type(err).__name__, describe_error(err, prefix=False), ack.id)
+            self._inflight.pop(ack.id, None)
+        return rejected, []
+
+    def _acked(self, acks: list[Ack], unsent: list[Ack], rejected: list[str]) -> None:
+        inflight = self._inflight
+        pending = {id(a) for a in unsent}
+        for ack in acks:
+            if id(ack) in pending:
+                continue
+            # Only the claim this ack belongs to: a late ack of a reaped attempt must not
+            # take a newer claim of the same activity out of the heartbeat.
+            held = inflight.get(ack.id)
+            if held is not None and held.claim_token == ack.claim_token:
+                del inflight[ack.id]
+        if rejected:
+            self._stats["rejected"] += len(rejected)
+            log.warning("%d late acks rejected (lease was reclaimed): %s", len(rejected), ", ".join(rejected[:10]))
+            if self._metrics_on:
+                self.metrics.inc_counter(ACKS_REJECTED, len(rejected))
 
     # -------------------------------------------------------------- background
     async def _heartbeat_loop(self) -> None:

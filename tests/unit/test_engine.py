@@ -333,3 +333,119 @@ async def test_stale_ack_rejected_after_a_reclaim_keeps_the_new_attempt_heartbea
         assert await fut.result(timeout=10) == 2
     assert runs == [0, 1]
     assert engine.stats["rejected"] == 1
+
+
+async def test_plain_def_handler_is_waited_for_at_shutdown_not_released() -> None:
+    """A thread cannot be interrupted: releasing its activity would let another worker run it at the same time."""
+    backend = rq.MemoryBackend()
+    engine = make(backend, shutdown_grace=0.05)
+    started = threading.Event()
+
+    @engine.activity("block")
+    def block(payload: Any, ctx: rq.ActivityContext) -> str:
+        started.set()
+        time.sleep(0.4)
+        return "finished"
+
+    fut = await engine.executor.activity("block").execute()
+    await engine.start()
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+    await engine.stop()
+    result = await backend.get_result(fut.activity_id)
+    assert result is not None and result.status == "completed"
+    kinds = [e.event_type for e in await backend.get_events(fut.activity_id)]
+    assert "requeued" not in kinds
+
+
+async def test_timed_out_plain_def_handler_is_not_retried_while_its_thread_runs() -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend)
+    spans: list[tuple[float, float]] = []
+
+    @engine.activity("slow")
+    def slow(payload: Any, ctx: rq.ActivityContext) -> int:
+        t0 = time.monotonic()
+        if ctx.retry_count == 0:
+            time.sleep(0.4)  # far past the 0.1 s timeout
+        spans.append((t0, time.monotonic()))
+        return ctx.retry_count
+
+    fut = await engine.executor.activity("slow").timeout(0.1).execute()
+    async with engine:
+        assert await fut.result(timeout=5) == 1
+    (_, first_end), (second_start, _) = spans
+    assert second_start >= first_end  # never both at once
+    events = await backend.get_events(fut.activity_id)
+    assert any(e.event_type == "retrying" and "timed out after 0.1 s" in (e.detail or "") for e in events)
+
+
+class _PoisonBackend(rq.MemoryBackend):
+    """A store that refuses any ack batch containing one particular activity."""
+
+    poison = ""
+
+    async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
+        if any(a.id == self.poison for a in acks):
+            raise ValueError("invalid byte sequence")
+        return await super().ack(queue, acks)
+
+
+async def test_an_ack_the_store_refuses_does_not_jam_the_others() -> None:
+    backend = _PoisonBackend()
+    engine = make(backend, ack_batch_size=50)
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> int:
+        return int(payload)
+
+    ids = await engine.executor.enqueue_many([("x", i) for i in range(20)])
+    backend.poison = ids[7]
+    async with engine:
+        for i, aid in enumerate(ids):
+            if i != 7:
+                assert await rq.ActivityFuture(backend, aid).result(timeout=10) == i
+        assert engine.in_flight == 0  # the poison ack was dropped, its heartbeat with it
+    snap = await backend.get_activity(ids[7])
+    assert snap is not None and snap.status == "processing"  # the reaper takes it back after its lease
+
+
+class _SlowAckBackend(rq.MemoryBackend):
+    async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
+        rejected = await super().ack(queue, acks)
+        await asyncio.sleep(0.2)  # stored, but the answer is slow
+        return rejected
+
+
+async def test_stop_during_an_ack_in_flight_does_not_send_it_twice() -> None:
+    backend = _SlowAckBackend()
+    engine = make(backend)
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        return None
+
+    ids = await engine.executor.enqueue_many([("x", i) for i in range(10)])
+    await engine.start()
+    await rq.ActivityFuture(backend, ids[-1]).result(timeout=5)
+    await engine.stop()
+    assert engine.stats["rejected"] == 0 and engine.stats["completed"] == 10
+
+
+async def test_stop_gives_up_on_acks_after_its_deadline() -> None:
+    backend = _FlakyBackend()
+    engine = make(backend, shutdown_grace=0.0)
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        backend.down = True
+
+    fut = await engine.executor.activity("x").execute()
+    await engine.start()
+    while engine.stats["completed"] == 0:
+        await asyncio.sleep(0.01)
+    t0 = time.monotonic()
+    await asyncio.wait_for(engine.stop(), 15)
+    assert 4.0 <= time.monotonic() - t0 < 10.0  # max(shutdown_grace, 5 s), then the lease takes over
+    snap = await backend.get_activity(fut.activity_id)
+    # not lost: still held, or already taken back by the reaper once its 2 s lease ran out
+    assert snap is not None and snap.status in {"processing", "pending"}

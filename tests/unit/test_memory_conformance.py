@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from runnerq_fast.backends.memory import MemoryBackend
-from tests.conformance import BackendConformance
+from tests.conformance import BackendConformance, ErrorTextConformance
 
 
-class TestMemoryConformance(BackendConformance):
+class TestMemoryConformance(BackendConformance, ErrorTextConformance):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:
         b = MemoryBackend()
