@@ -60,6 +60,8 @@ def encode_json(obj: Any, max_bytes: int, what: str = "payload") -> bytes:
         data = _encoder.encode(obj)
     except (TypeError, ValueError, OverflowError) as exc:
         raise InvalidActivityError(f"{what} is not JSON-encodable: {exc}") from None
+    except RecursionError:
+        raise InvalidActivityError(f"{what} is nested too deeply to encode") from None
     if _NUL in data:
         raise InvalidActivityError(f"{what} contains a NUL character (\\u0000), which cannot be stored")
     if _NULL in data and _find_non_finite(obj):

@@ -27,7 +27,28 @@ from runnerq_fast.models import (
 )
 from runnerq_fast.storage import Backend
 
-__all__ = ["ActivityBuilder", "ActivityExecutor", "ActivityFuture", "validate_activity_type"]
+__all__ = ["ActivityBuilder", "ActivityExecutor", "ActivityFuture", "validate_activity_type", "validate_queue_name"]
+
+MAX_DELAY_SECONDS = 100 * 365.25 * 86400.0
+"""Longest accepted delay (100 years); far enough for any schedule, small enough for every store."""
+
+MAX_TIMEOUT_SECONDS = 365.25 * 86400.0
+"""Longest accepted handler timeout (one year)."""
+
+
+def validate_queue_name(queue_name: object) -> str:
+    """Return ``queue_name`` if it is usable.
+
+    Raises
+    ------
+    InvalidActivityError
+        If it is not a string, is blank, longer than 255 characters or holds NUL.
+    """
+    if not isinstance(queue_name, str) or not queue_name.strip():
+        raise InvalidActivityError(f"queue name must be a non-empty string, got {queue_name!r}")
+    if len(queue_name) > MAX_ACTIVITY_TYPE_LENGTH or "\x00" in queue_name:
+        raise InvalidActivityError("queue name must be at most 255 characters without NUL")
+    return queue_name
 
 
 def validate_activity_type(activity_type: object) -> str:
@@ -38,7 +59,7 @@ def validate_activity_type(activity_type: object) -> str:
     InvalidActivityError
         If it is not a string, is empty, longer than 255 characters or holds NUL.
     """
-    if not isinstance(activity_type, str) or not activity_type:
+    if not isinstance(activity_type, str) or not activity_type.strip():
         raise InvalidActivityError(f"activity type must be a non-empty string, got {activity_type!r}")
     if len(activity_type) > MAX_ACTIVITY_TYPE_LENGTH:
         raise InvalidActivityError(
@@ -165,8 +186,8 @@ class ActivityBuilder:
         """Make the activity ready ``seconds`` (>= 0) from now."""
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
             raise InvalidActivityError(f"delay must be a finite number of seconds, got {seconds!r}")
-        if seconds < 0:
-            raise InvalidActivityError(f"delay must be >= 0 seconds, got {seconds!r}")
+        if not 0 <= seconds <= MAX_DELAY_SECONDS:
+            raise InvalidActivityError(f"delay must be within [0, {MAX_DELAY_SECONDS:.0f}] seconds, got {seconds!r}")
         self._delay = float(seconds)
         self._run_at = None
         return self
@@ -198,8 +219,10 @@ class ActivityBuilder:
         """Set the handler timeout in seconds (0 = none)."""
         if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
             raise InvalidActivityError(f"timeout must be a finite number of seconds, got {seconds!r}")
-        if seconds < 0:
-            raise InvalidActivityError(f"timeout must be >= 0 seconds, got {seconds!r}")
+        if not 0 <= seconds <= MAX_TIMEOUT_SECONDS:
+            raise InvalidActivityError(
+                f"timeout must be within [0, {MAX_TIMEOUT_SECONDS:.0f}] seconds (0 = none), got {seconds!r}"
+            )
         self._timeout = float(seconds)
         return self
 
@@ -212,10 +235,15 @@ class ActivityBuilder:
 
     def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> ActivityBuilder:
         """Deduplicate on ``key`` within (queue, activity type), see :class:`OnDuplicate`."""
-        if not isinstance(key, str) or not key or len(key) > 1024 or "\x00" in key:
+        if not isinstance(key, str) or not key or len(key) > 1024:
             raise InvalidActivityError("idempotency key must be a non-empty string of at most 1024 characters")
+        if "\x00" in key:
+            raise InvalidActivityError("idempotency key must not contain NUL")
+        try:
+            self._on_duplicate = OnDuplicate(on_duplicate)
+        except ValueError:
+            raise InvalidActivityError(f"on_duplicate must be an OnDuplicate, got {on_duplicate!r}") from None
         self._idem_key = key
-        self._on_duplicate = OnDuplicate(on_duplicate)
         return self
 
     def build(self) -> NewActivity:
@@ -278,7 +306,8 @@ class ActivityExecutor:
     backend : Backend
         Where activities are stored.
     queue_name : str, optional
-        Queue to enqueue to; default ``config.queue_name``.
+        Queue to enqueue to; default ``config.queue_name``. Raises
+        :class:`InvalidActivityError` if blank, over 255 characters or holding NUL.
     config : WorkerConfig, optional
         Defaults for timeout, retries, payload limit and idempotency TTL.
     """
@@ -286,7 +315,7 @@ class ActivityExecutor:
     def __init__(self, backend: Backend, queue_name: str | None = None, config: WorkerConfig | None = None) -> None:
         self.backend = backend
         self.config = config or WorkerConfig()
-        self.queue_name = queue_name or self.config.queue_name
+        self.queue_name = validate_queue_name(self.config.queue_name if queue_name is None else queue_name)
 
     def activity(self, activity_type: str) -> ActivityBuilder:
         """Start describing an activity of ``activity_type``.

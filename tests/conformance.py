@@ -477,11 +477,18 @@ class BackendConformance:
             lambda ex: ex.activity("t").max_retries(-1),
             lambda ex: ex.activity("t").timeout(-2),
             lambda ex: ex.activity("t").metadata({"k": 1}),
+            lambda ex: ex.activity("t").delay(1e300),
+            lambda ex: ex.activity("t").timeout(1e300),
+            lambda ex: ex.activity("   "),
+            lambda ex: ex.activity("t").idempotency_key("k", "bogus"),
+            lambda ex: ex.activity("t").idempotency_key("k\x00"),
+            lambda ex: ex.activity("t").payload(_deep(100_000)),
         ],
         ids=[
             "nan", "inf", "-inf", "nul-value", "nul-key", "unencodable", "oversized", "empty-type",
             "long-type", "negative-delay", "nan-delay", "bad-priority", "negative-retries",
-            "negative-timeout", "non-str-metadata",
+            "negative-timeout", "non-str-metadata", "huge-delay", "huge-timeout", "blank-type",
+            "bad-on-duplicate", "nul-key", "deep-nesting",
         ],
     )
     async def test_bad_input_is_refused_and_nothing_stored(
@@ -492,6 +499,11 @@ class BackendConformance:
         with pytest.raises(rq.InvalidActivityError):
             await make(ex).execute()
         assert (await backend.stats(self.queue)).total == 1
+
+    @pytest.mark.parametrize("queue_name", ["", "   ", "q" * 256, "a\x00b"])
+    async def test_bad_queue_name_is_refused(self, backend: Backend, queue_name: str) -> None:
+        with pytest.raises(rq.InvalidActivityError, match="queue name"):
+            rq.ActivityExecutor(backend, queue_name)
 
     async def test_bad_item_in_batch_stores_nothing(self, backend: Backend) -> None:
         ex = rq.ActivityExecutor(backend, self.queue)
@@ -647,6 +659,13 @@ class BackendConformance:
         async with engine:
             assert await fut.result(timeout=5) == "fine"
         assert calls == ["processing", "processed:True"]
+
+
+def _deep(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
 
 
 async def _completed(insp: rq.QueueInspector, n: int) -> bool:

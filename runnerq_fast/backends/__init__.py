@@ -38,7 +38,10 @@ async def connect(url: str | None = None, **options: object) -> Backend:
     url = url or os.environ.get("RUNNERQ_BACKEND")
     if not url or not isinstance(url, str):
         raise ConfigError("no backend URL given (pass one or set RUNNERQ_BACKEND)")
-    scheme = urlsplit(url).scheme.lower()
+    try:
+        scheme = urlsplit(url).scheme.lower()
+    except ValueError as exc:
+        raise ConfigError(f"malformed backend URL {url!r}: {exc}") from None
     if scheme == "memory":
         from runnerq_fast.backends.memory import MemoryBackend
 

@@ -170,16 +170,27 @@ def test_bench_on_postgres_writes_sane_json(fresh_pg_url: str, tmp_path: Path) -
     assert data["idle_latency"]["samples"] == 20
 
 
-def test_example_enqueuer_places_orders(fresh_pg_url: str, start_worker: Callable[..., WorkerProcess]) -> None:
-    worker = start_worker("examples.shop.app:engine", "--backend", fresh_pg_url)
-    worker.wait_for_log("started on postgresql queue='shop'")
+def test_example_enqueuer_places_orders_and_one_worker_slot_finishes_them(
+    fresh_pg_url: str, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    # more orders than worker slots: no step waits for another, so nothing can deadlock
+    worker = start_worker("examples.shop.app:engine", "--backend", fresh_pg_url, "--concurrency", "1")
+    worker.wait_for_log("started on postgresql queue='shop' workers=1")
     res = subprocess.run(
-        [sys.executable, "-m", "examples.shop.enqueue_orders", "--backend", fresh_pg_url, "-n", "3", "--wait", "10"],
-        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=20, check=False,
+        [sys.executable, "-m", "examples.shop.enqueue_orders", "--backend", fresh_pg_url, "-n", "5",
+         "--review-delay", "0.2", "--wait", "15"],
+        cwd=REPO, env=subprocess_env(), capture_output=True, text=True, timeout=30, check=False,
     )
     assert res.returncode == 0, res.stderr
     lines = res.stdout.strip().splitlines()
-    assert len(lines) == 6
-    assert all(json.loads(line)["total_cents"] == 4900 for line in lines[3:])
+    assert len(lines) == 10
+    assert all(json.loads(line)["total_cents"] == 4900 for line in lines[5:])
+
+    async def all_chains_done() -> bool:
+        stats = await _stats(fresh_pg_url, QUEUE)
+        assert stats.failed == stats.dead_letter == 0, stats
+        return stats.completed == 5 * ACTIVITIES_PER_ORDER and not any(getattr(stats, s) for s in _UNFINISHED)
+
+    asyncio.run(eventually(all_chains_done, 20, "every order chain to complete", interval=0.1))
     worker.signal(signal.SIGTERM)
     assert worker.wait(10) == 0, worker.log()
