@@ -4,20 +4,23 @@
 
     python -m examples.shop.demo                 # memory:// backend
     python -m examples.shop.demo --backend postgresql://postgres@127.0.0.1:5432/test --orders 20
+    python -m examples.shop.demo --orders 20 --concurrency 1   # any number of worker slots >= 1 works
 
-Starts the shop engine, places ``--orders`` orders, waits until every
-activity of every order has finished and prints the queue's counts.
-Exit code 0 only if all ``orders x 8`` activities completed.
+Starts the shop engine, places ``--orders`` orders, waits until the queue has
+settled (no activity pending, scheduled, running or retrying: since every step
+enqueues the next one before it finishes, nothing more can appear) and prints
+the queue's counts. Exit code 0 only if all ``orders x 8`` activities completed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 
 import click
-import msgspec
 from rich.console import Console
 from rich.table import Table
 
@@ -27,7 +30,57 @@ from examples.shop.app import ACTIVITIES_PER_ORDER, engine, sample_order
 _UNFINISHED = ("pending", "scheduled", "processing", "retrying")
 
 
-async def run_demo(backend_url: str, orders: int, timeout: float) -> rq.QueueStats:
+@contextlib.asynccontextmanager
+async def running_shop(
+    backend: rq.Backend, queue_name: str, *, concurrency: int | None = None
+) -> AsyncIterator[rq.WorkerEngine]:
+    """Run the shop engine on ``backend`` and ``queue_name`` for the ``async with`` block.
+
+    The engine's queue name and worker count are restored afterwards.
+
+    Parameters
+    ----------
+    backend : Backend
+        An opened backend (not closed here).
+    queue_name : str
+        Queue to serve and enqueue to.
+    concurrency : int, optional
+        Worker slots (``max_workers``); default: the engine's setting.
+    """
+    saved = engine.config
+    engine.use_backend(backend)
+    engine.configure(queue_name=queue_name, max_workers=concurrency or saved.max_workers)
+    try:
+        async with engine:
+            yield engine
+    finally:
+        engine.configure(queue_name=saved.queue_name, max_workers=saved.max_workers)
+
+
+async def wait_until_settled(inspector: rq.QueueInspector, at_least: int, timeout: float) -> rq.QueueStats:
+    """Wait until the queue holds ``at_least`` activities and none is unfinished.
+
+    Each step enqueues the next before it finishes, so once nothing is
+    pending, scheduled, running or retrying no further activity can appear:
+    the orders are done, whether they all succeeded or some failed.
+
+    Raises
+    ------
+    TimeoutError
+        If activities are still unfinished after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        stats = await inspector.stats()
+        unfinished = sum(getattr(stats, s) for s in _UNFINISHED)
+        if stats.total >= at_least and not unfinished:
+            return stats
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{unfinished} activities unfinished after {timeout} s: {stats}")
+        await asyncio.sleep(0.05)
+
+
+async def run_demo(backend_url: str, orders: int, timeout: float, *, concurrency: int | None = None) -> rq.QueueStats:
     """Run the engine in process, place ``orders`` orders and wait for all of them.
 
     Parameters
@@ -37,7 +90,9 @@ async def run_demo(backend_url: str, orders: int, timeout: float) -> rq.QueueSta
     orders : int
         Orders to place.
     timeout : float
-        Seconds to wait for every activity to finish.
+        Seconds to wait for the queue to settle.
+    concurrency : int, optional
+        Worker slots; any value >= 1 completes (no step waits for another).
 
     Returns
     -------
@@ -50,27 +105,16 @@ async def run_demo(backend_url: str, orders: int, timeout: float) -> rq.QueueSta
         If activities are still unfinished after ``timeout`` seconds.
     """
     backend = await rq.connect(backend_url)
-    engine.use_backend(backend)
     # a queue of its own, so leftovers of other runs on a shared database do not count
-    engine.config = msgspec.structs.replace(engine.config, queue_name=f"shop-demo-{uuid.uuid4().hex[:8]}")
+    queue_name = f"shop-demo-{uuid.uuid4().hex[:8]}"
     try:
-        async with engine:
+        async with running_shop(backend, queue_name, concurrency=concurrency) as shop:
             ids = [f"demo-{uuid.uuid4().hex[:8]}" for _ in range(orders)]
-            await engine.executor.enqueue_many([
-                engine.executor.activity("place_order").payload(sample_order(i, review_delay_s=0.5))
+            await shop.executor.enqueue_many([
+                shop.executor.activity("place_order").payload(sample_order(i, review_delay_s=0.5))
                 for i in ids
             ])
-            inspector = engine.inspector()
-            expected = orders * ACTIVITIES_PER_ORDER
-            deadline = time.monotonic() + timeout
-            while True:
-                stats = await inspector.stats()
-                unfinished = sum(getattr(stats, s) for s in _UNFINISHED)
-                if stats.total >= expected and not unfinished:
-                    return stats
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{unfinished} activities unfinished after {timeout} s: {stats}")
-                await asyncio.sleep(0.05)
+            return await wait_until_settled(shop.inspector(), orders, timeout)
     finally:
         await backend.close()
 
@@ -94,10 +138,12 @@ def succeeded(stats: rq.QueueStats, orders: int) -> bool:
 @click.option("--backend", "backend_url", default="memory://", show_default=True, metavar="URL")
 @click.option("--orders", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--timeout", type=float, default=30.0, show_default=True, metavar="SECONDS")
-def main(backend_url: str, orders: int, timeout: float) -> None:
+@click.option("--concurrency", type=click.IntRange(min=1), metavar="N",
+              help="Worker slots (any N >= 1 works); default: the engine's setting.")
+def main(backend_url: str, orders: int, timeout: float, concurrency: int | None) -> None:
     """Run the shop pipeline end to end in this process."""
     started = time.perf_counter()
-    stats = asyncio.run(run_demo(backend_url, orders, timeout))
+    stats = asyncio.run(run_demo(backend_url, orders, timeout, concurrency=concurrency))
     Console().print(summary_table(stats, orders, time.perf_counter() - started))
     if not succeeded(stats, orders):
         raise SystemExit(1)

@@ -32,7 +32,7 @@ def test_enqueue_rejects_bad_options_before_storing() -> None:
     assert "low, normal, high, critical or 1-4" in bad_priority.stderr
     negative_delay = run_cli("enqueue", "t", "--delay", "-1", "--backend", "memory://")
     assert negative_delay.returncode == 2
-    assert "delay must be >= 0" in negative_delay.stderr
+    assert "delay must be within [0," in negative_delay.stderr
     nan_payload = run_cli("enqueue", "t", "--payload", "NaN", "--backend", "memory://")
     assert nan_payload.returncode == 2
 
