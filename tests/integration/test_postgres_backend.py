@@ -453,3 +453,13 @@ async def test_malformed_url_is_a_config_error() -> None:
         await PostgresBackend.open("postgresql://host:notaport/db")
     with pytest.raises(ConfigError):
         await PostgresBackend.open("mysql://host/db")
+
+
+async def test_autovacuum_check_reports_the_server_setting(
+    pg_backend: PostgresBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    setting = await pg_backend.pool.fetchval("SELECT current_setting('autovacuum')")
+    with caplog.at_level("WARNING", logger="runnerq_fast.backends.postgres"):
+        on = await pg_backend.check_autovacuum()
+    assert on is (setting == "on")
+    assert any("autovacuum is off" in r.getMessage() for r in caplog.records) is (not on)

@@ -321,6 +321,7 @@ class PostgresBackend(Backend):
             if migrate:
                 async with pool.acquire() as conn:
                     await apply_migrations(conn)
+            await self.check_autovacuum()
 
             async def connect() -> asyncpg.Connection:
                 return await asyncpg.connect(url, timeout=connect_timeout, **kw)
@@ -335,6 +336,25 @@ class PostgresBackend(Backend):
                 raise BackendError(f"PostgreSQL at {_redact(url)} failed while opening: {exc}") from exc
             raise
         return self
+
+    async def check_autovacuum(self) -> bool | None:
+        """Warn unless the server runs autovacuum; return whether it does.
+
+        Every claim and ack leaves dead row versions in ``runnerq_activities``;
+        without (auto)vacuum they pile up and each claim walks more of them, so
+        throughput falls as the table ages. ``None`` if the setting cannot be read.
+        """
+        try:
+            value = await self._pool.fetchval("SELECT current_setting('autovacuum')")
+        except _CONNECT_ERRORS:
+            return None
+        on = str(value).lower() in ("on", "true", "1")
+        if not on:
+            log.warning(
+                "autovacuum is off on this PostgreSQL server: dead rows of runnerq_activities will pile up "
+                "and slow every claim; turn it on or VACUUM the runnerq tables regularly"
+            )
+        return on
 
     async def migrate(self) -> None:
         """Apply pending migrations (safe to call from many workers at once)."""
