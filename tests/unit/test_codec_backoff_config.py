@@ -99,6 +99,8 @@ async def test_connect_refuses_unknown_scheme() -> None:
         await rq.connect("mysql://localhost/db")
     with pytest.raises(rq.ConfigError, match="no backend URL"):
         await rq.connect("")
+    with pytest.raises(rq.ConfigError, match="malformed backend URL"):
+        await rq.connect("postgresql://postgres@[::1:5432/x")
 
 
 def test_retryable_error_refuses_negative_retry_after() -> None:
