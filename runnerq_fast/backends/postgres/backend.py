@@ -59,6 +59,10 @@ _Conn = asyncpg.Connection | PoolConnectionProxy
 _CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
 
 
+_MAX_STATEMENT_ITEMS = 100_000
+"""Most activities one enqueue statement writes (an event batch names at most 2**20 - 1)."""
+
+
 def _hex(value: Any) -> str:
     """asyncpg's UUID → the 32-hex-digit form the engine uses."""
     return str(value.hex)
@@ -465,13 +469,14 @@ class PostgresBackend(Backend):
         if not items:
             return []
         if all(it.idempotency_key is None for it in items):
-            await self._insert(self._pool, queue, items)
+            for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
+                await self._insert(self._pool, queue, items[start : start + _MAX_STATEMENT_ITEMS])
             return [EnqueueResult(it.id, EnqueueOutcome.CREATED) for it in items]
         async with self._pool.acquire() as conn, conn.transaction():
             results = await self._claim_keys(conn, queue, items)
             created = [it for it, res in zip(items, results, strict=True) if res.outcome == EnqueueOutcome.CREATED]
-            if created:
-                await self._insert(conn, queue, created, commit_hook=False)
+            for start in range(0, len(created), _MAX_STATEMENT_ITEMS):
+                await self._insert(conn, queue, created[start : start + _MAX_STATEMENT_ITEMS], commit_hook=False)
         if created:
             self._after_commit(queue, False)
         return results

@@ -61,10 +61,13 @@ WITH input AS (
     ORDER BY i.ord
     RETURNING id, status
 ), ev AS (
-    INSERT INTO runnerq_events (activity_id, queue_name, event_type, at)
-    SELECT id, $1::text, 'enqueued', now() FROM ins
-    UNION ALL
-    SELECT id, $1::text, 'scheduled', now() FROM ins WHERE status = 'scheduled'
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
+    SELECT queue_name, event_type, now(), array_agg(id),
+           CASE WHEN bool_or(detail IS NOT NULL) THEN array_agg(detail) END
+    FROM (SELECT $1::text AS queue_name, 'enqueued' AS event_type, id, NULL::text AS detail FROM ins
+          UNION ALL
+          SELECT $1::text, 'scheduled', id, NULL FROM ins WHERE status = 'scheduled') s
+    GROUP BY queue_name, event_type
 ), notes AS (
     SELECT pg_notify('runnerq_work', $1::text)
     FROM (SELECT 1 FROM ins WHERE $11::boolean AND status = 'pending' LIMIT 1) s
@@ -133,8 +136,10 @@ WITH picked AS MATERIALIZED (
     RETURNING a.id, a.activity_type, a.payload, a.priority, a.retry_count, a.max_retries, a.timeout_ms,
               a.metadata, a.created_at, a.ready_at
 ), ev AS (
-    INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
-    SELECT id, $1::text, 'claimed', now(), $5::text FROM claimed ORDER BY priority DESC, retry_count DESC, ready_at, id
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, detail)
+    SELECT $1::text, 'claimed', now(), array_agg(id ORDER BY priority DESC, retry_count DESC, ready_at, id), $5::text
+    FROM claimed
+    HAVING count(*) > 0
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
        floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
@@ -169,8 +174,11 @@ WITH input AS (
     WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
     RETURNING a.id, a.queue_name, a.status, a.ready_at, i.outcome, i.error
 ), ev AS (
-    INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
-    SELECT id, queue_name, status, now(), error FROM done
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
+    SELECT queue_name, event_type, now(), array_agg(id),
+           CASE WHEN bool_or(detail IS NOT NULL) THEN array_agg(detail) END
+    FROM (SELECT queue_name, status AS event_type, id, error AS detail FROM done) s
+    GROUP BY queue_name, event_type
 ), notes AS (
     SELECT pg_notify('runnerq_results', $1::text) FROM (SELECT 1 FROM done WHERE outcome <> 2 LIMIT 1) s
     UNION ALL
@@ -191,9 +199,13 @@ WITH input AS (
     WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
     RETURNING a.id, a.queue_name, a.lease_expires_at
 ), ev AS (
-    INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
-    SELECT id, queue_name, 'lease_extended', now(), floor(extract(epoch FROM lease_expires_at) * 1000)::bigint::text
-    FROM extended
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
+    SELECT queue_name, event_type, now(), array_agg(id),
+           CASE WHEN bool_or(detail IS NOT NULL) THEN array_agg(detail) END
+    FROM (SELECT queue_name, 'lease_extended' AS event_type, id,
+                 floor(extract(epoch FROM lease_expires_at) * 1000)::bigint::text AS detail
+          FROM extended) s
+    GROUP BY queue_name, event_type
 )
 SELECT id FROM extended;
 
@@ -209,8 +221,8 @@ WITH input AS (
     WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
     RETURNING a.id, a.queue_name
 ), ev AS (
-    INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
-    SELECT id, queue_name, 'requeued', now(), 'released at shutdown' FROM rel
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, detail)
+    SELECT queue_name, 'requeued', now(), array_agg(id), 'released at shutdown' FROM rel GROUP BY queue_name
 ), notes AS (
     SELECT pg_notify('runnerq_work', q) FROM (SELECT DISTINCT queue_name AS q FROM rel) s
 )
@@ -241,9 +253,13 @@ WITH expired AS MATERIALIZED (
     WHERE a.id = e.id
     RETURNING a.id, a.queue_name, a.status, a.last_error
 ), ev AS (
-    INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
-    SELECT id, queue_name, CASE WHEN status = 'dead_letter' THEN 'dead_letter' ELSE 'requeued' END, now(), last_error
-    FROM reaped
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
+    SELECT queue_name, event_type, now(), array_agg(id),
+           CASE WHEN bool_or(detail IS NOT NULL) THEN array_agg(detail) END
+    FROM (SELECT queue_name, CASE WHEN status = 'dead_letter' THEN 'dead_letter' ELSE 'requeued' END AS event_type,
+                 id, last_error AS detail
+          FROM reaped) s
+    GROUP BY queue_name, event_type
 ), notes AS (
     SELECT pg_notify('runnerq_results', $1::text)
     FROM (SELECT 1 FROM reaped WHERE status = 'dead_letter' LIMIT 1) s
@@ -260,8 +276,8 @@ WITH c AS (
     WHERE id = $1::uuid AND status IN ('pending', 'scheduled', 'retrying')
     RETURNING id, queue_name
 ), ev AS (
-    INSERT INTO runnerq_events (activity_id, queue_name, event_type, at)
-    SELECT id, queue_name, 'cancelled', now() FROM c
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids)
+    SELECT queue_name, 'cancelled', now(), ARRAY[id] FROM c
 ), notes AS (
     SELECT pg_notify('runnerq_results', queue_name) FROM c
 )
@@ -326,18 +342,23 @@ OFFSET $2::integer
 LIMIT $3::integer;
 
 -- name: get_events
-SELECT id, activity_id, queue_name, event_type, floor(extract(epoch FROM at) * 1000)::bigint, detail
-FROM runnerq_events
-WHERE activity_id = $1::uuid
-ORDER BY id;
+-- The activity's events, oldest first: the batch rows that name it (GIN on
+-- activity_ids), unnested to its own entry. Event id = batch id * 2^20 + position.
+SELECT e.id * 1048576 + u.ord, u.aid, e.queue_name, e.event_type, floor(extract(epoch FROM e.at) * 1000)::bigint,
+       coalesce(e.details[u.ord], e.detail)
+FROM runnerq_events e CROSS JOIN LATERAL unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
+WHERE e.activity_ids @> ARRAY[$1::uuid] AND u.aid = $1::uuid
+ORDER BY 1;
 
 -- name: events_after
 -- $1 queue, $2 last seen event id, $3 limit: the event stream's next page.
-SELECT id, activity_id, queue_name, event_type, floor(extract(epoch FROM at) * 1000)::bigint, detail
-FROM runnerq_events
-WHERE queue_name = $1::text AND id > $2::bigint
-ORDER BY id
+SELECT e.id * 1048576 + u.ord AS event_id, u.aid, e.queue_name, e.event_type,
+       floor(extract(epoch FROM e.at) * 1000)::bigint, coalesce(e.details[u.ord], e.detail)
+FROM runnerq_events e CROSS JOIN LATERAL unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
+WHERE e.queue_name = $1::text AND e.id >= ($2::bigint >> 20) AND e.id * 1048576 + u.ord > $2::bigint
+ORDER BY event_id
 LIMIT $3::integer;
 
 -- name: last_event_id
-SELECT coalesce(max(id), 0) FROM runnerq_events;
+-- An event id after every stored event (the last batch's whole id range).
+SELECT (coalesce(max(id), 0) + 1) * 1048576 - 1 FROM runnerq_events;

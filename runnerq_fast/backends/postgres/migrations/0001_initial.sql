@@ -57,19 +57,26 @@ CREATE INDEX runnerq_activities_lease_idx
     ON runnerq_activities (queue_name, lease_expires_at)
     WHERE status = 'processing';
 
--- Events are append-only: ids come from the sequence, so a BRIN index serves
--- the live stream's "id > last" reads at a fraction of a B-tree's write cost.
+-- Events: one row per statement and kind of transition, naming every activity
+-- that made it (a claim of 500 writes one row, not 500). An event's id is
+-- batch id * 2^20 + its 1-based position in activity_ids, so ids keep growing
+-- and a live stream can resume after any of them; one statement may name at
+-- most 2^20 - 1 activities. details is NULL or parallel to activity_ids;
+-- detail holds one text for the whole batch (e.g. the claiming worker).
+-- BRIN on id serves the stream's "after id" reads; GIN on activity_ids serves
+-- one activity's timeline.
 CREATE TABLE runnerq_events (
-    id          bigserial   NOT NULL,
-    activity_id uuid        NOT NULL,
-    queue_name  text        NOT NULL,
-    event_type  text        NOT NULL,
-    at          timestamptz NOT NULL,
-    detail      text
+    id           bigserial   NOT NULL,
+    queue_name   text        NOT NULL,
+    event_type   text        NOT NULL,
+    at           timestamptz NOT NULL,
+    activity_ids uuid[]      NOT NULL,
+    details      text[],
+    detail       text
 );
 
-CREATE INDEX runnerq_events_activity_idx ON runnerq_events (activity_id);
 CREATE INDEX runnerq_events_id_brin ON runnerq_events USING brin (id);
+CREATE INDEX runnerq_events_activity_gin ON runnerq_events USING gin (activity_ids);
 
 CREATE TABLE runnerq_idempotency (
     queue_name    text        NOT NULL,
