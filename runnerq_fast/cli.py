@@ -172,6 +172,30 @@ def _parse_json(text: str, what: str) -> Any:
         raise _BadInput(f"{what} is not valid JSON: {exc}") from None
 
 
+def _read_payload_arg(text: str) -> str:
+    """``--payload`` text, or the content of ``@FILE`` / ``@-`` (standard input)."""
+    if not text.startswith("@"):
+        return text
+    source = text[1:]
+    try:
+        if source == "-":
+            return sys.stdin.read()
+        with open(source, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _BadInput(f"--payload {text}: cannot read it: {exc}") from None
+
+
+def _json_value(data: bytes | str | None) -> Any:
+    """Stored JSON text as a value, for nesting in JSON output (the text itself if it does not decode)."""
+    if data is None:
+        return None
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return _json_text(data)
+
+
 def _json_text(data: bytes | str | None) -> str:
     if data is None:
         return "null"
@@ -289,7 +313,7 @@ def worker(
 @cli.command()
 @click.argument("activity_type", metavar="TYPE")
 @click.option("--payload", "payload_text", default="null", show_default=True, metavar="JSON",
-              help="Payload as JSON.")
+              help="Payload as JSON; @FILE reads it from a file, @- from standard input.")
 @click.option("--priority", type=PriorityType(), default="normal", show_default=True,
               help="low|normal|high|critical or 1-4.")
 @click.option("--delay", type=float, default=0.0, metavar="SECONDS", help="Start no earlier than this from now.")
@@ -325,7 +349,7 @@ def enqueue(
     or cancelled activity or a timeout exits 1. Bad input exits 2 and stores nothing.
     """
     _configure_logging(log_level)
-    payload = _parse_json(payload_text, "--payload")
+    payload = _parse_json(_read_payload_arg(payload_text), "--payload")
     metadata: dict[str, str] | None = None
     if metadata_text is not None:
         raw = _parse_json(metadata_text, "--metadata")
@@ -478,10 +502,10 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
         raise _Fail(f"no activity {activity_id!r}")
     if as_json:
         doc = {
-            "activity": {**msgspec.structs.asdict(snap), "payload": _json_text(snap.payload),
-                         "metadata": _json_text(snap.metadata)},
+            "activity": {**msgspec.structs.asdict(snap), "payload": _json_value(snap.payload),
+                         "metadata": _json_value(snap.metadata)},
             "events": [msgspec.structs.asdict(e) for e in events],
-            "result": None if result is None else {**msgspec.structs.asdict(result), "data": _json_text(result.data)},
+            "result": None if result is None else {**msgspec.structs.asdict(result), "data": _json_value(result.data)},
         }
         click.echo(msgspec.json.encode(doc).decode())
         return

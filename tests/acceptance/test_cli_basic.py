@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import runnerq_fast as rq
-from tests.acceptance.helpers import REPO, WorkerProcess, run_cli, subprocess_env
+from tests.acceptance.helpers import REPO, WorkerProcess, cli_command, run_cli, subprocess_env
 
 
 def test_enqueue_bad_json_exits_2_with_a_clear_message() -> None:
@@ -122,3 +122,22 @@ def test_worker_without_a_backend_names_the_option_and_the_env_var() -> None:
     res = run_cli("worker", "examples.shop.app:engine")
     assert res.returncode == 2
     assert "--backend" in res.stderr and "RUNNERQ_BACKEND" in res.stderr
+
+
+def test_enqueue_reads_the_payload_from_a_file_or_stdin(tmp_path: Path) -> None:
+    good = tmp_path / "payload.json"
+    good.write_text(json.dumps({"big": "x" * 300_000}))  # over the argument-length limit of a command line
+    from_file = run_cli("enqueue", "t", "--payload", f"@{good}", "--backend", "memory://")
+    assert from_file.returncode == 0, from_file.stderr
+    assert len(from_file.stdout.strip()) == 32
+    from_stdin = subprocess.run(
+        [*cli_command(), "enqueue", "t", "--payload", "@-", "--backend", "memory://"],
+        input='{"a": 1}', capture_output=True, text=True, env=subprocess_env(), cwd=REPO, timeout=20,
+    )
+    assert from_stdin.returncode == 0, from_stdin.stderr
+    missing = run_cli("enqueue", "t", "--payload", f"@{tmp_path / 'nope.json'}", "--backend", "memory://")
+    assert missing.returncode == 2 and "cannot read it" in missing.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    broken = run_cli("enqueue", "t", "--payload", f"@{bad}", "--backend", "memory://")
+    assert broken.returncode == 2 and "not valid JSON" in broken.stderr

@@ -77,6 +77,7 @@ def test_shop_worker_runs_a_whole_order_and_exits_0_on_sigterm(
     assert shown.returncode == 0, shown.stderr
     doc = json.loads(shown.stdout)
     assert doc["activity"]["status"] == "completed"
+    assert isinstance(doc["activity"]["payload"], dict) and "order_id" in doc["activity"]["payload"]  # nested JSON
     assert doc["result"]["status"] == "completed"
     assert {"enqueued", "completed"} <= {e["event_type"] for e in doc["events"]}
 
