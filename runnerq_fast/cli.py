@@ -28,7 +28,9 @@ from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
+from urllib.parse import urlsplit
 
+import asyncpg
 import click
 import msgspec
 from rich.console import Console
@@ -100,14 +102,23 @@ def _require_backend(url: str | None) -> str:
     return url
 
 
-async def _open(url: str) -> rq.Backend:
-    """Open ``url``, turning every failure into a clean CLI error."""
+async def _open(url: str, *, read_only: bool = False) -> rq.Backend:
+    """Open ``url``, turning every failure into a clean CLI error.
+
+    ``read_only`` opens without applying migrations, so looking at a database
+    never creates tables in it.
+    """
     try:
+        if read_only and urlsplit(url).scheme.lower() in ("postgresql", "postgres"):
+            return await rq.connect(url, migrate=False)
         return await rq.connect(url)
     except rq.ConfigError as exc:
         raise _BadInput(str(exc)) from None
     except Exception as exc:
         raise _Fail(f"cannot open backend {redact_url(url)}: {type(exc).__name__}: {exc}") from None
+
+
+_NO_SCHEMA = "no runnerq-fast schema in {url}; create it with `runnerq-fast migrate --backend URL`"
 
 
 def backend_option(fn: F) -> F:
@@ -457,9 +468,11 @@ def stats(queue: str, as_json: bool, backend_url: str | None, log_level: str) ->
     url = _require_backend(backend_url)
 
     async def go() -> rq.QueueStats:
-        backend = await _open(url)
+        backend = await _open(url, read_only=True)
         try:
             return await backend.stats(queue)
+        except asyncpg.UndefinedTableError:
+            raise _Fail(_NO_SCHEMA.format(url=redact_url(url))) from None
         finally:
             await backend.close()
 
@@ -488,12 +501,14 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
     url = _require_backend(backend_url)
 
     async def go() -> tuple[rq.ActivitySnapshot | None, list[rq.ActivityEvent], rq.ActivityResult | None]:
-        backend = await _open(url)
+        backend = await _open(url, read_only=True)
         try:
             snap = await backend.get_activity(activity_id)
             if snap is None:
                 return None, [], None
             return snap, await backend.get_events(activity_id), await backend.get_result(activity_id)
+        except asyncpg.UndefinedTableError:
+            raise _Fail(_NO_SCHEMA.format(url=redact_url(url))) from None
         finally:
             await backend.close()
 

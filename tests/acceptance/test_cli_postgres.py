@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 import runnerq_fast as rq
@@ -195,3 +196,22 @@ def test_example_enqueuer_places_orders_and_one_worker_slot_finishes_them(
     asyncio.run(eventually(all_chains_done, 20, "every order chain to complete", interval=0.1))
     worker.signal(signal.SIGTERM)
     assert worker.wait(10) == 0, worker.log()
+
+
+def test_looking_at_a_database_creates_nothing_in_it(fresh_pg_url: str) -> None:
+    shown = run_cli("stats", "--backend", fresh_pg_url)
+    assert shown.returncode == 1 and "runnerq-fast migrate" in shown.stderr, shown.stderr
+    looked = run_cli("inspect", "0" * 32, "--backend", fresh_pg_url)
+    assert looked.returncode == 1 and "runnerq-fast migrate" in looked.stderr, looked.stderr
+
+    async def tables() -> int:
+        conn = await asyncpg.connect(fresh_pg_url)
+        try:
+            n: int = await conn.fetchval("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'runnerq%'")
+            return n
+        finally:
+            await conn.close()
+
+    assert asyncio.run(tables()) == 0
+    assert run_cli("migrate", "--backend", fresh_pg_url).returncode == 0
+    assert run_cli("stats", "--backend", fresh_pg_url).returncode == 0
