@@ -36,6 +36,16 @@ MAX_TIMEOUT_SECONDS = 365.25 * 86400.0
 """Longest accepted handler timeout (one year)."""
 
 
+def _validate_name(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidActivityError(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_ACTIVITY_TYPE_LENGTH:
+        raise InvalidActivityError(f"{what} is {len(value)} characters, over the limit of {MAX_ACTIVITY_TYPE_LENGTH}")
+    if "\x00" in value:
+        raise InvalidActivityError(f"{what} must not contain NUL")
+    return value
+
+
 def validate_queue_name(queue_name: object) -> str:
     """Return ``queue_name`` if it is usable.
 
@@ -44,11 +54,7 @@ def validate_queue_name(queue_name: object) -> str:
     InvalidActivityError
         If it is not a string, is blank, longer than 255 characters or holds NUL.
     """
-    if not isinstance(queue_name, str) or not queue_name.strip():
-        raise InvalidActivityError(f"queue name must be a non-empty string, got {queue_name!r}")
-    if len(queue_name) > MAX_ACTIVITY_TYPE_LENGTH or "\x00" in queue_name:
-        raise InvalidActivityError("queue name must be at most 255 characters without NUL")
-    return queue_name
+    return _validate_name(queue_name, "queue name")
 
 
 def validate_activity_type(activity_type: object) -> str:
@@ -57,17 +63,9 @@ def validate_activity_type(activity_type: object) -> str:
     Raises
     ------
     InvalidActivityError
-        If it is not a string, is empty, longer than 255 characters or holds NUL.
+        If it is not a string, is blank, longer than 255 characters or holds NUL.
     """
-    if not isinstance(activity_type, str) or not activity_type.strip():
-        raise InvalidActivityError(f"activity type must be a non-empty string, got {activity_type!r}")
-    if len(activity_type) > MAX_ACTIVITY_TYPE_LENGTH:
-        raise InvalidActivityError(
-            f"activity type is {len(activity_type)} characters, over the limit of {MAX_ACTIVITY_TYPE_LENGTH}"
-        )
-    if "\x00" in activity_type:
-        raise InvalidActivityError("activity type must not contain NUL")
-    return activity_type
+    return _validate_name(activity_type, "activity type")
 
 
 class ActivityFuture:
