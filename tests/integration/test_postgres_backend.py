@@ -463,3 +463,39 @@ async def test_autovacuum_check_reports_the_server_setting(
         on = await pg_backend.check_autovacuum()
     assert on is (setting == "on")
     assert any("autovacuum is off" in r.getMessage() for r in caplog.records) is (not on)
+
+
+async def test_event_stream_never_skips_an_event_that_commits_late(pg_backend: PostgresBackend, pg_url: str) -> None:
+    """Regression: ids are taken before commit, so a reader following "id > last" skipped
+    a batch whose transaction committed after a later-numbered one (seen with 3 writers)."""
+    b = pg_backend
+    slow = await asyncpg.connect(pg_url)
+    try:
+        tx = slow.transaction()
+        await tx.start()
+        late = new()
+        # the slow writer takes the lower event id, then waits before committing
+        await slow.execute(
+            "INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids) VALUES ('q', 'enqueued', now(), $1)",
+            [late.id],
+        )
+        stream = b.event_stream("q")
+        seen: list[ActivityEvent] = []
+
+        async def collect() -> None:
+            async for ev in stream:
+                seen.append(ev)
+                if len(seen) == 2:
+                    return
+
+        task = asyncio.create_task(collect())
+        fast = new()
+        await b.enqueue("q", [fast])  # commits first, with a higher event id
+        await asyncio.sleep(0.3)
+        assert seen == []  # held back while an older transaction is still open
+        await tx.commit()
+        await asyncio.wait_for(task, 5)
+        await stream.aclose()  # type: ignore[attr-defined]
+    finally:
+        await slow.close()
+    assert {e.activity_id for e in seen} == {late.id, fast.id}

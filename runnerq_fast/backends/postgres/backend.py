@@ -743,12 +743,20 @@ class PostgresBackend(Backend):
         wake = asyncio.Event()
         self._streams.setdefault(queue, set()).add(wake)
         try:
-            last: int = after_id if after_id is not None else await self._pool.fetchval(Q["last_event_id"])
+            pos = None
+            if after_id is not None:
+                pos = await self._pool.fetchrow(Q["stream_position_of"], after_id)
+                if pos is None:
+                    log.warning("event %s is unknown (pruned?); the stream starts from now", after_id)
+            if pos is None:
+                pos = await self._pool.fetchrow(Q["stream_position_now"])
+            assert pos is not None  # stream_position_now always returns one row
+            tx, batch, ordinal = pos[0], pos[1], pos[2]
             while not self._closed:
                 wake.clear()
-                rows = await self._pool.fetch(Q["events_after"], queue, last, _STREAM_PAGE)
+                rows = await self._pool.fetch(Q["events_after"], queue, tx, batch, ordinal, _STREAM_PAGE)
                 for r in rows:
-                    last = r[0]
+                    tx, batch, ordinal = r[6], r[7], r[8]
                     yield _event(r)
                 if len(rows) == _STREAM_PAGE:
                     continue

@@ -351,14 +351,26 @@ WHERE e.activity_ids @> ARRAY[$1::uuid] AND u.aid = $1::uuid
 ORDER BY 1;
 
 -- name: events_after
--- $1 queue, $2 last seen event id, $3 limit: the event stream's next page.
+-- $1 queue, then the stream position ($2 tx as text, $3 batch id, $4 position
+-- in the batch), $5 limit: the next page in (tx, id, position) order, only
+-- from transactions that ended before every transaction still running, so
+-- nothing can later commit behind the position.
 SELECT e.id * 1048576 + u.ord AS event_id, u.aid, e.queue_name, e.event_type,
-       floor(extract(epoch FROM e.at) * 1000)::bigint, coalesce(e.details[u.ord], e.detail)
+       floor(extract(epoch FROM e.at) * 1000)::bigint, coalesce(e.details[u.ord], e.detail),
+       e.tx::text, e.id, u.ord
 FROM runnerq_events e CROSS JOIN LATERAL unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
-WHERE e.queue_name = $1::text AND e.id >= ($2::bigint >> 20) AND e.id * 1048576 + u.ord > $2::bigint
-ORDER BY event_id
-LIMIT $3::integer;
+WHERE e.queue_name = $1::text
+  AND (e.tx, e.id) >= ($2::text::xid8, $3::bigint)
+  AND ((e.tx, e.id) > ($2::text::xid8, $3::bigint) OR u.ord > $4::bigint)
+  AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY e.tx, e.id, u.ord
+LIMIT $5::integer;
 
--- name: last_event_id
--- An event id after every stored event (the last batch's whole id range).
-SELECT (coalesce(max(id), 0) + 1) * 1048576 - 1 FROM runnerq_events;
+-- name: stream_position_of
+-- The stream position just after event $1 (batch id * 2^20 + position), or no
+-- row when that batch is unknown.
+SELECT tx::text, id, ($1::bigint & 1048575) FROM runnerq_events WHERE id = ($1::bigint >> 20);
+
+-- name: stream_position_now
+-- The position of "from now on": every transaction not yet ended is ahead of it.
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text, 0::bigint, 0::bigint;

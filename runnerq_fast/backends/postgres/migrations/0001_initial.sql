@@ -63,10 +63,14 @@ CREATE INDEX runnerq_activities_lease_idx
 -- and a live stream can resume after any of them; one statement may name at
 -- most 2^20 - 1 activities. details is NULL or parallel to activity_ids;
 -- detail holds one text for the whole batch (e.g. the claiming worker).
--- BRIN on id serves the stream's "after id" reads; GIN on activity_ids serves
--- one activity's timeline.
+-- tx is the writing transaction: the live stream reads in (tx, id) order and
+-- only transactions older than every running one, so an event that commits
+-- late can never fall behind a reader's position (ids alone are assigned
+-- before commit, in a different order). GIN on activity_ids serves one
+-- activity's timeline.
 CREATE TABLE runnerq_events (
     id           bigserial   NOT NULL,
+    tx           xid8        NOT NULL DEFAULT pg_current_xact_id(),
     queue_name   text        NOT NULL,
     event_type   text        NOT NULL,
     at           timestamptz NOT NULL,
@@ -76,6 +80,7 @@ CREATE TABLE runnerq_events (
 );
 
 CREATE INDEX runnerq_events_id_brin ON runnerq_events USING brin (id);
+CREATE INDEX runnerq_events_stream_idx ON runnerq_events (queue_name, tx, id);
 CREATE INDEX runnerq_events_activity_gin ON runnerq_events USING gin (activity_ids);
 
 CREATE TABLE runnerq_idempotency (
