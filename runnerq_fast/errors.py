@@ -45,8 +45,8 @@ class RetryableError(RunnerQError):
 
     def __init__(self, message: str = "", *, retry_after: float | None = None) -> None:
         super().__init__(message)
-        if retry_after is not None and retry_after < 0:
-            raise ValueError(f"retry_after must be >= 0 seconds, got {retry_after!r}")
+        if retry_after is not None and not 0 <= retry_after <= 3_155_760_000:  # 100 years, like a delay
+            raise ValueError(f"retry_after must be within [0, 3155760000] seconds, got {retry_after!r}")
         self.retry_after = retry_after
 
 

@@ -100,6 +100,18 @@ def describe_error(exc: BaseException, *, prefix: bool = True) -> str:
     return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 15] + "... (truncated)"
 
 
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _uncancel() -> None:
+    """Withdraw the current task's pending cancellation (we chose to keep waiting)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        task.uncancel()
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -596,11 +608,20 @@ class WorkerEngine:
                         result = await handler.fn(payload, ctx)
             else:
                 result = await self._call_sync(handler.fn, payload, ctx, timeout)
-        except asyncio.CancelledError:
-            if self._stopping:
-                # shutdown grace ran out: back to pending, no attempt counted
-                self._release.append(LeaseRef(a.id, a.claim_token))
-            raise
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if (task is not None and task.cancelling()) or self._stopping:
+                if self._stopping:
+                    # shutdown grace ran out: back to pending, no attempt counted
+                    self._release.append(LeaseRef(a.id, a.claim_token))
+                raise
+            # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
+            self._retry_or_dead(a, describe_error(exc), None)
+            return
+        except (GeneratorExit, SystemExit) as exc:
+            # neither may end this worker (SystemExit from a thread would end the process)
+            self._retry_or_dead(a, describe_error(exc), None)
+            return
         except NonRetryableError as exc:
             self._fail(a, describe_error(exc))
             return
@@ -635,14 +656,31 @@ class WorkerEngine:
     async def _call_sync(self, fn: Handler, payload: Any, ctx: ActivityContext, timeout: float | None) -> Any:
         """Run a plain ``def`` handler in the thread pool.
 
-        A thread cannot be interrupted. So that an activity never runs twice
-        at once, a timed-out call still counts as a failed attempt but its
-        ack waits until the thread has returned, and at shutdown a running
-        call is waited for (past ``shutdown_grace``) and acknowledged with its
-        real outcome instead of being released.
+        The timeout counts from the moment a thread starts the call, not
+        while the call waits for a free thread. A thread cannot be
+        interrupted, so that an activity never runs twice at once: a
+        timed-out call still counts as a failed attempt but its ack waits
+        until the thread has returned; at shutdown a call that has not
+        started is withdrawn (and its activity released), while a running one
+        is waited for (past ``shutdown_grace``) and acknowledged with its real
+        outcome.
         """
         assert self._threads is not None
-        done = asyncio.wrap_future(self._threads.submit(fn, payload, ctx))
+        loop = self._loop
+        started: asyncio.Future[None] = loop.create_future()
+
+        def run() -> Any:
+            loop.call_soon_threadsafe(_resolve, started)
+            return fn(payload, ctx)
+
+        call = self._threads.submit(run)
+        done = asyncio.wrap_future(call)
+        try:
+            await asyncio.shield(started)
+        except asyncio.CancelledError:
+            if not self._stopping or call.cancel():
+                raise  # withdrawn before it ran: the caller releases the activity
+            _uncancel()  # it started meanwhile: wait for it below
         try:
             if timeout is None:
                 return await asyncio.shield(done)
@@ -665,11 +703,10 @@ class WorkerEngine:
             try:
                 await asyncio.shield(done)
             except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if not self._stopping or task is None:
+                if not self._stopping:
                     raise
-                task.uncancel()
-            except Exception:
+                _uncancel()
+            except BaseException:
                 return
 
     def _fail(self, a: ClaimedActivity, err: str) -> None:

@@ -449,3 +449,86 @@ async def test_stop_gives_up_on_acks_after_its_deadline() -> None:
     snap = await backend.get_activity(fut.activity_id)
     # not lost: still held, or already taken back by the reaper once its 2 s lease ran out
     assert snap is not None and snap.status in {"processing", "pending"}
+
+
+@pytest.mark.parametrize("kind", ["cancelled", "generator-exit", "system-exit-in-thread"])
+async def test_handler_raising_base_exceptions_fails_the_attempt_and_the_worker_lives(kind: str) -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend, max_workers=1)
+
+    @engine.activity("odd")
+    async def odd(payload: Any, ctx: rq.ActivityContext) -> None:
+        if kind == "cancelled":
+            t = asyncio.ensure_future(asyncio.sleep(10))
+            t.cancel()
+            await t
+        raise GeneratorExit()
+
+    @engine.activity("exits")
+    def exits(payload: Any, ctx: rq.ActivityContext) -> None:
+        raise SystemExit(3)
+
+    @engine.activity("ok")
+    async def ok(payload: Any, ctx: rq.ActivityContext) -> str:
+        return "still working"
+
+    bad = await engine.executor.activity("exits" if kind == "system-exit-in-thread" else "odd").max_retries(1).execute()
+    good = await engine.executor.activity("ok").execute()
+    async with engine:
+        with pytest.raises(rq.ActivityFailed, match="dead_letter"):
+            await bad.result(timeout=5)
+        assert await good.result(timeout=5) == "still working"
+    assert [e.event_type for e in await backend.get_events(bad.activity_id)].count("retrying") == 1
+
+
+async def test_plain_def_timeout_counts_from_when_a_thread_starts_the_call() -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend, max_workers=4, sync_workers=1)
+    runs: list[int] = []
+
+    @engine.activity("s")
+    def s(payload: Any, ctx: rq.ActivityContext) -> int:
+        runs.append(int(payload))
+        time.sleep(0.6 if payload == 0 else 0.1)
+        return int(payload)
+
+    first = await engine.executor.activity("s").payload(0).timeout(5).execute()
+    queued = [await engine.executor.activity("s").payload(i).timeout(0.4).execute() for i in (1, 2)]
+    async with engine:
+        assert await first.result(timeout=10) == 0
+        assert [await f.result(timeout=10) for f in queued] == [1, 2]
+    assert sorted(runs) == [0, 1, 2]  # each ran once: waiting for the one thread was not a timeout
+
+
+async def test_stop_withdraws_plain_def_calls_that_have_not_started() -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend, max_workers=3, sync_workers=1, shutdown_grace=0.05)
+    ran: list[int] = []
+    started = threading.Event()
+
+    @engine.activity("s")
+    def s(payload: Any, ctx: rq.ActivityContext) -> int:
+        ran.append(int(payload))
+        started.set()
+        time.sleep(0.5)
+        return int(payload)
+
+    ids = await engine.executor.enqueue_many([("s", i) for i in range(3)])
+    await engine.start()
+    await asyncio.get_running_loop().run_in_executor(None, started.wait, 5)
+    t0 = time.monotonic()
+    await engine.stop()
+    assert time.monotonic() - t0 < 1.5
+    assert len(ran) == 1
+    statuses = {}
+    for aid in ids:
+        snap = await backend.get_activity(aid)
+        assert snap is not None
+        statuses[aid] = (snap.status, snap.retry_count)
+    assert sorted(statuses.values()) == [("completed", 0), ("pending", 0), ("pending", 0)]
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e14, -1.0])
+def test_retry_after_must_be_a_sane_number_of_seconds(bad: float) -> None:
+    with pytest.raises(ValueError, match="retry_after"):
+        rq.RetryableError("x", retry_after=bad)
