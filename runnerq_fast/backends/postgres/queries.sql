@@ -68,6 +68,7 @@ WITH input AS (
           UNION ALL
           SELECT $1::text, 'scheduled', id, NULL FROM ins WHERE status = 'scheduled') s
     GROUP BY queue_name, event_type
+    ORDER BY event_type  -- 'enqueued' takes the lower event id, so it comes first in a timeline
 ), notes AS (
     SELECT pg_notify('runnerq_work', $1::text)
     FROM (SELECT 1 FROM ins WHERE $11::boolean AND status = 'pending' LIMIT 1) s
