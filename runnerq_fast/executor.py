@@ -46,6 +46,15 @@ def _validate_name(value: object, what: str) -> str:
     return value
 
 
+def _seconds(value: object, what: str, maximum: float, note: str = "") -> float:
+    """``value`` as float seconds within [0, maximum], else :class:`InvalidActivityError`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidActivityError(f"{what} must be a finite number of seconds, got {value!r}")
+    if not 0 <= value <= maximum:
+        raise InvalidActivityError(f"{what} must be within [0, {maximum:.0f}] seconds{note}, got {value!r}")
+    return float(value)
+
+
 def validate_queue_name(queue_name: object) -> str:
     """Return ``queue_name`` if it is usable.
 
@@ -182,11 +191,7 @@ class ActivityBuilder:
 
     def delay(self, seconds: float) -> ActivityBuilder:
         """Make the activity ready ``seconds`` (>= 0) from now."""
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
-            raise InvalidActivityError(f"delay must be a finite number of seconds, got {seconds!r}")
-        if not 0 <= seconds <= MAX_DELAY_SECONDS:
-            raise InvalidActivityError(f"delay must be within [0, {MAX_DELAY_SECONDS:.0f}] seconds, got {seconds!r}")
-        self._delay = float(seconds)
+        self._delay = _seconds(seconds, "delay", MAX_DELAY_SECONDS)
         self._run_at = None
         return self
 
@@ -215,13 +220,7 @@ class ActivityBuilder:
 
     def timeout(self, seconds: float) -> ActivityBuilder:
         """Set the handler timeout in seconds (0 = none)."""
-        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
-            raise InvalidActivityError(f"timeout must be a finite number of seconds, got {seconds!r}")
-        if not 0 <= seconds <= MAX_TIMEOUT_SECONDS:
-            raise InvalidActivityError(
-                f"timeout must be within [0, {MAX_TIMEOUT_SECONDS:.0f}] seconds (0 = none), got {seconds!r}"
-            )
-        self._timeout = float(seconds)
+        self._timeout = _seconds(seconds, "timeout", MAX_TIMEOUT_SECONDS, " (0 = none)")
         return self
 
     def metadata(self, metadata: dict[str, str]) -> ActivityBuilder:

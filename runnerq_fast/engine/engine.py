@@ -580,18 +580,12 @@ class WorkerEngine:
     async def _run_one(self, a: ClaimedActivity) -> None:
         handler = self._handlers.get(a.activity_type)
         if handler is None:
-            err = f"handler_not_found: no handler for activity type {a.activity_type!r}"
-            log.error("activity %s failed: %s", a.id, err)
-            self._push_ack(Ack(a.id, a.claim_token, _FAILED, None, err))
-            self._stats["failed"] += 1
+            self._fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
             return
         try:
             payload = decode_json(a.payload)
         except Exception as exc:
-            err = f"payload could not be decoded: {describe_error(exc, prefix=False)}"
-            log.error("activity %s dead-lettered: %s", a.id, err)
-            self._push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
-            self._stats["dead_letter"] += 1
+            self._dead_letter(a, f"payload could not be decoded: {describe_error(exc, prefix=False)}")
             return
         ctx = ActivityContext(a, self._bound_executor, self._cancellation)
         hooks = self.hooks
@@ -618,10 +612,6 @@ class WorkerEngine:
             # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
             self._retry_or_dead(a, describe_error(exc), None)
             return
-        except (GeneratorExit, SystemExit) as exc:
-            # neither may end this worker (SystemExit from a thread would end the process)
-            self._retry_or_dead(a, describe_error(exc), None)
-            return
         except NonRetryableError as exc:
             self._fail(a, describe_error(exc))
             return
@@ -633,7 +623,9 @@ class WorkerEngine:
         except RetryableError as exc:
             self._retry_or_dead(a, describe_error(exc), exc.retry_after)
             return
-        except Exception as exc:
+        except (Exception, GeneratorExit, SystemExit) as exc:
+            # any other failure is retryable; GeneratorExit and SystemExit (from a thread it would
+            # end the process) must not end this worker either
             self._retry_or_dead(a, describe_error(exc), None)
             return
         duration = time.perf_counter() - started
@@ -738,14 +730,17 @@ class WorkerEngine:
             if self.hooks:
                 self._spawn_hook("on_released", a, delay, err)
         else:
-            log.error("activity %s (%s) dead-lettered after %d attempts: %s",
-                      a.id, a.activity_type, a.retry_count + 1, err)
-            self._push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
-            self._stats["dead_letter"] += 1
-            if self._metrics_on:
-                self.metrics.inc_counter(ACTIVITIES_DEAD_LETTERED)
-            if self.hooks:
-                self._spawn_hook("on_dead_letter", a, err)
+            self._dead_letter(a, err)
+
+    def _dead_letter(self, a: ClaimedActivity, err: str) -> None:
+        log.error("activity %s (%s) dead-lettered after %d attempts: %s",
+                  a.id, a.activity_type, a.retry_count + 1, err)
+        self._push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
+        self._stats["dead_letter"] += 1
+        if self._metrics_on:
+            self.metrics.inc_counter(ACTIVITIES_DEAD_LETTERED)
+        if self.hooks:
+            self._spawn_hook("on_dead_letter", a, err)
 
     def _spawn_hook(self, name: str, *args: Any) -> None:
         task = asyncio.ensure_future(call_hooks(self.hooks, name, *args))
