@@ -1,144 +1,43 @@
-"""Loading SQL from the package's ``.sql`` files.
+"""Loading the PostgreSQL backend's SQL files.
 
-A queries file is a header comment followed by named blocks::
-
-    -- name: claim
-    -- optional comment lines documenting the block
-    WITH picked AS (...) SELECT ...;
-
-The parser keeps each block's statement text (documentation comments before
-the statement are dropped, the trailing ``;`` is kept) so asyncpg prepares it
-verbatim. Nothing here builds SQL from Python values.
+The parser lives in :mod:`runnerq_fast.backends.sqlfiles` (shared with the
+SQLite backend); this module binds it to this package's ``queries.sql`` and
+``migrations/``. Migrations run as one simple-protocol batch inside a
+transaction.
 """
 
 from __future__ import annotations
 
-import re
-from importlib import resources
+from runnerq_fast.backends import sqlfiles
+from runnerq_fast.backends.sqlfiles import Migration, parse_queries
 
 __all__ = ["Migration", "load_migrations", "load_queries", "parse_queries"]
 
-_NAME = re.compile(r"^--\s*name:\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*$")
-_MIGRATION_FILE = re.compile(r"^(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.sql$")
 _PACKAGE = __name__.rpartition(".")[0]
 
 
-def parse_queries(text: str) -> dict[str, str]:
-    """Split a queries file into its named statements.
-
-    Parameters
-    ----------
-    text : str
-        The file's content: a header of comment lines (required, at least
-        one), then blocks each opened by a ``-- name: <identifier>`` line.
-
-    Returns
-    -------
-    dict of str to str
-        Statement text by name, in file order.
-
-    Raises
-    ------
-    ValueError
-        If the header is missing, SQL appears before the first name, a name
-        repeats, or a block holds no statement.
-    """
-    queries: dict[str, str] = {}
-    name: str | None = None
-    body: list[str] = []
-    saw_header = False
-
-    def finish() -> None:
-        if name is None:
-            return
-        statement = "\n".join(body).strip()
-        if not statement:
-            raise ValueError(f"SQL block {name!r} holds no statement")
-        queries[name] = statement
-
-    for lineno, line in enumerate(text.splitlines(), 1):
-        match = _NAME.match(line.strip())
-        if match is not None:
-            finish()
-            name = match["name"]
-            if name in queries:
-                raise ValueError(f"SQL block {name!r} is defined twice (line {lineno})")
-            body = []
-            continue
-        stripped = line.strip()
-        if name is None:
-            if stripped.startswith("--"):
-                saw_header = True
-            elif stripped:
-                raise ValueError(f"SQL outside a named block at line {lineno}: {stripped[:40]!r}")
-            continue
-        if not body and (not stripped or stripped.startswith("--")):
-            continue  # the block's documentation comment
-        body.append(line.rstrip())
-    finish()
-    if not saw_header:
-        raise ValueError("SQL file has no header comment")
-    return queries
-
-
 def load_queries(resource: str = "queries.sql") -> dict[str, str]:
-    """Read and parse a queries file shipped in this package.
+    """Read and parse a queries file of :mod:`runnerq_fast.backends.postgres`.
 
     Parameters
     ----------
     resource : str
-        File name inside :mod:`runnerq_fast.backends.postgres`.
+        File name inside the package. Default ``"queries.sql"``.
 
     Returns
     -------
     dict of str to str
-        See :func:`parse_queries`.
+        See :func:`~runnerq_fast.backends.sqlfiles.parse_queries`.
     """
-    return parse_queries(resources.files(_PACKAGE).joinpath(resource).read_text(encoding="utf-8"))
-
-
-class Migration:
-    """One numbered schema migration.
-
-    Attributes
-    ----------
-    version : int
-        The file's 4-digit number; applied in increasing order.
-    name : str
-        The rest of the file name, without ``.sql``.
-    sql : str
-        The script, run as one simple-protocol batch inside a transaction.
-    """
-
-    __slots__ = ("name", "sql", "version")
-
-    def __init__(self, version: int, name: str, sql: str) -> None:
-        self.version = version
-        self.name = name
-        self.sql = sql
-
-    def __repr__(self) -> str:
-        return f"Migration({self.version:04d}, {self.name!r})"
+    return sqlfiles.load_queries(_PACKAGE, resource)
 
 
 def load_migrations() -> list[Migration]:
-    """The migrations in ``migrations/``, ordered by version.
+    """The PostgreSQL migrations, ordered by version.
 
     Raises
     ------
     ValueError
         If two files share a version or the versions have a gap.
     """
-    found: dict[int, Migration] = {}
-    for entry in resources.files(_PACKAGE).joinpath("migrations").iterdir():
-        match = _MIGRATION_FILE.match(entry.name)
-        if match is None:
-            continue
-        version = int(match["version"])
-        if version in found:
-            raise ValueError(f"two migrations share version {version:04d}")
-        found[version] = Migration(version, match["name"], entry.read_text(encoding="utf-8"))
-    versions = sorted(found)
-    if versions != list(range(1, len(versions) + 1)):
-        raise ValueError(f"migration versions must be 1..n without gaps, got {versions}")
-    return [found[v] for v in versions]
+    return sqlfiles.load_migrations(_PACKAGE)
