@@ -10,7 +10,7 @@ from runnerq_fast.storage import Backend
 
 __all__ = ["SCHEMES", "connect"]
 
-SCHEMES = ("memory", "postgresql", "postgres")
+SCHEMES = ("memory", "sqlite", "postgresql", "postgres")
 
 
 async def connect(url: str | None = None, **options: object) -> Backend:
@@ -19,11 +19,13 @@ async def connect(url: str | None = None, **options: object) -> Backend:
     Parameters
     ----------
     url : str, optional
-        ``memory://`` or ``postgresql://user@host:port/db`` (``postgres://``
-        too). Default: the ``RUNNERQ_BACKEND`` environment variable.
+        ``memory://``, ``sqlite:///relative/file.db`` (``sqlite:////abs/file.db``
+        for an absolute path) or ``postgresql://user@host:port/db``
+        (``postgres://`` too). Default: the ``RUNNERQ_BACKEND`` environment
+        variable.
     **options
         Passed to the backend's ``open`` (e.g. ``min_size``/``max_size`` of
-        the PostgreSQL pool, ``migrate=False``).
+        the PostgreSQL pool, ``migrate=False``, ``read_only=True`` for SQLite).
 
     Returns
     -------
@@ -46,10 +48,14 @@ async def connect(url: str | None = None, **options: object) -> Backend:
         from runnerq_fast.backends.memory import MemoryBackend
 
         return MemoryBackend(url)
+    if scheme == "sqlite":
+        from runnerq_fast.backends.sqlite import SqliteBackend
+
+        return await SqliteBackend.open(url, **options)  # type: ignore[arg-type]
     if scheme in ("postgresql", "postgres"):
         from runnerq_fast.backends.postgres import PostgresBackend
 
         return await PostgresBackend.open(url, **options)  # type: ignore[arg-type]
     raise ConfigError(
-        f"unsupported backend URL scheme {scheme!r} in {url!r}; expected one of: memory://, postgresql://"
+        f"unsupported backend URL scheme {scheme!r} in {url!r}; expected one of: memory://, sqlite:///file.db, postgresql://"
     )

@@ -1,0 +1,197 @@
+-- runnerq-fast SQLite queries.
+--
+-- Loaded once by runnerq_fast.backends.sqlfiles.load_queries(); each block
+-- starts with a "-- name: <identifier>" line, and comment lines right after it
+-- document the block. Parameters are numbered (?1, ?2, ...) and bound from
+-- tuples, so executemany() runs a batch through one prepared statement.
+--
+-- Conventions:
+--   * every time is INTEGER epoch milliseconds, computed by the caller (all
+--     processes sharing a file share the machine's clock);
+--   * every write runs inside one BEGIN IMMEDIATE transaction per backend
+--     call (one claim, one ack flush, one enqueue batch), which also writes
+--     the events of that call, so a call is atomic and processes never
+--     interleave inside one;
+--   * a list parameter (activity types, ids) is one JSON array read with
+--     json_each(), so no statement text is ever built from values;
+--   * ack outcomes: 1 completed, 2 retry, 3 failed, 4 dead letter
+--     (runnerq_fast.models.AckOutcome).
+
+-- name: create_migrations_table
+CREATE TABLE IF NOT EXISTS runnerq_migrations (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL
+);
+
+-- name: applied_migrations
+SELECT version FROM runnerq_migrations ORDER BY version;
+
+-- name: record_migration
+INSERT INTO runnerq_migrations (version, name, applied_at) VALUES (?1, ?2, ?3);
+
+-- name: has_schema
+-- One row when the activities table exists (read-only opens check this).
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runnerq_activities';
+
+-- name: insert_activity
+-- ?1 id, ?2 queue, ?3 type, ?4 status, ?5 priority, ?6 max_retries,
+-- ?7 timeout_ms, ?8 payload, ?9 metadata, ?10 created_at, ?11 ready_at,
+-- ?12 idempotency key.
+INSERT INTO runnerq_activities (id, queue_name, activity_type, status, priority, max_retries, timeout_ms,
+                                payload, metadata, created_at, ready_at, idempotency_key)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12);
+
+-- name: insert_event
+-- ?1 activity id, ?2 queue, ?3 event type, ?4 at (ms), ?5 detail.
+INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail) VALUES (?1, ?2, ?3, ?4, ?5);
+
+-- name: idempotency_get
+-- The key's holder and expiry, if the key is known.
+SELECT activity_id, expires_at FROM runnerq_idempotency
+WHERE queue_name = ?1 AND activity_type = ?2 AND key = ?3;
+
+-- name: idempotency_put
+-- ?1 queue, ?2 type, ?3 key, ?4 new holder, ?5 expiry (ms).
+INSERT INTO runnerq_idempotency (queue_name, activity_type, key, activity_id, expires_at)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (queue_name, activity_type, key) DO UPDATE
+SET activity_id = excluded.activity_id, expires_at = excluded.expires_at;
+
+-- name: activity_status
+SELECT status FROM runnerq_activities WHERE id = ?1;
+
+-- name: claim
+-- ?1 claim token, ?2 worker id, ?3 now (ms), ?4 lease expiry (ms), ?5 queue,
+-- ?6 activity types as a JSON array (NULL: any), ?7 limit. The inner select
+-- walks runnerq_activities_dequeue_idx in SPEC order; RETURNING gives rows in
+-- no defined order, so the caller sorts them by the returned order columns.
+UPDATE runnerq_activities
+SET status = 'processing', claim_token = ?1, worker_id = ?2, started_at = ?3, lease_expires_at = ?4
+WHERE seq IN (
+    SELECT seq FROM runnerq_activities
+    WHERE queue_name = ?5
+      AND status IN ('pending', 'scheduled', 'retrying')
+      AND ready_at <= ?3
+      AND (?6 IS NULL OR activity_type IN (SELECT value FROM json_each(?6)))
+    ORDER BY priority DESC, retry_count DESC, ready_at, seq
+    LIMIT ?7
+)
+RETURNING id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
+          created_at, ready_at, seq;
+
+-- name: held
+-- ?1 ids as a JSON array: the ones currently processing, with their claim token.
+SELECT id, claim_token FROM runnerq_activities
+WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'processing';
+
+-- name: ack
+-- ?1 outcome, ?2 result JSON, ?3 error, ?4 retry time (ms), ?5 now (ms),
+-- ?6 id, ?7 claim token. Guarded by the claim like every ack.
+UPDATE runnerq_activities
+SET status = CASE ?1 WHEN 1 THEN 'completed' WHEN 2 THEN 'retrying' WHEN 3 THEN 'failed' ELSE 'dead_letter' END,
+    retry_count = CASE WHEN ?1 = 2 THEN retry_count + 1 ELSE retry_count END,
+    ready_at = CASE WHEN ?1 = 2 THEN max(?4, ?5) ELSE ready_at END,
+    finished_at = CASE WHEN ?1 = 2 THEN finished_at ELSE ?5 END,
+    dead_lettered_at = CASE WHEN ?1 = 4 THEN ?5 ELSE dead_lettered_at END,
+    last_error = CASE WHEN ?1 = 2 OR ?3 IS NOT NULL THEN ?3 ELSE last_error END,
+    result = CASE WHEN ?1 = 1 THEN ?2 END,
+    claim_token = NULL,
+    lease_expires_at = NULL
+WHERE id = ?6 AND status = 'processing' AND claim_token = ?7;
+
+-- name: extend_lease
+-- ?1 new expiry (ms), ?2 id, ?3 claim token.
+UPDATE runnerq_activities SET lease_expires_at = ?1
+WHERE id = ?2 AND status = 'processing' AND claim_token = ?3;
+
+-- name: release
+-- ?1 id, ?2 claim token: back to pending without counting an attempt.
+UPDATE runnerq_activities SET status = 'pending', claim_token = NULL, lease_expires_at = NULL
+WHERE id = ?1 AND status = 'processing' AND claim_token = ?2;
+
+-- name: expired
+-- ?1 queue, ?2 now (ms), ?3 limit: held activities whose lease has run out.
+SELECT id, retry_count, max_retries FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at <= ?2
+ORDER BY lease_expires_at
+LIMIT ?3;
+
+-- name: reap_requeue
+-- ?1 id: an expired lease counts as an attempt; back to pending.
+UPDATE runnerq_activities
+SET retry_count = retry_count + 1, status = 'pending', last_error = 'lease expired',
+    claim_token = NULL, lease_expires_at = NULL
+WHERE id = ?1 AND status = 'processing';
+
+-- name: reap_dead
+-- ?1 id, ?2 now (ms): an expired lease with retries exhausted.
+UPDATE runnerq_activities
+SET retry_count = retry_count + 1, status = 'dead_letter', last_error = 'lease expired; retries exhausted',
+    finished_at = ?2, dead_lettered_at = ?2, claim_token = NULL, lease_expires_at = NULL
+WHERE id = ?1 AND status = 'processing';
+
+-- name: cancel
+-- ?1 id, ?2 now (ms). Only work that has not started can be cancelled.
+UPDATE runnerq_activities
+SET status = 'cancelled', finished_at = ?2, claim_token = NULL, lease_expires_at = NULL
+WHERE id = ?1 AND status IN ('pending', 'scheduled', 'retrying')
+RETURNING queue_name;
+
+-- name: get_result
+-- A result is the terminal state of the activity row: completed keeps the
+-- handler's return value, failed and dead_letter the last error.
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+FROM runnerq_activities
+WHERE id = ?1 AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
+
+-- name: get_results
+-- The results among ?1 ids (a JSON array: the ids awaited in this process).
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+FROM runnerq_activities
+WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
+
+-- name: stats
+SELECT status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY status;
+
+-- name: list_activities
+-- ?1 queue, ?2 status (NULL: any), ?3 offset, ?4 limit; newest first.
+SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
+       created_at, ready_at, started_at, finished_at,
+       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key
+FROM runnerq_activities
+WHERE queue_name = ?1 AND (?2 IS NULL OR status = ?2)
+ORDER BY seq DESC
+LIMIT ?4 OFFSET ?3;
+
+-- name: get_activity
+SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
+       created_at, ready_at, started_at, finished_at,
+       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key
+FROM runnerq_activities
+WHERE id = ?1;
+
+-- name: list_dead_letter
+-- ?1 queue, ?2 offset, ?3 limit; most recently dead-lettered first.
+SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
+       created_at, ready_at, started_at, finished_at, NULL, last_error, idempotency_key, dead_lettered_at
+FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'dead_letter'
+ORDER BY dead_lettered_at DESC, seq DESC
+LIMIT ?3 OFFSET ?2;
+
+-- name: get_events
+-- The activity's events, oldest first.
+SELECT id, activity_id, queue_name, event_type, at, detail FROM runnerq_events WHERE activity_id = ?1 ORDER BY id;
+
+-- name: events_after
+-- ?1 queue, ?2 last event id seen, ?3 limit: the next page of the live stream.
+-- One writer at a time means ids are assigned in commit order, so nothing can
+-- later appear behind ?2.
+SELECT id, activity_id, queue_name, event_type, at, detail FROM runnerq_events
+WHERE id > ?2 AND queue_name = ?1
+ORDER BY id
+LIMIT ?3;
+
+-- name: last_event_id
+SELECT coalesce(max(id), 0) FROM runnerq_events;
