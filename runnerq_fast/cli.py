@@ -2,7 +2,7 @@
 
 Every command that touches a backend takes ``--backend URL`` or reads the
 ``RUNNERQ_BACKEND`` environment variable (``memory://``,
-``postgresql://user@host:port/db``)::
+``sqlite:///file.db``, ``postgresql://user@host:port/db``)::
 
     runnerq-fast migrate --backend postgresql://postgres@127.0.0.1/app
     runnerq-fast worker examples.shop.app:engine --concurrency 32
@@ -106,11 +106,14 @@ async def _open(url: str, *, read_only: bool = False) -> rq.Backend:
     """Open ``url``, turning every failure into a clean CLI error.
 
     ``read_only`` opens without applying migrations, so looking at a database
-    never creates tables in it.
+    never creates tables in it (nor, for SQLite, the file itself).
     """
     try:
-        if read_only and urlsplit(url).scheme.lower() in ("postgresql", "postgres"):
+        scheme = urlsplit(url).scheme.lower()
+        if read_only and scheme in ("postgresql", "postgres"):
             return await rq.connect(url, migrate=False)
+        if read_only and scheme == "sqlite":
+            return await rq.connect(url, read_only=True)
         return await rq.connect(url)
     except rq.ConfigError as exc:
         raise _BadInput(str(exc)) from None
@@ -129,7 +132,7 @@ def backend_option(fn: F) -> F:
         envvar=BACKEND_ENV,
         show_envvar=True,
         metavar="URL",
-        help="Backend URL: memory://, postgresql://user@host:port/db.",
+        help="Backend URL: memory://, sqlite:///file.db, postgresql://user@host:port/db.",
     )(fn)
 
 

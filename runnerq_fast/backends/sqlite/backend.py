@@ -586,10 +586,9 @@ class SqliteBackend(Backend):
         self._streams.add(wake)
         self._ensure_watch()
         try:
-            if after_id is None:
+            last = after_id
+            if last is None:
                 last = int((await self._call(self._fetchone, Q["last_event_id"], ()))[0])
-            else:
-                last = after_id
             while not self._closed:
                 wake.clear()
                 rows = await self._call(self._fetchall, Q["events_after"], (queue, last, _STREAM_PAGE))
@@ -630,12 +629,16 @@ def _connect(path: str, read_only: bool, busy_timeout: float, synchronous: str, 
                     "create it with `runnerq-fast migrate --backend URL`"
                 )
             return conn
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        deadline = time.monotonic() + busy_timeout
+        mode = _retry_busy(lambda: conn.execute("PRAGMA journal_mode").fetchone()[0], deadline)
+        if str(mode).lower() != "wal":
+            # Switching needs an exclusive lock, for which SQLite does not call the busy handler.
+            mode = _retry_busy(lambda: conn.execute("PRAGMA journal_mode=WAL").fetchone()[0], deadline)
         if str(mode).lower() != "wal":
             raise BackendError(f"cannot switch {path!r} to WAL mode (journal_mode stays {mode!r})")
         conn.execute(f"PRAGMA synchronous={synchronous}")  # a validated keyword, not a value
         if migrate:
-            apply_migrations(conn)
+            _retry_busy(lambda: apply_migrations(conn), deadline)
     except ConfigError:
         conn.close()
         raise
@@ -646,6 +649,21 @@ def _connect(path: str, read_only: bool, busy_timeout: float, synchronous: str, 
         conn.close()
         raise
     return conn
+
+
+def _retry_busy(fn: Callable[[], T], deadline: float) -> T:
+    """``fn()``, retried while another connection holds a lock SQLite will not wait for."""
+    delay = 0.001
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "") not in ("SQLITE_BUSY", "SQLITE_LOCKED") or (
+                time.monotonic() + delay > deadline
+            ):
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 def _uri_path(path: str) -> str:
@@ -664,8 +682,8 @@ def _enqueue(
         if it.idempotency_key is not None:
             holder = _idempotent_holder(conn, queue, it, now, creating)
             if holder is not None:
-                outcome = EnqueueOutcome.REJECTED if it.on_duplicate == OnDuplicate.NO_REUSE else EnqueueOutcome.EXISTING
-                results.append(EnqueueResult(holder, outcome))
+                rejected = it.on_duplicate == OnDuplicate.NO_REUSE
+                results.append(EnqueueResult(holder, EnqueueOutcome.REJECTED if rejected else EnqueueOutcome.EXISTING))
                 continue
             conn.execute(
                 Q["idempotency_put"],

@@ -1,0 +1,332 @@
+"""SQLite-specific behaviour: URLs, bad files, read-only opens, migrations, several processes on one file.
+
+Every test uses a fresh file under ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import runnerq_fast as rq
+from runnerq_fast.backends.sqlfiles import load_migrations
+from runnerq_fast.backends.sqlite import SqliteBackend, apply_migrations, sqlite_path
+from runnerq_fast.backends.sqlite.backend import _split_script
+from runnerq_fast.errors import BackendError, ConfigError
+from runnerq_fast.models import Ack, AckOutcome
+from tests.conformance import new
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def url_of(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+# --------------------------------------------------------------------- URLs
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite:///relative.db", "relative.db"),
+        ("sqlite:///dir/sub/x.db", "dir/sub/x.db"),
+        ("sqlite:////abs/path.db", "/abs/path.db"),
+        ("sqlite:///with%20space.db", "with space.db"),
+        ("SQLITE:///upper.db", "upper.db"),
+    ],
+)
+def test_url_forms_follow_sqlalchemy(url: str, path: str) -> None:
+    assert sqlite_path(url) == path
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("sqlite://", "names no file"),
+        ("sqlite:///", "names no file"),
+        ("sqlite://host/x.db", "names a host"),
+        ("sqlite:///:memory:", "memory://"),
+        ("sqlite:///dir/", "names no file"),
+    ],
+)
+def test_bad_urls_are_config_errors(url: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        sqlite_path(url)
+
+
+async def test_relative_url_is_relative_to_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    backend = await rq.connect("sqlite:///here.db")
+    try:
+        assert isinstance(backend, SqliteBackend) and backend.name == "sqlite"
+        await backend.enqueue("q", [new("t")])
+    finally:
+        await backend.close()
+    assert (tmp_path / "here.db").is_file()
+
+
+async def test_unknown_url_option_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown SQLite URL option"):
+        await rq.connect(url_of(tmp_path / "x.db") + "?journal=delete")
+    assert not (tmp_path / "x.db").exists()
+
+
+async def test_synchronous_option_is_applied(tmp_path: Path) -> None:
+    backend = await SqliteBackend.open(url_of(tmp_path / "x.db") + "?synchronous=normal")
+    try:
+        level = await backend._call(backend._fetchone, "PRAGMA synchronous", ())
+        assert level[0] == 1  # NORMAL
+    finally:
+        await backend.close()
+    with pytest.raises(ConfigError, match="synchronous"):
+        await SqliteBackend.open(url_of(tmp_path / "y.db") + "?synchronous=sometimes")
+
+
+# ---------------------------------------------------------------- bad files
+async def test_missing_directory_is_a_clear_error_and_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        await rq.connect(url_of(tmp_path / "nonexistent" / "dir" / "x.db"))
+    assert not (tmp_path / "nonexistent").exists()
+
+
+async def test_a_file_that_is_not_a_database_is_left_untouched(tmp_path: Path) -> None:
+    target = tmp_path / "notes.db"
+    content = b"these are my precious notes, not a database\n" * 200
+    target.write_bytes(content)
+    with pytest.raises(ConfigError, match="not a SQLite database"):
+        await rq.connect(url_of(target))
+    assert target.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
+
+
+async def test_read_only_open_never_creates_a_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no SQLite database"):
+        await rq.connect(url_of(tmp_path / "absent.db"), read_only=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+async def test_read_only_open_of_a_database_without_schema_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "other.db"
+    conn = sqlite3.connect(target)
+    conn.execute("CREATE TABLE mine (x)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(ConfigError, match="no runnerq-fast schema"):
+        await rq.connect(url_of(target), read_only=True)
+    conn = sqlite3.connect(target)
+    tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    conn.close()
+    assert tables == ["mine"]
+
+
+async def test_read_only_open_reads_and_refuses_writes(tmp_path: Path) -> None:
+    target = tmp_path / "q.db"
+    writer = await SqliteBackend.open(url_of(target))
+    (res,) = await writer.enqueue("q", [new("t")])
+    await writer.close()
+    reader = await SqliteBackend.open(url_of(target), read_only=True)
+    try:
+        assert (await reader.stats("q")).pending == 1
+        snap = await reader.get_activity(res.activity_id)
+        assert snap is not None and snap.status == "pending"
+        with pytest.raises(BackendError, match="read-only"):
+            await reader.enqueue("q", [new("t")])
+    finally:
+        await reader.close()
+
+
+async def test_closed_backend_refuses_calls(tmp_path: Path) -> None:
+    backend = await SqliteBackend.open(url_of(tmp_path / "x.db"))
+    await backend.close()
+    await backend.close()  # idempotent
+    with pytest.raises(BackendError, match="closed"):
+        await backend.stats("q")
+
+
+# --------------------------------------------------------------- migrations
+def test_migration_script_splits_into_its_statements() -> None:
+    (m,) = load_migrations("runnerq_fast.backends.sqlite")
+    statements = _split_script(m.sql)
+    assert all(sqlite3.complete_statement(s) for s in statements)
+    kinds = [s.split("(")[0].split()[:3] for s in statements]
+    assert ["CREATE", "TABLE", "runnerq_activities"] in kinds and len(statements) == 7
+
+
+def test_split_script_refuses_an_unterminated_statement() -> None:
+    with pytest.raises(ValueError, match="inside a statement"):
+        _split_script("-- header\nCREATE TABLE a (x);\nCREATE TABLE b (y)\n")
+
+
+async def test_open_uses_wal_and_migrates_once(tmp_path: Path) -> None:
+    target = tmp_path / "x.db"
+    first, second = await asyncio.gather(
+        SqliteBackend.open(url_of(target)), SqliteBackend.open(url_of(target))
+    )
+    await first.close()
+    await second.close()
+    conn = sqlite3.connect(target)
+    try:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        versions = [r[0] for r in conn.execute("SELECT version FROM runnerq_migrations")]
+        assert versions == [m.version for m in load_migrations("runnerq_fast.backends.sqlite")]
+        conn.isolation_level = None
+        assert apply_migrations(conn) == []
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------- several connections
+async def test_two_connections_never_claim_the_same_activity(tmp_path: Path) -> None:
+    target = tmp_path / "x.db"
+    a = await SqliteBackend.open(url_of(target))
+    b = await SqliteBackend.open(url_of(target))
+    try:
+        await a.enqueue("q", [new("t") for _ in range(600)])
+
+        async def drain(backend: SqliteBackend, name: str) -> list[str]:
+            got: list[str] = []
+            while batch := await backend.claim("q", name, 7, None, 30_000):
+                got.extend(x.id for x in batch)
+            return got
+
+        left, right = await asyncio.gather(drain(a, "a"), drain(b, "b"))
+        assert len(left) + len(right) == 600
+        assert len(set(left) | set(right)) == 600
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_another_connection_wakes_work_and_result_waiters(tmp_path: Path) -> None:
+    target = tmp_path / "x.db"
+    waiter = await SqliteBackend.open(url_of(target))
+    other = await SqliteBackend.open(url_of(target))
+    try:
+        await waiter.claim("q", "w", 1, None, 1000)  # clears any pending wakeup
+        told = asyncio.ensure_future(waiter.wait_for_work("q", 30.0))
+        await asyncio.sleep(0.05)
+        assert not told.done()
+        (res,) = await other.enqueue("q", [new("t")])
+        await asyncio.wait_for(told, 5.0)  # woken by data_version, long before the 30 s timeout
+        result = asyncio.ensure_future(waiter.wait_for_result(res.activity_id, 30.0))
+        (c,) = await other.claim("q", "w", 1, None, 5000)
+        await asyncio.sleep(0.05)
+        assert not result.done()
+        await other.ack("q", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b'"done"')])
+        got = await asyncio.wait_for(result, 5.0)
+        assert got is not None and got.status == "completed" and got.data == '"done"'
+    finally:
+        await waiter.close()
+        await other.close()
+
+
+async def test_event_stream_sees_events_written_by_another_connection(tmp_path: Path) -> None:
+    target = tmp_path / "x.db"
+    reader = await SqliteBackend.open(url_of(target), stream_poll_interval=30.0)
+    other = await SqliteBackend.open(url_of(target))
+    try:
+        seen: list[str] = []
+
+        async def consume() -> None:
+            async for ev in reader.event_stream("q"):
+                seen.append(ev.event_type)
+                return
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.1)
+        await other.enqueue("q", [new("t")])
+        await asyncio.wait_for(task, 5.0)
+        assert seen == ["enqueued"]
+    finally:
+        await reader.close()
+        await other.close()
+
+
+# ----------------------------------------------------------- two processes
+_WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    import runnerq_fast as rq
+    from runnerq_fast.engine import run_with_uvloop
+
+    url, out, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
+
+    async def main() -> None:
+        backend = await rq.connect(url)
+        engine = rq.WorkerEngine(backend, queue_name="multi", max_workers=8, claim_batch_size=8,
+                                 poll_interval=0.05, ack_flush_interval=0.002)
+        seen = []
+
+        @engine.activity("count")
+        async def count(payload, ctx):
+            seen.append(payload)
+            await asyncio.sleep(0.005)
+
+        async with engine:
+            print("ready", flush=True)
+            insp = engine.inspector()
+            while (await insp.stats()).completed < total:
+                await asyncio.sleep(0.05)
+        await backend.close()
+        with open(out, "w") as fh:
+            json.dump(seen, fh)
+
+    run_with_uvloop(main())
+    """
+)
+
+
+def test_two_processes_drain_one_file_exactly_once(tmp_path: Path) -> None:
+    target = tmp_path / "shared.db"
+    url = url_of(target)
+    total = 3000
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("RUNNERQ_BACKEND", None)
+    logs = [tmp_path / f"worker{i}.log" for i in range(2)]
+    procs = []
+    for i in range(2):
+        with logs[i].open("w") as log:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-c", _WORKER, url, str(tmp_path / f"out{i}.json"), str(total)],
+                stdout=subprocess.PIPE, stderr=log, text=True, env=env,
+            ))
+    try:
+        for p, log_path in zip(procs, logs, strict=True):
+            assert p.stdout is not None
+            assert p.stdout.readline().strip() == "ready", log_path.read_text()
+
+        async def enqueue() -> None:
+            backend = await rq.connect(url)
+            try:
+                ex = rq.ActivityExecutor(backend, "multi")
+                for start in range(0, total, 250):
+                    await ex.enqueue_many([("count", i) for i in range(start, start + 250)])
+            finally:
+                await backend.close()
+
+        asyncio.run(enqueue())
+        deadline = time.monotonic() + 120
+        for p, log_path in zip(procs, logs, strict=True):
+            p.wait(timeout=max(1.0, deadline - time.monotonic()))
+            assert p.returncode == 0, log_path.read_text()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            if p.stdout is not None:
+                p.stdout.close()
+    runs = [json.loads((tmp_path / f"out{i}.json").read_text()) for i in range(2)]
+    assert all(runs), "each process should have run some of the activities"
+    combined = sorted(runs[0] + runs[1])
+    assert combined == list(range(total))  # every activity exactly once
