@@ -10,6 +10,7 @@ Every command that touches a backend takes ``--backend URL`` or reads the
     runnerq-fast stats --queue default --json
     runnerq-fast inspect 3f2a...
     runnerq-fast bench --backend memory:// -n 100000 --output-json bench.json
+    runnerq-fast demo                        # mixed workload on ./runnerq-demo.db (SQLite)
     runnerq-fast demo-shop --orders 5        # from the repository root
 
 Exit codes: 0 success; 1 the operation failed (activity failed, timeout,
@@ -22,6 +23,7 @@ import asyncio
 import importlib
 import logging
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -38,6 +40,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import runnerq_fast as rq
+from runnerq_fast import demo as rq_demo
 from runnerq_fast.bench import BenchConfig, BenchResult, redact_url, result_to_json, run_bench
 from runnerq_fast.engine import run_with_uvloop
 
@@ -620,6 +623,87 @@ def bench(
     if output_json is not None:
         output_json.write_bytes(result_to_json(result))
         err.print(f"wrote {output_json}")
+
+
+@cli.command()
+@click.option("--backend", "backend_url", metavar="URL",
+              help=f"Backend URL (default: {rq_demo.DEFAULT_URL}, a SQLite file in the working directory). "
+                   f"{BACKEND_ENV} is not read: the demo never writes to your configured backend unless asked.")
+@click.option("-n", "n", type=click.IntRange(min=rq_demo.MIN_N), default=rq_demo.DEFAULT_N, show_default=True,
+              help="Activities in all (chained children included).")
+@click.option("--concurrency", "-c", type=click.IntRange(min=1), default=128, show_default=True,
+              help="Engine max_workers.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
+              metavar="SECONDS", help="Longest the run may take.")
+@click.option("--no-progress", is_flag=True, help="Do not draw the progress bar.")
+@log_level_option("critical")
+def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_progress: bool,
+         log_level: str) -> None:
+    """Run a realistic mixed workload end to end, durably, and summarise it.
+
+    With no --backend it needs no service: everything goes to the SQLite file
+    ./runnerq-demo.db (created if missing). Each run uses a fresh queue in that
+    file, so earlier runs stay inspectable. Six activity types with different
+    payload sizes and priorities, a few delayed ones, chains of child
+    activities, about 5 % that fail once and succeed on retry, and one poison
+    activity that ends in dead letter.
+    """
+    _configure_logging(log_level)
+    url = backend_url or rq_demo.DEFAULT_URL
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=err, disable=no_progress or not err.is_terminal, transient=False,
+    )
+    task = progress.add_task("activities finished", total=n)
+
+    def report(done: int, total: int) -> None:
+        progress.update(task, completed=done, total=total)
+
+    async def go() -> rq_demo.DemoReport:
+        try:
+            return await rq_demo.run_demo(url, n, concurrency=concurrency, timeout=timeout, progress=report)
+        except rq.ConfigError as exc:
+            raise _BadInput(str(exc)) from None
+        except (click.ClickException, asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            raise _Fail(f"demo failed on {redact_url(url)}: {type(exc).__name__}: {exc}") from None
+
+    err.print(f"runnerq-fast demo: {n:,} activities on {redact_url(url)}")
+    with progress:
+        result = _run(go())
+    out.print(_demo_table(result))
+    cli_url = shlex.quote(f"sqlite:///{result.location}" if result.backend_name == "sqlite" else url)
+    out.print(f"data: {result.location}  (queue [bold]{result.queue}[/bold]; every run gets a fresh queue, "
+              "earlier runs stay in the same store)")
+    out.print("look at what is stored:")
+    out.print(f"  runnerq-fast stats --backend {cli_url} --queue {result.queue}")
+    if result.dead_letter_id:
+        out.print(f"  runnerq-fast inspect {result.dead_letter_id} --backend {cli_url}    # the dead-lettered one")
+    if result.retried_id:
+        out.print(f"  runnerq-fast inspect {result.retried_id} --backend {cli_url}    # failed once, then succeeded")
+    if result.chain_ids:
+        out.print(f"  runnerq-fast inspect {result.chain_ids[-1]} --backend {cli_url}    # last step of a chain")
+    if result.timed_out:
+        raise _Fail(f"the demo did not finish within {timeout:g} s")
+    if not result.succeeded:
+        raise _Fail("the demo ended with unexpected counts (see the table)")
+
+
+def _demo_table(r: rq_demo.DemoReport) -> Table:
+    table = Table(title=f"runnerq-fast demo: {r.total:,} activities on {r.backend_name}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    for status, count in msgspec.structs.asdict(r.stats).items():
+        if count:
+            table.add_row(f"  {status}", f"{count:,}")
+    table.add_row("wall time (all, incl. delayed)", f"{r.seconds:.2f} s")
+    table.add_row("throughput (undelayed, enqueue→done)", f"{r.throughput:,.0f} activities/s")
+    table.add_row("enqueue→start p50 / p99 (incl. backlog)", f"{r.start_p50_ms:,.1f} / {r.start_p99_ms:,.1f} ms")
+    table.add_row("end-to-end p50 / p99", f"{r.e2e_p50_ms:,.1f} / {r.e2e_p99_ms:,.1f} ms")
+    table.add_row("retries (attempts after a failure)", f"{r.retries:,}")
+    table.add_row("dead letters", f"{r.stats.dead_letter:,}")
+    return table
 
 
 @cli.command("demo-shop")
