@@ -249,7 +249,7 @@ def _payload(name: str, i: int, size: int, rng: random.Random) -> dict[str, Any]
     if name == "sync_inventory":
         return {"warehouse": f"wh-{i % 12}", "skus": [f"SKU-{(i * 31 + k) % 9999:04d}" for k in range(20)],
                 "note": filler[:600]}
-    rows = [{"day": d, "orders": rng.randint(0, 999), "revenue": rng.randint(0, 10**6)} for d in range(size // 48)]
+    rows = [{"day": d, "orders": rng.randint(0, 999), "revenue": rng.randint(0, 10**6)} for d in range(size // 40)]
     return {"report": f"daily-{i}", "rows": rows}
 
 

@@ -1,0 +1,130 @@
+"""``runnerq-fast demo`` as a subprocess: default SQLite file, re-runs, bad URLs, PostgreSQL, memory."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from runnerq_fast import demo
+from tests.acceptance.helpers import run_cli
+
+SMALL = "300"  # activities per test run: every part of the workload, quickly
+
+
+def _commands(stdout: str) -> list[list[str]]:
+    """The ``runnerq-fast ...`` lines the demo printed, as argument lists."""
+    return [line.split("#")[0].split()[1:] for line in stdout.splitlines() if line.startswith("  runnerq-fast ")]
+
+
+def test_demo_defaults_to_a_sqlite_file_in_the_working_directory(tmp_path: Path) -> None:
+    done = run_cli("demo", "-n", SMALL, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "runnerq-demo.db").is_file()
+    assert re.search(r"completed\s+│\s+299", done.stdout)
+    assert re.search(r"dead_letter\s+│\s+1", done.stdout)
+    for figure in ("throughput", "enqueue→start p50 / p99", "end-to-end p50 / p99", "retries", "dead letters"):
+        assert figure in done.stdout
+    assert str(tmp_path / "runnerq-demo.db") in done.stdout
+
+    commands = _commands(done.stdout)
+    assert [c[0] for c in commands] == ["stats", "inspect", "inspect", "inspect"]
+    # the printed commands work from any directory and show what the run stored
+    stats = run_cli(*commands[0], "--json", cwd=tmp_path.parent)
+    assert stats.returncode == 0, stats.stderr
+    counts = msgspec.json.decode(stats.stdout)
+    assert (counts["completed"], counts["dead_letter"], counts["total"]) == (299, 1, 300)
+    dead = run_cli(*commands[1], "--json", cwd=tmp_path.parent)
+    assert dead.returncode == 0, dead.stderr
+    doc = msgspec.json.decode(dead.stdout)
+    assert doc["activity"]["status"] == "dead_letter" and doc["activity"]["retry_count"] == demo.POISON_RETRIES
+    assert [e["event_type"] for e in doc["events"]].count("retrying") == demo.POISON_RETRIES
+    retried = msgspec.json.decode(run_cli(*commands[2], "--json", cwd=tmp_path.parent).stdout)
+    assert retried["activity"]["status"] == "completed" and retried["activity"]["retry_count"] == 1
+    chain_end = msgspec.json.decode(run_cli(*commands[3], "--json", cwd=tmp_path.parent).stdout)
+    assert chain_end["result"]["data"] == {"step": demo.CHAIN_STEPS - 1, "next": None}
+
+
+def test_a_second_run_reuses_the_file_with_a_fresh_queue(tmp_path: Path) -> None:
+    first = run_cli("demo", "-n", SMALL, timeout=120, cwd=tmp_path)
+    second = run_cli("demo", "-n", SMALL, timeout=120, cwd=tmp_path)
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    queues = [re.search(r"queue (demo-\S+);", r.stdout) for r in (first, second)]
+    assert all(queues)
+    assert queues[0] and queues[1] and queues[0][1] != queues[1][1]
+    conn = sqlite3.connect(tmp_path / "runnerq-demo.db")
+    try:
+        rows = dict(conn.execute("SELECT queue_name, count(*) FROM runnerq_activities GROUP BY queue_name"))
+    finally:
+        conn.close()
+    assert rows == {queues[0][1]: 300, queues[1][1]: 300}
+
+
+def test_demo_refuses_a_missing_directory_and_creates_nothing(tmp_path: Path) -> None:
+    done = run_cli("demo", "--backend", f"sqlite:///{tmp_path}/nonexistent/dir/x.db", "-n", SMALL, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "does not exist" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_leaves_a_file_that_is_not_a_database_untouched(tmp_path: Path) -> None:
+    target = tmp_path / "thesis.db"
+    target.write_text("chapter one\n" * 100)
+    done = run_cli("demo", "--backend", f"sqlite:///{target}", "-n", SMALL, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "not a SQLite database" in done.stderr and "Traceback" not in done.stderr
+    assert target.read_text() == "chapter one\n" * 100
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["thesis.db"]
+
+
+def test_stats_and_inspect_never_create_a_sqlite_file(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/absent.db"
+    stats = run_cli("stats", "--backend", url, cwd=tmp_path)
+    inspect = run_cli("inspect", "0" * 32, "--backend", url, cwd=tmp_path)
+    assert stats.returncode == 2 and inspect.returncode == 2
+    assert "no SQLite database" in stats.stderr and "nothing was created" in inspect.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_runs_on_the_memory_backend(tmp_path: Path) -> None:
+    done = run_cli("demo", "--backend", "memory://", "-n", SMALL, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"completed\s+│\s+299", done.stdout)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_runs_on_postgresql(fresh_pg_url: str, tmp_path: Path) -> None:
+    done = run_cli("demo", "--backend", fresh_pg_url, "-n", SMALL, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"completed\s+│\s+299", done.stdout)
+    commands = _commands(done.stdout)
+    dead = run_cli(*commands[1], "--json", cwd=tmp_path)
+    assert dead.returncode == 0, dead.stderr
+    assert msgspec.json.decode(dead.stdout)["activity"]["status"] == "dead_letter"
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------ the workload
+def test_workload_mixes_types_sizes_priorities_delays_and_failures() -> None:
+    w = demo.plan_workload(10_000, seed=7)
+    assert w.total == 10_000
+    assert len(w.items) == 10_000 - demo.CHAINS * (demo.CHAIN_STEPS - 1)
+    types = {name for name, *_ in w.items}
+    assert types == {"chain_step", "ingest_feed", "send_email", "charge_payment", "fraud_check", "resize_image",
+                     "sync_inventory", "generate_report"}
+    assert [name for name, *_ in w.items].count("ingest_feed") == 1
+    assert len({prio for _, _, prio, _, _ in w.items}) == 4
+    sizes = [len(msgspec.json.encode(p)) for _, p, *_ in w.items]
+    assert min(sizes) < 300 and max(sizes) > 30_000
+    flaky = sum(1 for _, p, *_ in w.items if p.get("flaky"))
+    delayed = [d for _, _, _, d, _ in w.items if d]
+    assert 300 < flaky < 700 and 50 < len(delayed) < 150 and all(0.5 <= d <= 2.0 for d in delayed)
+
+
+def test_workload_is_reproducible_and_refuses_tiny_runs() -> None:
+    assert demo.plan_workload(500, seed=1) == demo.plan_workload(500, seed=1)
+    with pytest.raises(ValueError, match="at least"):
+        demo.plan_workload(demo.MIN_N - 1)
