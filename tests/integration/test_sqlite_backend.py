@@ -230,6 +230,22 @@ async def test_another_connection_wakes_work_and_result_waiters(tmp_path: Path) 
         await other.close()
 
 
+async def test_data_version_is_polled_only_while_someone_waits(tmp_path: Path) -> None:
+    backend = await SqliteBackend.open(url_of(tmp_path / "x.db"), poll_interval=0.005)
+    try:
+        await backend.enqueue("q", [new("t")])
+        await backend.claim("q", "w", 10, None, 5000)
+        await backend.wait_for_work("q", 0.0)  # starts the watcher, waits (almost) not at all
+        await asyncio.sleep(0.01)
+        before = backend.version_checks
+        await asyncio.sleep(0.1)  # nobody waits: about 20 polls would happen here otherwise
+        assert backend.version_checks == before
+        await backend.wait_for_work("q", 0.1)
+        assert backend.version_checks > before
+    finally:
+        await backend.close()
+
+
 async def test_event_stream_sees_events_written_by_another_connection(tmp_path: Path) -> None:
     target = tmp_path / "x.db"
     reader = await SqliteBackend.open(url_of(target), stream_poll_interval=30.0)

@@ -218,8 +218,9 @@ class SqliteBackend(Backend):
     thread : concurrent.futures.ThreadPoolExecutor
         One worker thread; every call on ``conn`` runs there.
     poll_interval : float
-        Seconds between two ``PRAGMA data_version`` checks while anyone waits
-        for work, a result or events written by another process. Default 0.01 s.
+        Seconds between two ``PRAGMA data_version`` checks while a fetcher
+        idles in :meth:`wait_for_work`, a result is awaited or an event stream
+        is open; nothing is polled otherwise. Default 0.01 s.
     stream_poll_interval : float
         Longest an :meth:`event_stream` waits between two queries without a
         wakeup. Default 0.5 s.
@@ -246,6 +247,9 @@ class SqliteBackend(Backend):
         self._poll = poll_interval
         self._stream_poll = stream_poll_interval
         self._work: dict[str, asyncio.Event] = {}
+        self._idle_fetchers = 0
+        #: ``PRAGMA data_version`` checks made so far (for tests and tuning).
+        self.version_checks = 0
         self._streams: set[asyncio.Event] = set()
         self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
         self._watch_task: asyncio.Task[None] | None = None
@@ -359,6 +363,7 @@ class SqliteBackend(Backend):
     async def close(self) -> None:
         if self._closed:
             return
+        self._closed = True  # new calls are refused from here on
         for ev in self._work.values():
             ev.set()
         for w in self._streams:
@@ -369,9 +374,9 @@ class SqliteBackend(Backend):
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         try:
-            await self._call(self._conn.close)
+            # queued behind any call already submitted, so none runs on a closed connection
+            await asyncio.get_running_loop().run_in_executor(self._thread, self._conn.close)
         finally:
-            self._closed = True
             self._thread.shutdown(wait=False)
 
     # -------------------------------------------------------- notifications
@@ -403,7 +408,8 @@ class SqliteBackend(Backend):
             return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
         while not self._closed:
-            if self._work or self._waiters or self._streams:
+            if self._idle_fetchers or self._waiters or self._streams:
+                self.version_checks += 1
                 try:
                     now = await self._call(version)
                 except (sqlite3.Error, BackendError) as exc:
@@ -523,8 +529,12 @@ class SqliteBackend(Backend):
         if ev.is_set() or self._closed:
             return
         self._ensure_watch()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ev.wait(), timeout)
+        self._idle_fetchers += 1
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ev.wait(), timeout)
+        finally:
+            self._idle_fetchers -= 1
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:
