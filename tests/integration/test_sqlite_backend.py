@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import runnerq_fast as rq
-from runnerq_fast.backends.sqlfiles import load_migrations
+from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
 from runnerq_fast.backends.sqlite import SqliteBackend, apply_migrations, sqlite_path
 from runnerq_fast.backends.sqlite.backend import _split_script
 from runnerq_fast.errors import BackendError, ConfigError
@@ -346,3 +347,101 @@ def test_two_processes_drain_one_file_exactly_once(tmp_path: Path) -> None:
     assert all(runs), "each process should have run some of the activities"
     combined = sorted(runs[0] + runs[1])
     assert combined == list(range(total))  # every activity exactly once
+
+
+# ------------------------------------------------------------ SQL and crashes
+async def test_every_query_prepares_against_the_migrated_schema(tmp_path: Path) -> None:
+    backend = await SqliteBackend.open(url_of(tmp_path / "x.db"))
+    await backend.close()
+    queries = load_queries("runnerq_fast.backends.sqlite")
+    conn = sqlite3.connect(tmp_path / "x.db")
+    try:
+        for sql in queries.values():
+            conn.execute("EXPLAIN " + sql, _nulls(sql))
+    finally:
+        conn.close()
+    assert {"claim", "ack", "insert_activity", "insert_event", "events_after"} <= set(queries)
+
+
+def _nulls(sql: str) -> list[None]:
+    """One NULL per numbered parameter of ``sql``."""
+    return [None] * max((int(n) for n in re.findall(r"\?(\d+)", sql)), default=0)
+
+
+_CRASHY = textwrap.dedent(
+    """
+    import asyncio, os, sys
+    import runnerq_fast as rq
+    from runnerq_fast.engine import run_with_uvloop
+
+    url, total, hang = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "hang"
+
+    async def main() -> None:
+        backend = await rq.connect(url)
+        engine = rq.WorkerEngine(backend, queue_name="crash", max_workers=8, lease_timeout=0.5,
+                                 heartbeat_interval=0.1, reaper_interval=0.1, poll_interval=0.05)
+
+        @engine.activity("work")
+        async def work(payload, ctx):
+            if hang:
+                print("running", flush=True)
+                await asyncio.sleep(3600)
+            return payload
+
+        async with engine:
+            insp = engine.inspector()
+            while (await insp.stats()).completed < total:
+                await asyncio.sleep(0.05)
+        await backend.close()
+
+    run_with_uvloop(main())
+    """
+)
+
+
+def test_a_killed_worker_loses_nothing(tmp_path: Path) -> None:
+    url = url_of(tmp_path / "crash.db")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("RUNNERQ_BACKEND", None)
+    total = 20
+
+    async def enqueue() -> list[str]:
+        backend = await rq.connect(url)
+        try:
+            return await rq.ActivityExecutor(backend, "crash").enqueue_many([("work", i) for i in range(total)])
+        finally:
+            await backend.close()
+
+    ids = asyncio.run(enqueue())
+    with (tmp_path / "victim.log").open("w") as log:
+        victim = subprocess.Popen([sys.executable, "-c", _CRASHY, url, str(total), "hang"],
+                                  stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    try:
+        assert victim.stdout is not None
+        assert victim.stdout.readline().strip() == "running", (tmp_path / "victim.log").read_text()
+        victim.kill()  # SIGKILL: no graceful stop, its leases simply expire
+        victim.wait()
+    finally:
+        if victim.stdout is not None:
+            victim.stdout.close()
+    with (tmp_path / "rescuer.log").open("w") as log:
+        rescuer = subprocess.run([sys.executable, "-c", _CRASHY, url, str(total), "work"],
+                                 stderr=log, env=env, timeout=60, check=False)
+    assert rescuer.returncode == 0, (tmp_path / "rescuer.log").read_text()
+
+    async def check() -> list[int]:
+        backend = await rq.connect(url, read_only=True)
+        try:
+            assert (await backend.stats("crash")).completed == total
+            retried = []
+            for aid in ids:
+                snap = await backend.get_activity(aid)
+                assert snap is not None and snap.status == "completed"
+                retried.append(snap.retry_count)
+            return retried
+        finally:
+            await backend.close()
+
+    retried = asyncio.run(check())
+    # the victim held up to 8 activities when it died: each counted one attempt
+    assert 1 <= sum(retried) <= 8 and set(retried) <= {0, 1}
