@@ -231,6 +231,27 @@ async def test_another_connection_wakes_work_and_result_waiters(tmp_path: Path) 
         await other.close()
 
 
+async def test_instances_in_one_process_wake_each_other_without_polling(tmp_path: Path) -> None:
+    target = tmp_path / "x.db"
+    waiter = await SqliteBackend.open(url_of(target), poll_interval=60.0)  # the poll would take a minute
+    other = await SqliteBackend.open(url_of(target), poll_interval=60.0)
+    try:
+        await waiter.claim("q", "w", 1, None, 1000)
+        told = asyncio.ensure_future(waiter.wait_for_work("q", 30.0))
+        await asyncio.sleep(0.05)
+        (res,) = await other.enqueue("q", [new("t")])
+        await asyncio.wait_for(told, 5.0)
+        result = asyncio.ensure_future(waiter.wait_for_result(res.activity_id, 30.0))
+        (c,) = await other.claim("q", "w", 1, None, 5000)
+        await asyncio.sleep(0.05)
+        await other.ack("q", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        got = await asyncio.wait_for(result, 5.0)
+        assert got is not None and got.status == "completed"
+    finally:
+        await waiter.close()
+        await other.close()
+
+
 async def test_data_version_is_polled_only_while_someone_waits(tmp_path: Path) -> None:
     backend = await SqliteBackend.open(url_of(tmp_path / "x.db"), poll_interval=0.005)
     try:

@@ -9,7 +9,8 @@ across processes: claims are one ``UPDATE ... RETURNING`` over the dequeue
 index, batches go through ``executemany``.
 
 Wakeups: a write made through this instance wakes this process's fetchers,
-result futures and event streams at once. Writes by other processes are
+result futures and event streams at once, and so does a write through another
+instance open on the same file in this process. Writes by other processes are
 noticed by polling ``PRAGMA data_version`` (a counter read from shared memory,
 no disk access) every ``poll_interval`` seconds while someone waits.
 """
@@ -23,6 +24,7 @@ import os
 import sqlite3
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -62,6 +64,9 @@ _STREAM_PAGE = 1000
 _REUSABLE = frozenset({"failed", "dead_letter", "cancelled"})
 _SYNCHRONOUS = ("off", "normal", "full", "extra")
 _json = msgspec.json.encode
+
+_OPEN: dict[str, weakref.WeakSet[SqliteBackend]] = {}
+"""Instances open in this process, by the file's real path (for instant wakeups between them)."""
 
 
 def _now_ms() -> int:
@@ -256,6 +261,8 @@ class SqliteBackend(Backend):
         self._lookup_task: asyncio.Task[None] | None = None
         self._lookup_again = False
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._key = os.path.realpath(path)
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -326,10 +333,13 @@ class SqliteBackend(Backend):
         except BaseException:
             thread.shutdown(wait=False)
             raise
-        return cls(
+        self = cls(
             url, path, conn, thread, poll_interval=poll_interval, stream_poll_interval=stream_poll_interval,
             read_only=read_only,
         )
+        self._loop = loop
+        _OPEN.setdefault(self._key, weakref.WeakSet()).add(self)
+        return self
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
@@ -364,6 +374,11 @@ class SqliteBackend(Backend):
         if self._closed:
             return
         self._closed = True  # new calls are refused from here on
+        siblings = _OPEN.get(self._key)
+        if siblings is not None:
+            siblings.discard(self)
+            if not siblings:
+                del _OPEN[self._key]
         for ev in self._work.values():
             ev.set()
         for w in self._streams:
@@ -395,6 +410,30 @@ class SqliteBackend(Backend):
         for w in self._streams:
             w.set()
 
+    def _on_external_change(self) -> None:
+        """Another connection committed: anything may be ready, finished or recorded."""
+        if self._closed:
+            return
+        for ev in self._work.values():
+            ev.set()
+        self._wake_streams()
+        self._schedule_lookup()
+
+    def _tell_siblings(self) -> None:
+        """Wake the other instances of this process open on the same file, at once."""
+        siblings = _OPEN.get(self._key)
+        if siblings is None or len(siblings) < 2:
+            return
+        here = self._loop
+        for other in list(siblings):
+            if other is self or other._closed:
+                continue
+            if other._loop is here:
+                other._on_external_change()
+            elif other._loop is not None:
+                with contextlib.suppress(RuntimeError):  # its loop is closed
+                    other._loop.call_soon_threadsafe(other._on_external_change)
+
     def _ensure_watch(self) -> None:
         if self._watch_task is None and not self._closed:
             self._watch_task = asyncio.get_running_loop().create_task(self._watch())
@@ -416,10 +455,7 @@ class SqliteBackend(Backend):
                     log.warning("PRAGMA data_version failed: %s", exc)
                     now = None
                 if now is not None and last is not None and now != last:
-                    for ev in self._work.values():
-                        ev.set()
-                    self._wake_streams()
-                    self._schedule_lookup()
+                    self._on_external_change()
                 last = now
             await asyncio.sleep(self._poll)
 
@@ -461,6 +497,7 @@ class SqliteBackend(Backend):
         results, ready = await self._write(_enqueue, queue, items, _now_ms())
         if ready:
             self._wake_work(queue)
+            self._tell_siblings()
         self._wake_streams()
         return results
 
@@ -490,6 +527,8 @@ class SqliteBackend(Backend):
             self._wake_work(queue)
         if finished and self._waiters:
             self._schedule_lookup()
+        if finished or retry_ready:
+            self._tell_siblings()
         self._wake_streams()
         if rejected:
             log.info("rejected %d stale acks on queue %r (claim no longer held)", len(rejected), queue)
@@ -509,6 +548,7 @@ class SqliteBackend(Backend):
         if done:
             self._wake_work(queue)
             self._wake_streams()
+            self._tell_siblings()
         return done
 
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
@@ -521,6 +561,7 @@ class SqliteBackend(Backend):
             self._schedule_lookup()
         if requeued or dead:
             self._wake_streams()
+            self._tell_siblings()
             log.info("reaped queue %r: %d requeued, %d dead-lettered", queue, len(requeued), len(dead))
         return ReapReport(requeued, dead)
 
@@ -566,6 +607,7 @@ class SqliteBackend(Backend):
         if done:
             self._schedule_lookup()
             self._wake_streams()
+            self._tell_siblings()
         return done
 
     # ------------------------------------------------------------ inspection
