@@ -674,8 +674,13 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
         result = _run(go())
     out.print(_demo_table(result))
     cli_url = shlex.quote(f"sqlite:///{result.location}" if result.backend_name == "sqlite" else url)
-    out.print(f"data: {result.location}  (queue [bold]{result.queue}[/bold]; every run gets a fresh queue, "
-              "earlier runs stay in the same store)")
+    if result.reused_file is None:
+        where = "every run gets a fresh queue; earlier runs stay in the same store"
+    elif result.reused_file:
+        where = "existing file reused: this run's activities are on a fresh queue, earlier runs' queues are kept"
+    else:
+        where = "new file"
+    out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  ({where})")
     out.print("look at what is stored:")
     out.print(f"  runnerq-fast stats --backend {cli_url} --queue {result.queue}")
     if result.dead_letter_id:

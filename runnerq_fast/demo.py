@@ -40,10 +40,12 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 
 import runnerq_fast as rq
+from runnerq_fast.backends.sqlite import sqlite_path
 from runnerq_fast.bench import redact_url
 
 __all__ = [
@@ -157,6 +159,9 @@ class DemoReport(msgspec.Struct, kw_only=True):
         Ids of one chain's steps, in order.
     timed_out : bool
         The run stopped at its timeout before every activity ended.
+    reused_file : bool or None
+        For SQLite, whether the file existed before this run (``None`` for
+        other backends).
     """
 
     backend_url: str
@@ -177,6 +182,7 @@ class DemoReport(msgspec.Struct, kw_only=True):
     retried_id: str | None
     chain_ids: list[str]
     timed_out: bool
+    reused_file: bool | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -419,11 +425,16 @@ async def run_demo(
     """
     workload = plan_workload(n, random.randrange(2**32) if seed is None else seed)
     queue = f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
+    existed: bool | None = None
+    if urlsplit(url).scheme.lower() == "sqlite":
+        existed = os.path.isfile(sqlite_path(url))
     backend = await rq.connect(url)
     try:
-        return await _run(backend, url, queue, workload, concurrency, timeout, progress)
+        report = await _run(backend, url, queue, workload, concurrency, timeout, progress)
     finally:
         await backend.close()
+    report.reused_file = existed
+    return report
 
 
 async def _run(

@@ -52,7 +52,8 @@ def test_a_second_run_reuses_the_file_with_a_fresh_queue(tmp_path: Path) -> None
     first = run_cli("demo", "-n", SMALL, timeout=120, cwd=tmp_path)
     second = run_cli("demo", "-n", SMALL, timeout=120, cwd=tmp_path)
     assert first.returncode == 0 and second.returncode == 0, second.stderr
-    queues = [re.search(r"queue (demo-\S+);", r.stdout) for r in (first, second)]
+    queues = [re.search(r"queue (demo-\S+)", r.stdout) for r in (first, second)]
+    assert "(new file)" in first.stdout and "existing file reused" in second.stdout
     assert all(queues)
     assert queues[0] and queues[1] and queues[0][1] != queues[1][1]
     conn = sqlite3.connect(tmp_path / "runnerq-demo.db")
