@@ -17,12 +17,12 @@ from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, NewActivity
 __all__ = ["ack_params", "claimed_from_rows", "enqueue_params", "lease_params"]
 
 
-def claimed_from_rows(rows: Iterable[Sequence[Any]], token: str) -> list[ClaimedActivity]:
+def claimed_from_rows(rows: Iterable[Any], token: str) -> list[ClaimedActivity]:
     """Build the activities of one claim from its result rows.
 
     Parameters
     ----------
-    rows : iterable of sequences
+    rows : iterable of indexable rows
         Rows of 10 columns: id (an object with a ``hex`` attribute, e.g. a
         UUID), activity_type, payload, priority, retry_count, max_retries,
         timeout_ms, metadata, created_at_ms, ready_at_ms.
