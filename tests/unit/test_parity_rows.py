@@ -134,3 +134,34 @@ def test_rows_behaviour(impl: ModuleType) -> None:
     assert cols == (["i"], ["t"], ["[1]"], [2], [3], [300_000], [0], ["{}"], ["k"])
     with pytest.raises(UnicodeDecodeError):
         impl.ack_params([Ack("i", "c", 1, b"\xff")])
+
+
+class _Duck:
+    """Not a Struct: the compiled module takes its getattr path."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+@needs_compiled
+def test_duck_typed_and_subclassed_items_agree() -> None:
+    assert COMPILED is not None
+
+    class SubAck(Ack):
+        pass
+
+    ducks: list[Any] = [_Duck(id="a", claim_token="t", outcome=1, result=b"1", error=None, retry_at_ms=0),
+                        SubAck("b", "u", 2, None, "e", 5)]
+    assert outcome(COMPILED.ack_params, ducks) == outcome(_rows_py.ack_params, ducks)
+    # first error in column order: the bad result of item 1 before the missing error field of item 0
+    broken: list[Any] = [_Duck(id="a", claim_token="t", outcome=1, result=None, retry_at_ms=0),
+                         _Duck(id="b", claim_token="t", outcome=1, result=b"\xff", error=None, retry_at_ms=0)]
+    got = outcome(COMPILED.ack_params, broken)
+    assert got[0] == "UnicodeDecodeError" and got == outcome(_rows_py.ack_params, broken)
+    leases: list[Any] = [_Duck(id="a", claim_token="t"), LeaseRef("b", "u")]
+    assert outcome(COMPILED.lease_params, leases) == outcome(_rows_py.lease_params, leases)
+    items: list[Any] = [NewActivity("i", "t", b"{}"), _Duck(id="j", activity_type="t", payload=b"\xff")]
+    got = outcome(COMPILED.enqueue_params, items)
+    assert got[0] == "UnicodeDecodeError" and got == outcome(_rows_py.enqueue_params, items)
+    wrong: list[Any] = [NewActivity("i", "t", "not-bytes"), NewActivity("j", "t", b"{}", metadata=b"\xff")]  # type: ignore[arg-type]
+    assert outcome(COMPILED.enqueue_params, wrong) == outcome(_rows_py.enqueue_params, wrong)
