@@ -147,7 +147,7 @@ class _Duck:
 def test_duck_typed_and_subclassed_items_agree() -> None:
     assert COMPILED is not None
 
-    class SubAck(Ack):
+    class SubAck(Ack, frozen=True, gc=False):
         pass
 
     ducks: list[Any] = [_Duck(id="a", claim_token="t", outcome=1, result=b"1", error=None, retry_at_ms=0),
