@@ -31,7 +31,7 @@ import warnings
 __all__ = ["COMPILED_MODULES", "disabled_by_env", "enabled", "import_error"]
 
 #: The compiled modules, each with a pure twin named ``<module>_py``.
-COMPILED_MODULES: tuple[str, ...] = ("_codec", "_scoring", "_backoff", "_rows")
+COMPILED_MODULES: tuple[str, ...] = ("_codec", "_scoring", "_backoff", "_rows", "_deadline")
 
 disabled_by_env: bool = os.environ.get("RUNNERQ_NO_EXTENSIONS", "") not in ("", "0")
 
@@ -43,7 +43,7 @@ def _try_import() -> bool:
     if disabled_by_env:
         return False
     try:
-        from runnerq_fast import _backoff, _codec, _rows, _scoring  # noqa: F401
+        from runnerq_fast import _backoff, _codec, _deadline, _rows, _scoring  # noqa: F401
     except ImportError as exc:
         import_error = f"{type(exc).__name__}: {exc}"
         warnings.warn(

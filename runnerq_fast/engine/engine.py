@@ -38,6 +38,7 @@ import msgspec
 from runnerq_fast.backoff import backoff_seconds
 from runnerq_fast.codec import decode_json, encode_json
 from runnerq_fast.config import WorkerConfig
+from runnerq_fast.deadline import call_with_timeout
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
 from runnerq_fast.errors import ConfigError, InvalidActivityError, NonRetryableError, RetryableError
@@ -595,11 +596,7 @@ class WorkerEngine:
         timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
         try:
             if handler.is_async:
-                if timeout is None:
-                    result = await handler.fn(payload, ctx)
-                else:
-                    async with asyncio.timeout(timeout):
-                        result = await handler.fn(payload, ctx)
+                result = await call_with_timeout(handler.fn, payload, ctx, timeout)
             else:
                 result = await self._call_sync(handler.fn, payload, ctx, timeout)
         except asyncio.CancelledError as exc:
