@@ -33,7 +33,13 @@ class _Expiry:
         self.fired = True
 
 
-async def call_with_timeout(fn: Callable[[Any, Any], Any], payload: Any, ctx: Any, timeout: float | None) -> Any:
+async def call_with_timeout(
+    fn: Callable[[Any, Any], Any],
+    payload: Any,
+    ctx: Any,
+    timeout: float | None,
+    task: asyncio.Task[Any] | None = None,
+) -> Any:
     """Await ``fn(payload, ctx)``, cancelling it after ``timeout`` seconds.
 
     Parameters
@@ -45,6 +51,9 @@ async def call_with_timeout(fn: Callable[[Any, Any], Any], payload: Any, ctx: An
     timeout : float or None
         Seconds from now; ``None`` waits without limit. A deadline already
         passed cancels at the next loop iteration, as ``asyncio.timeout`` does.
+    task : asyncio.Task, optional
+        The task running this call, when the caller knows it (saves a
+        :func:`asyncio.current_task` lookup per call); default: the current task.
 
     Returns
     -------
@@ -63,7 +72,8 @@ async def call_with_timeout(fn: Callable[[Any, Any], Any], payload: Any, ctx: An
     """
     if timeout is None:
         return await fn(payload, ctx)
-    task = _current_task()
+    if task is None:
+        task = _current_task()
     if task is None:
         raise RuntimeError("call_with_timeout() must be used inside a task")
     loop = task.get_loop()

@@ -556,12 +556,13 @@ class WorkerEngine:
     async def _worker_loop(self) -> None:
         local = self._local
         run = self._run_one
+        me = asyncio.current_task()
         while True:
             a = await local.get()
             if a is None:
                 return
             try:
-                await run(a)
+                await run(a, me)
             except Exception:
                 # an engine bug must neither kill this worker nor strand the activity
                 log.exception("engine error while running activity %s; it will be retried", a.id)
@@ -578,7 +579,7 @@ class WorkerEngine:
         if len(acks) >= self.config.ack_batch_size:
             self._ack_full.set()
 
-    async def _run_one(self, a: ClaimedActivity) -> None:
+    async def _run_one(self, a: ClaimedActivity, task: asyncio.Task[Any] | None = None) -> None:
         handler = self._handlers.get(a.activity_type)
         if handler is None:
             self._fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
@@ -596,7 +597,7 @@ class WorkerEngine:
         timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
         try:
             if handler.is_async:
-                result = await call_with_timeout(handler.fn, payload, ctx, timeout)
+                result = await call_with_timeout(handler.fn, payload, ctx, timeout, task)
             else:
                 result = await self._call_sync(handler.fn, payload, ctx, timeout)
         except asyncio.CancelledError as exc:

@@ -27,12 +27,13 @@ cdef class _Expiry:
         self.fired = True
 
 
-async def call_with_timeout(fn, payload, ctx, timeout):
+async def call_with_timeout(fn, payload, ctx, timeout, task=None):
     """Await ``fn(payload, ctx)``, cancelling it after ``timeout`` seconds (see ``runnerq_fast._deadline_py``)."""
     cdef _Expiry expiry
     if timeout is None:
         return await fn(payload, ctx)
-    task = _current_task()
+    if task is None:
+        task = _current_task()
     if task is None:
         raise RuntimeError("call_with_timeout() must be used inside a task")
     loop = task.get_loop()

@@ -120,3 +120,11 @@ def test_outside_a_running_loop_is_an_error(impl: ModuleType) -> None:
     coro = impl.call_with_timeout(echo, 1, None, 1.0)
     with pytest.raises(RuntimeError, match="no running event loop"):
         coro.send(None)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+async def test_a_given_task_is_the_one_cancelled(impl: ModuleType) -> None:
+    me = asyncio.current_task()
+    with pytest.raises(TimeoutError):
+        await impl.call_with_timeout(sleeper, 10.0, None, 0.01, me)
+    assert me is not None and me.cancelling() == 0
