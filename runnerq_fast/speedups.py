@@ -25,6 +25,7 @@ import_error : str or None
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
 
@@ -43,7 +44,8 @@ def _try_import() -> bool:
     if disabled_by_env:
         return False
     try:
-        from runnerq_fast import _backoff, _codec, _deadline, _rows, _scoring  # noqa: F401
+        for name in COMPILED_MODULES:
+            importlib.import_module(f"runnerq_fast.{name}")
     except ImportError as exc:
         import_error = f"{type(exc).__name__}: {exc}"
         warnings.warn(
