@@ -1,13 +1,9 @@
-"""Type stub of the compiled handler timeout (``src_pyx/runnerq_fast/_deadline.pyx``); semantics in ``_deadline_py``."""
+"""Type stub of the compiled handler timeouts (``src_pyx/runnerq_fast/_deadline.pyx``).
 
-import asyncio
-from collections.abc import Callable
-from typing import Any
+The compiled ``Deadlines`` has the API of the pure twin's, so the stub names
+that class: both selector branches then have one type.
+"""
 
-async def call_with_timeout(
-    fn: Callable[[Any, Any], Any],
-    payload: Any,
-    ctx: Any,
-    timeout: float | None,
-    task: asyncio.Task[Any] | None = None,
-) -> Any: ...
+from runnerq_fast._deadline_py import Deadlines as Deadlines
+
+__all__ = ["Deadlines"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from runnerq_fast import speedups
 
 if speedups.enabled:
-    from runnerq_fast._deadline import call_with_timeout
+    from runnerq_fast._deadline import Deadlines
 else:
-    from runnerq_fast._deadline_py import call_with_timeout
+    from runnerq_fast._deadline_py import Deadlines
 
-__all__ = ["call_with_timeout"]
+__all__ = ["Deadlines"]

@@ -38,7 +38,7 @@ import msgspec
 from runnerq_fast.backoff import backoff_seconds
 from runnerq_fast.codec import decode_json, encode_json
 from runnerq_fast.config import WorkerConfig
-from runnerq_fast.deadline import call_with_timeout
+from runnerq_fast.deadline import Deadlines
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
 from runnerq_fast.errors import ConfigError, InvalidActivityError, NonRetryableError, RetryableError
@@ -315,6 +315,7 @@ class WorkerEngine:
         cfg = self.config
         self._lease_ms = round(cfg.lease_timeout * 1000)
         self._loop = asyncio.get_running_loop()
+        self._deadlines = Deadlines(self._loop)
         self._cancellation = asyncio.Event()
         self._stopped = asyncio.Event()
         if self._stop_pending:
@@ -597,7 +598,7 @@ class WorkerEngine:
         timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
         try:
             if handler.is_async:
-                result = await call_with_timeout(handler.fn, payload, ctx, timeout, task)
+                result = await self._deadlines.call(handler.fn, payload, ctx, timeout, task)
             else:
                 result = await self._call_sync(handler.fn, payload, ctx, timeout)
         except asyncio.CancelledError as exc:

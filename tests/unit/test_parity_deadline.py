@@ -1,4 +1,4 @@
-"""``call_with_timeout`` (compiled and pure) behaves as ``asyncio.timeout`` around the handler."""
+"""``Deadlines.call`` (compiled and pure) behaves as ``asyncio.timeout`` around the handler."""
 
 from __future__ import annotations
 
@@ -56,10 +56,14 @@ async def cancel_to_error(payload: float, ctx: Any) -> str:
     return "woke"
 
 
+def call(impl: ModuleType, *args: Any) -> Any:
+    return impl.Deadlines(asyncio.get_running_loop()).call(*args)
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("timeout", [None, 5.0])
 async def test_returns_the_result(impl: ModuleType, timeout: float | None) -> None:
-    assert await impl.call_with_timeout(echo, 1, "ctx", timeout) == (1, "ctx")
+    assert await call(impl, echo, 1, "ctx", timeout) == (1, "ctx")
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
 
@@ -68,7 +72,7 @@ async def test_returns_the_result(impl: ModuleType, timeout: float | None) -> No
 @pytest.mark.parametrize("timeout", [0.01, 0.0, -1.0])
 async def test_expiry_is_a_timeout_error(impl: ModuleType, timeout: float) -> None:
     with pytest.raises(TimeoutError) as info:
-        await impl.call_with_timeout(sleeper, 10.0, None, timeout)
+        await call(impl, sleeper, 10.0, None, timeout)
     assert isinstance(info.value.__cause__, asyncio.CancelledError)
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
@@ -78,22 +82,22 @@ async def test_expiry_is_a_timeout_error(impl: ModuleType, timeout: float) -> No
 @pytest.mark.parametrize("impl", IMPLS)
 async def test_handler_errors_pass_through(impl: ModuleType) -> None:
     with pytest.raises(ValueError, match="boom"):
-        await impl.call_with_timeout(boom, None, None, 5.0)
+        await call(impl, boom, None, None, 5.0)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 async def test_a_swallowed_or_converted_cancel_leaves_no_pending_cancellation(impl: ModuleType) -> None:
-    assert await impl.call_with_timeout(swallow_cancel, 10.0, None, 0.01) == "swallowed"
+    assert await call(impl, swallow_cancel, 10.0, None, 0.01) == "swallowed"
     with pytest.raises(KeyError):
-        await impl.call_with_timeout(cancel_to_error, 10.0, None, 0.01)
+        await call(impl, cancel_to_error, 10.0, None, 0.01)
     task = asyncio.current_task()
     assert task is not None and task.cancelling() == 0
-    assert await impl.call_with_timeout(sleeper, 0.02, None, 5.0) == "woke"
+    assert await call(impl, sleeper, 0.02, None, 5.0) == "woke"
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 async def test_an_outside_cancel_stays_a_cancel(impl: ModuleType) -> None:
-    task = asyncio.ensure_future(impl.call_with_timeout(sleeper, 10.0, None, 5.0))
+    task = asyncio.ensure_future(call(impl, sleeper, 10.0, None, 5.0))
     await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -104,7 +108,7 @@ async def test_an_outside_cancel_stays_a_cancel(impl: ModuleType) -> None:
 @pytest.mark.parametrize("impl", IMPLS)
 async def test_an_outside_cancel_racing_the_expiry_stays_a_cancel(impl: ModuleType) -> None:
     async def run() -> Any:
-        return await impl.call_with_timeout(sleeper, 10.0, None, 0.05)
+        return await call(impl, sleeper, 10.0, None, 0.05)
 
     task = asyncio.ensure_future(run())
     await asyncio.sleep(0.01)
@@ -117,14 +121,41 @@ async def test_an_outside_cancel_racing_the_expiry_stays_a_cancel(impl: ModuleTy
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_outside_a_running_loop_is_an_error(impl: ModuleType) -> None:
-    coro = impl.call_with_timeout(echo, 1, None, 1.0)
-    with pytest.raises(RuntimeError, match="no running event loop"):
-        coro.send(None)
+    loop = asyncio.new_event_loop()
+    try:
+        coro = impl.Deadlines(loop).call(echo, 1, None, 1.0)
+        with pytest.raises(RuntimeError, match="no running event loop"):
+            coro.send(None)
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+async def test_calls_share_slot_timers_and_expire_in_time(impl: ModuleType) -> None:
+    loop = asyncio.get_running_loop()
+    deadlines = impl.Deadlines(loop)
+    started = loop.time()
+    outcomes = await asyncio.gather(
+        *(deadlines.call(sleeper, 10.0, None, 0.05) for _ in range(50)),
+        *(deadlines.call(echo, i, None, 0.05) for i in range(50)),
+        return_exceptions=True,
+    )
+    elapsed = loop.time() - started
+    assert all(isinstance(o, TimeoutError) for o in outcomes[:50])
+    assert outcomes[50:] == [(i, None) for i in range(50)]
+    assert elapsed >= 0.05  # never early
+    assert deadlines.pending_slots == 0  # the shared slot fired and was removed
+    slow = asyncio.ensure_future(deadlines.call(sleeper, 10.0, None, 300.0))
+    await asyncio.sleep(0)
+    assert deadlines.pending_slots == 1
+    slow.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await slow
 
 
 @pytest.mark.parametrize("impl", IMPLS)
 async def test_a_given_task_is_the_one_cancelled(impl: ModuleType) -> None:
     me = asyncio.current_task()
     with pytest.raises(TimeoutError):
-        await impl.call_with_timeout(sleeper, 10.0, None, 0.01, me)
+        await call(impl, sleeper, 10.0, None, 0.01, me)
     assert me is not None and me.cancelling() == 0
