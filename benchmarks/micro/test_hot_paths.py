@@ -11,6 +11,7 @@ Each group (``--benchmark-group-by=group``) holds the ``pure`` and the
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import uuid
 from types import ModuleType
@@ -108,3 +109,25 @@ def test_lease_params(benchmark: Any, impl: ModuleType) -> None:
 def test_enqueue_params(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = f"rows.enqueue_params x{BATCH}"
     assert len(benchmark(impl.enqueue_params, NEW)[2]) == BATCH
+
+
+async def _noop(payload: Any, ctx: Any) -> None:
+    return None
+
+
+@pytest.mark.parametrize("impl", _pair("_deadline"))
+def test_deadline_call(benchmark: Any, impl: ModuleType) -> None:
+    benchmark.group = f"deadline.Deadlines.call x{BATCH} (one task)"
+    loop = asyncio.new_event_loop()
+    try:
+        deadlines = impl.Deadlines(loop)
+
+        async def many() -> int:
+            call = deadlines.call
+            for i in range(BATCH):
+                await call(_noop, i, None, 300.0)
+            return BATCH
+
+        assert benchmark(lambda: loop.run_until_complete(many())) == BATCH
+    finally:
+        loop.close()
