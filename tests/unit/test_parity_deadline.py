@@ -144,7 +144,9 @@ async def test_calls_share_slot_timers_and_expire_in_time(impl: ModuleType) -> N
     assert all(isinstance(o, TimeoutError) for o in outcomes[:50])
     assert outcomes[50:] == [(i, None) for i in range(50)]
     assert elapsed >= 0.05  # never early
-    assert deadlines.pending_slots == 0  # the shared slot fired and was removed
+    # calls made across a slot boundary use two slots; each timer removes its slot when it fires
+    await asyncio.sleep(0.02)
+    assert deadlines.pending_slots == 0
     slow = asyncio.ensure_future(deadlines.call(sleeper, 10.0, None, 300.0))
     await asyncio.sleep(0)
     assert deadlines.pending_slots == 1
