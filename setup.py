@@ -12,7 +12,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-MODULES = ("_codec", "_scoring", "_backoff", "_rows", "_deadline")
+MODULES = ("_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore")
 
 
 def extensions() -> list[Extension]:
@@ -21,7 +21,7 @@ def extensions() -> list[Extension]:
     from Cython.Build import cythonize
 
     src = Path("src_pyx") / "runnerq_fast"
-    exts = [Extension(f"runnerq_fast.{name}", [str(src / f"{name}.pyx")]) for name in MODULES]
+    exts = [Extension(f"runnerq_fast.{name}", [str(src / (name.replace(".", "/") + ".pyx"))]) for name in MODULES]
     return cythonize(exts, compiler_directives={"language_level": "3"}, quiet=True)
 
 
