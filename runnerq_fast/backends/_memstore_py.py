@@ -30,6 +30,16 @@ from runnerq_fast.models import (
 __all__ = ["QueueState", "Row", "StoreCore"]
 
 
+def _ready_key(priority: int, retry_count: int, ready_at_ms: int, seq: int) -> int:
+    """One integer ordering ready rows as (priority desc, retry count desc, ready time asc, seq asc).
+
+    Heap entries compare by this key alone (it is unique through ``seq``), an
+    integer comparison instead of a tuple's field by field. Exact while retry
+    counts and ready times (epoch ms, >= 0) stay below 2**99 and seq below 2**64.
+    """
+    return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
+
+
 class Row:
     __slots__ = (
         "activity_type",
@@ -104,7 +114,7 @@ class QueueState:
 
     def __init__(self) -> None:
         # ready heaps, one per activity type: (-priority, -retry_count, ready_at_ms, seq, id)
-        self.by_type: dict[str, list[tuple[int, int, int, int, str]]] = {}
+        self.by_type: dict[str, list[tuple[int, int, str]]] = {}
         # not-yet-due activities: (ready_at_ms, seq, id)
         self.scheduled: list[tuple[int, int, str]] = []
         self.processing: dict[str, Row] = {}
@@ -153,7 +163,7 @@ class StoreCore:
         heap = q.by_type.get(row.activity_type)
         if heap is None:
             heap = q.by_type[row.activity_type] = []
-        heapq.heappush(heap, (-row.priority, -row.retry_count, row.ready_at_ms, seq, row.id))
+        heapq.heappush(heap, (_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), seq, row.id))
 
     def _push_scheduled(self, q: QueueState, row: Row) -> None:
         seq = next(self._seq)
@@ -193,7 +203,7 @@ class StoreCore:
     def _claim_from(
         self,
         q: QueueState,
-        heaps: list[list[tuple[int, int, int, int, str]]],
+        heaps: list[list[tuple[int, int, str]]],
         limit: int,
         token: str,
         lease_until: int,
@@ -208,8 +218,8 @@ class StoreCore:
             entry = heapq.heappop(best)
             if not best:
                 heaps.remove(best)
-            row = rows.get(entry[4])
-            if row is None or row.heap_seq != entry[3] or row.status not in READY_STATUSES:
+            row = rows.get(entry[2])
+            if row is None or row.heap_seq != entry[1] or row.status not in READY_STATUSES:
                 continue
             row.status = "processing"
             row.claim_token = token

@@ -143,7 +143,7 @@ async def test_calls_share_slot_timers_and_expire_in_time(impl: ModuleType) -> N
     elapsed = loop.time() - started
     assert all(isinstance(o, TimeoutError) for o in outcomes[:50])
     assert outcomes[50:] == [(i, None) for i in range(50)]
-    assert elapsed >= 0.05  # never early
+    assert elapsed >= 0.05 - 0.002  # never early (beyond uvloop's millisecond timer rounding)
     # calls made across a slot boundary use two slots; each timer removes its slot when it fires
     await asyncio.sleep(0.02)
     assert deadlines.pending_slots == 0

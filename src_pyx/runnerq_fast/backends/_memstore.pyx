@@ -25,6 +25,11 @@ cdef object _RETRY = AckOutcome.RETRY
 cdef object _FAILED = AckOutcome.FAILED
 
 
+cdef inline object _ready_key(object priority, object retry_count, object ready_at_ms, object seq):
+    """See the reference twin: (priority desc, retry desc, ready asc, seq asc) as one integer."""
+    return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
+
+
 cdef class Row:
     """One stored activity (see the reference twin)."""
 
@@ -157,7 +162,7 @@ cdef class StoreCore:
         heap = q.by_type.get(row.activity_type)
         if heap is None:
             heap = q.by_type[row.activity_type] = []
-        _heappush(heap, (-row.priority, -row.retry_count, row.ready_at_ms, seq, row.id))
+        _heappush(heap, (_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), seq, row.id))
 
     cdef void _make_ready_c(self, QueueState q, Row row, object now) except *:
         if row.ready_at_ms > now:
@@ -204,11 +209,11 @@ cdef class StoreCore:
             entry = _heappop(best)
             if not best:
                 heaps.remove(best)
-            found = rows.get(entry[4])
+            found = rows.get(entry[2])
             if found is None:
                 continue
             row = <Row>found
-            if row.heap_seq != entry[3] or row.status not in _READY:
+            if row.heap_seq != entry[1] or row.status not in _READY:
                 continue
             row.status = "processing"
             row.claim_token = token
