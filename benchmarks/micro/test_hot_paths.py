@@ -131,3 +131,37 @@ def test_deadline_call(benchmark: Any, impl: ModuleType) -> None:
         assert benchmark(lambda: loop.run_until_complete(many())) == BATCH
     finally:
         loop.close()
+
+
+def _memstore_pair() -> list[Any]:
+    pure = importlib.import_module("runnerq_fast.backends._memstore_py")
+    try:
+        compiled: ModuleType | None = importlib.import_module("runnerq_fast.backends._memstore")
+    except ImportError:
+        compiled = None
+    return [
+        pytest.param(pure, id="pure"),
+        pytest.param(compiled, id="compiled", marks=pytest.mark.skipif(compiled is None, reason="not built")),
+    ]
+
+
+@pytest.mark.parametrize("impl", _memstore_pair())
+def test_memstore_claim_and_ack(benchmark: Any, impl: ModuleType) -> None:
+    benchmark.group = f"backends.memstore claim+ack x{BATCH} (of 5000 ready)"
+
+    def setup() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        store = impl.StoreCore()
+        q = store._queue("q")
+        for i in range(5000):
+            row = impl.Row("q", NewActivity(f"{i:032x}", "t", b"{}", priority=1 + i % 4), T0)
+            store._rows[row.id] = row
+            q.rows[row.id] = row
+            store._push_ready(q, row)
+        return (store, q), {}
+
+    def claim_and_ack(store: Any, q: Any) -> int:
+        claimed = store._claim_from(q, [q.by_type["t"]], BATCH, "tok", T0 + 30_000, T0, "w")
+        rejected = store._ack_batch(q, [Ack(c.id, c.claim_token, 1) for c in claimed], T0)
+        return len(claimed) - len(rejected)
+
+    assert benchmark.pedantic(claim_and_ack, setup=setup, rounds=40) == BATCH
