@@ -1,12 +1,28 @@
 """Build the Cython extensions in src_pyx/ (metadata lives in pyproject.toml).
 
-No compiled module exists yet: every hot path runs as pure Python
-(``runnerq_fast.speedups.enabled`` is ``False``). ``RUNNERQ_NO_EXTENSIONS=1``
-will skip the build once there is one.
+Each ``src_pyx/runnerq_fast/<name>.pyx`` becomes ``runnerq_fast.<name>``; its
+pure-Python twin is ``runnerq_fast/<name>_py.py``. ``RUNNERQ_NO_EXTENSIONS=1``
+skips the build (the package then runs on the twins).
 """
 
 from __future__ import annotations
 
-from setuptools import setup
+import os
+from pathlib import Path
 
-setup(ext_modules=[])
+from setuptools import Extension, setup
+
+MODULES = ("_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore")
+
+
+def extensions() -> list[Extension]:
+    if os.environ.get("RUNNERQ_NO_EXTENSIONS", "") not in ("", "0"):
+        return []
+    from Cython.Build import cythonize
+
+    src = Path("src_pyx") / "runnerq_fast"
+    exts = [Extension(f"runnerq_fast.{name}", [str(src / (name.replace(".", "/") + ".pyx"))]) for name in MODULES]
+    return cythonize(exts, compiler_directives={"language_level": "3"}, quiet=True)
+
+
+setup(ext_modules=extensions())

@@ -21,15 +21,23 @@ _NUL = b"\\u0000"
 _NULL = b"null"
 
 
-def _find_non_finite(obj: Any, depth: int = 0) -> bool:
-    if isinstance(obj, float):
-        return not math.isfinite(obj)
-    if depth > 512:
-        return False
-    if isinstance(obj, dict):
-        return any(_find_non_finite(v, depth + 1) for v in obj.values())
-    if isinstance(obj, list | tuple):
-        return any(_find_non_finite(v, depth + 1) for v in obj)
+def _find_non_finite(obj: Any) -> bool:
+    """Whether a float NaN/Infinity sits anywhere in dicts, lists and tuples of ``obj``.
+
+    An explicit stack, not recursion: msgspec encodes nesting deeper than the
+    interpreter's recursion limit would allow a recursive walk to check.
+    """
+    stack = [obj]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        o = pop()
+        if isinstance(o, float):
+            if not math.isfinite(o):
+                return True
+        elif isinstance(o, dict):
+            extend(o.values())
+        elif isinstance(o, list | tuple):
+            extend(o)
     return False
 
 

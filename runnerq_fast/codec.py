@@ -1,10 +1,16 @@
 """Payload codec, selecting the compiled implementation when it is available.
 
-See :mod:`runnerq_fast._codec_py` for the reference semantics.
+See :mod:`runnerq_fast._codec_py` for the reference semantics and
+:mod:`runnerq_fast.speedups` for how the implementation is chosen.
 """
 
 from __future__ import annotations
 
-from runnerq_fast._codec_py import decode_json, encode_json, encode_metadata
+from runnerq_fast import speedups
+
+if speedups.enabled:
+    from runnerq_fast._codec import decode_json, encode_json, encode_metadata
+else:
+    from runnerq_fast._codec_py import decode_json, encode_json, encode_metadata
 
 __all__ = ["decode_json", "encode_json", "encode_metadata"]

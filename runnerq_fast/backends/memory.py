@@ -2,6 +2,8 @@
 
 Everything lives in dicts and heaps of the running event loop, so every
 operation is atomic (no ``await`` inside one). Nothing survives the process.
+Rows, queue state, events and the claim and ack loops are in
+:mod:`runnerq_fast.backends._memstore_py` (compiled twin: ``_memstore``).
 """
 
 from __future__ import annotations
@@ -9,17 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import heapq
-import itertools
 import time
 import uuid
-from collections import deque
 from collections.abc import AsyncIterator, Sequence
 
+from runnerq_fast import speedups
 from runnerq_fast.models import (
     READY_STATUSES,
     TERMINAL_STATUSES,
     Ack,
-    AckOutcome,
     ActivityEvent,
     ActivityResult,
     ActivitySnapshot,
@@ -35,6 +35,11 @@ from runnerq_fast.models import (
 )
 from runnerq_fast.storage import Backend
 
+if speedups.enabled:
+    from runnerq_fast.backends._memstore import QueueState, Row, StoreCore
+else:
+    from runnerq_fast.backends._memstore_py import QueueState, Row, StoreCore
+
 __all__ = ["MemoryBackend"]
 
 _REUSABLE = frozenset({"failed", "dead_letter", "cancelled"})
@@ -44,89 +49,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class _Row:
-    __slots__ = (
-        "activity_type",
-        "claim_token",
-        "created_at_ms",
-        "dead_lettered_at_ms",
-        "finished_at_ms",
-        "heap_seq",
-        "id",
-        "idempotency_key",
-        "last_error",
-        "lease_expires_at_ms",
-        "max_retries",
-        "metadata",
-        "payload",
-        "priority",
-        "queue",
-        "ready_at_ms",
-        "retry_count",
-        "started_at_ms",
-        "status",
-        "timeout_ms",
-    )
-
-    def __init__(self, queue: str, item: NewActivity, now: int) -> None:
-        self.id = item.id
-        self.queue = queue
-        self.activity_type = item.activity_type
-        self.payload = item.payload
-        self.priority = item.priority
-        self.max_retries = item.max_retries
-        self.timeout_ms = item.timeout_ms
-        self.metadata = item.metadata
-        self.idempotency_key = item.idempotency_key
-        self.retry_count = 0
-        self.created_at_ms = now
-        self.ready_at_ms = item.run_at_ms if item.run_at_ms > now else now
-        self.status = "scheduled" if item.run_at_ms > now else "pending"
-        self.claim_token: str | None = None
-        self.lease_expires_at_ms: int | None = None
-        self.started_at_ms: int | None = None
-        self.finished_at_ms: int | None = None
-        self.dead_lettered_at_ms: int | None = None
-        self.last_error: str | None = None
-        self.heap_seq = 0
-
-    def snapshot(self) -> ActivitySnapshot:
-        return ActivitySnapshot(
-            id=self.id,
-            queue=self.queue,
-            activity_type=self.activity_type,
-            status=self.status,
-            priority=self.priority,
-            payload=self.payload,
-            metadata=self.metadata,
-            retry_count=self.retry_count,
-            max_retries=self.max_retries,
-            timeout_ms=self.timeout_ms,
-            created_at_ms=self.created_at_ms,
-            ready_at_ms=self.ready_at_ms,
-            started_at_ms=self.started_at_ms,
-            finished_at_ms=self.finished_at_ms,
-            lease_expires_at_ms=self.lease_expires_at_ms if self.status == "processing" else None,
-            last_error=self.last_error,
-            idempotency_key=self.idempotency_key,
-        )
-
-
-class _Queue:
-    __slots__ = ("by_type", "events", "processing", "rows", "scheduled", "wake")
-
-    def __init__(self) -> None:
-        # ready heaps, one per activity type: (-priority, -retry_count, ready_at_ms, seq, id)
-        self.by_type: dict[str, list[tuple[int, int, int, int, str]]] = {}
-        # not-yet-due activities: (ready_at_ms, seq, id)
-        self.scheduled: list[tuple[int, int, str]] = []
-        self.processing: dict[str, _Row] = {}
-        self.rows: dict[str, _Row] = {}
-        self.events: deque[ActivityEvent] = deque(maxlen=10_000)
-        self.wake = asyncio.Event()
-
-
-class MemoryBackend(Backend):
+class MemoryBackend(StoreCore, Backend):
     """Backend holding everything in this process's memory.
 
     Parameters
@@ -138,79 +61,15 @@ class MemoryBackend(Backend):
     name = "memory"
 
     def __init__(self, url: str = "memory://") -> None:
+        StoreCore.__init__(self)
         self.url = url
-        self._queues: dict[str, _Queue] = {}
-        self._rows: dict[str, _Row] = {}
-        self._events: dict[str, list[ActivityEvent]] = {}
-        self._results: dict[str, ActivityResult] = {}
-        self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
         self._idem: dict[tuple[str, str, str], tuple[str, int]] = {}
-        self._subscribers: dict[str, set[asyncio.Queue[ActivityEvent]]] = {}
-        self._seq = itertools.count(1)
-        self._event_ids = itertools.count(1)
         self._closed = False
 
     async def close(self) -> None:
         self._closed = True
         for q in self._queues.values():
             q.wake.set()
-
-    # ---------------------------------------------------------------- helpers
-    def _queue(self, name: str) -> _Queue:
-        q = self._queues.get(name)
-        if q is None:
-            q = self._queues[name] = _Queue()
-        return q
-
-    def _event(self, row: _Row, event_type: str, now: int, detail: str | None = None) -> None:
-        ev = ActivityEvent(next(self._event_ids), row.id, row.queue, event_type, now, detail)
-        lst = self._events.get(row.id)
-        if lst is None:
-            self._events[row.id] = [ev]
-        else:
-            lst.append(ev)
-        q = self._queues[row.queue]
-        q.events.append(ev)
-        subs = self._subscribers.get(row.queue)
-        if subs:
-            for s in subs:
-                s.put_nowait(ev)
-
-    def _push_ready(self, q: _Queue, row: _Row) -> None:
-        seq = next(self._seq)
-        row.heap_seq = seq
-        heap = q.by_type.get(row.activity_type)
-        if heap is None:
-            heap = q.by_type[row.activity_type] = []
-        heapq.heappush(heap, (-row.priority, -row.retry_count, row.ready_at_ms, seq, row.id))
-
-    def _push_scheduled(self, q: _Queue, row: _Row) -> None:
-        seq = next(self._seq)
-        row.heap_seq = seq
-        heapq.heappush(q.scheduled, (row.ready_at_ms, seq, row.id))
-
-    def _make_ready(self, q: _Queue, row: _Row, now: int) -> None:
-        if row.ready_at_ms > now:
-            self._push_scheduled(q, row)
-        else:
-            self._push_ready(q, row)
-            q.wake.set()
-
-    def _finish(self, row: _Row, status: str, now: int, data: bytes | None, error: str | None) -> None:
-        row.status = status
-        row.finished_at_ms = now
-        row.claim_token = None
-        row.lease_expires_at_ms = None
-        if error is not None:
-            row.last_error = error
-        self._queues[row.queue].processing.pop(row.id, None)
-        res = ActivityResult(row.id, status, data, error)
-        self._results[row.id] = res
-        waiters = self._waiters.pop(row.id, None)
-        if waiters:
-            for w in waiters:
-                if not w.done():
-                    w.set_result(res)
 
     # ---------------------------------------------------------------- queueing
     async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
@@ -234,7 +93,7 @@ class MemoryBackend(Backend):
                         out.append(EnqueueResult(holder.id, EnqueueOutcome.EXISTING))
                         continue
                 self._idem[ikey] = (item.id, now + item.idempotency_ttl_ms)
-            row = _Row(queue, item, now)
+            row = Row(queue, item, now)
             self._rows[row.id] = row
             q.rows[row.id] = row
             self._event(row, "enqueued", now)
@@ -244,7 +103,7 @@ class MemoryBackend(Backend):
             out.append(EnqueueResult(row.id, EnqueueOutcome.CREATED))
         return out
 
-    def _promote_due(self, q: _Queue, now: int) -> None:
+    def _promote_due(self, q: QueueState, now: int) -> None:
         sched = q.scheduled
         while sched and sched[0][0] <= now:
             _, seq, aid = heapq.heappop(sched)
@@ -270,76 +129,12 @@ class MemoryBackend(Backend):
             heaps = [h for t in activity_types if (h := q.by_type.get(t))]
         token = uuid.uuid4().hex
         lease_until = now + lease_ms
-        rows = self._rows
-        out: list[ClaimedActivity] = []
-        while heaps and len(out) < limit:
-            best = heaps[0] if len(heaps) == 1 else min(heaps, key=lambda h: h[0])
-            entry = heapq.heappop(best)
-            if not best:
-                heaps.remove(best)
-            row = rows.get(entry[4])
-            if row is None or row.heap_seq != entry[3] or row.status not in READY_STATUSES:
-                continue
-            row.status = "processing"
-            row.claim_token = token
-            row.lease_expires_at_ms = lease_until
-            row.started_at_ms = now
-            q.processing[row.id] = row
-            self._event(row, "claimed", now, worker_id)
-            out.append(
-                ClaimedActivity(
-                    row.id,
-                    row.activity_type,
-                    row.payload,
-                    row.priority,
-                    row.retry_count,
-                    row.max_retries,
-                    row.timeout_ms,
-                    row.metadata,
-                    token,
-                    row.created_at_ms,
-                    row.ready_at_ms,
-                )
-            )
-        return out
-
-    def _held(self, ref_id: str, token: str) -> _Row | None:
-        row = self._rows.get(ref_id)
-        if row is None or row.status != "processing" or row.claim_token != token:
-            return None
-        return row
+        return self._claim_from(q, heaps, limit, token, lease_until, now, worker_id)
 
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         now = _now_ms()
         q = self._queue(queue)
-        rejected: list[str] = []
-        for a in acks:
-            row = self._held(a.id, a.claim_token)
-            if row is None:
-                rejected.append(a.id)
-                continue
-            outcome = a.outcome
-            if outcome == AckOutcome.COMPLETED:
-                self._event(row, "completed", now)
-                self._finish(row, "completed", now, a.result, None)
-            elif outcome == AckOutcome.RETRY:
-                row.retry_count += 1
-                row.status = "retrying"
-                row.ready_at_ms = max(a.retry_at_ms, now)
-                row.claim_token = None
-                row.lease_expires_at_ms = None
-                row.last_error = a.error
-                q.processing.pop(row.id, None)
-                self._event(row, "retrying", now, a.error)
-                self._make_ready(q, row, now)
-            elif outcome == AckOutcome.FAILED:
-                self._event(row, "failed", now, a.error)
-                self._finish(row, "failed", now, None, a.error)
-            else:
-                row.dead_lettered_at_ms = now
-                self._event(row, "dead_letter", now, a.error)
-                self._finish(row, "dead_letter", now, None, a.error)
-        return rejected
+        return self._ack_batch(q, acks, now)
 
     async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
         now = _now_ms()

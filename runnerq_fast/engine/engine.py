@@ -38,6 +38,7 @@ import msgspec
 from runnerq_fast.backoff import backoff_seconds
 from runnerq_fast.codec import decode_json, encode_json
 from runnerq_fast.config import WorkerConfig
+from runnerq_fast.deadline import Deadlines
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
 from runnerq_fast.errors import ConfigError, InvalidActivityError, NonRetryableError, RetryableError
@@ -314,6 +315,7 @@ class WorkerEngine:
         cfg = self.config
         self._lease_ms = round(cfg.lease_timeout * 1000)
         self._loop = asyncio.get_running_loop()
+        self._deadlines = Deadlines(self._loop)
         self._cancellation = asyncio.Event()
         self._stopped = asyncio.Event()
         if self._stop_pending:
@@ -555,12 +557,13 @@ class WorkerEngine:
     async def _worker_loop(self) -> None:
         local = self._local
         run = self._run_one
+        me = asyncio.current_task()
         while True:
             a = await local.get()
             if a is None:
                 return
             try:
-                await run(a)
+                await run(a, me)
             except Exception:
                 # an engine bug must neither kill this worker nor strand the activity
                 log.exception("engine error while running activity %s; it will be retried", a.id)
@@ -577,7 +580,7 @@ class WorkerEngine:
         if len(acks) >= self.config.ack_batch_size:
             self._ack_full.set()
 
-    async def _run_one(self, a: ClaimedActivity) -> None:
+    async def _run_one(self, a: ClaimedActivity, task: asyncio.Task[Any] | None = None) -> None:
         handler = self._handlers.get(a.activity_type)
         if handler is None:
             self._fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
@@ -595,11 +598,7 @@ class WorkerEngine:
         timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
         try:
             if handler.is_async:
-                if timeout is None:
-                    result = await handler.fn(payload, ctx)
-                else:
-                    async with asyncio.timeout(timeout):
-                        result = await handler.fn(payload, ctx)
+                result = await self._deadlines.call(handler.fn, payload, ctx, timeout, task)
             else:
                 result = await self._call_sync(handler.fn, payload, ctx, timeout)
         except asyncio.CancelledError as exc:

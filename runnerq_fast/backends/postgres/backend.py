@@ -41,6 +41,7 @@ from runnerq_fast.models import (
     QueueStats,
     ReapReport,
 )
+from runnerq_fast.rows import ack_params, claimed_from_rows, enqueue_params, lease_params
 from runnerq_fast.storage import Backend
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
@@ -491,20 +492,7 @@ class PostgresBackend(Backend):
     ) -> None:
         """One UNNEST insert of ``items`` with their events (and maybe the NOTIFY)."""
         leading = commit_hook and self._notifier.take_leading(queue)
-        await conn.execute(
-            Q["enqueue"],
-            queue,
-            [it.id for it in items],
-            [it.activity_type for it in items],
-            [it.payload.decode() for it in items],
-            [it.priority for it in items],
-            [it.max_retries for it in items],
-            [it.timeout_ms for it in items],
-            [it.run_at_ms for it in items],
-            [it.metadata.decode() for it in items],
-            [it.idempotency_key for it in items],
-            leading,
-        )
+        await conn.execute(Q["enqueue"], queue, *enqueue_params(items), leading)
         if commit_hook:
             self._after_commit(queue, leading)
 
@@ -591,7 +579,7 @@ class PostgresBackend(Backend):
             worker_id,
             lease_ms,
         )
-        return [ClaimedActivity(r[0].hex, r[1], r[2], r[3], r[4], r[5], r[6], r[7], token, r[8], r[9]) for r in rows]
+        return claimed_from_rows(rows, token)
 
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         if not acks:
@@ -617,28 +605,19 @@ class PostgresBackend(Backend):
         return rejected
 
     async def _ack(self, queue: str, acks: Sequence[Ack]) -> asyncpg.Record | None:
-        return await self._pool.fetchrow(
-            Q["ack"],
-            queue,
-            [a.id for a in acks],
-            [a.claim_token for a in acks],
-            [a.outcome for a in acks],
-            [None if a.result is None else a.result.decode() for a in acks],
-            [a.error for a in acks],
-            [a.retry_at_ms for a in acks],
-        )
+        return await self._pool.fetchrow(Q["ack"], queue, *ack_params(acks))
 
     async def _lease_statement(self, query: str, leases: Sequence[LeaseRef], *extra: Any) -> list[asyncpg.Record]:
         refs = list(leases)
         try:
-            return await self._pool.fetch(query, [r.id for r in refs], [r.claim_token for r in refs], *extra)
+            return await self._pool.fetch(query, *lease_params(refs), *extra)
         except asyncpg.DataError:
             refs = [r for r in refs if _uuid_or_none(r.id) is not None]
             if len(refs) == len(leases):
                 raise
             if not refs:
                 return []
-            return await self._pool.fetch(query, [r.id for r in refs], [r.claim_token for r in refs], *extra)
+            return await self._pool.fetch(query, *lease_params(refs), *extra)
 
     async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
         if not leases:

@@ -1,0 +1,276 @@
+"""The memory backend's per-activity core: the pure-Python reference twin.
+
+:mod:`runnerq_fast.backends.memory` builds :class:`MemoryBackend` on
+:class:`StoreCore` from this module or from its compiled twin
+(``src_pyx/runnerq_fast/backends/_memstore.pyx``, typed rows and queue
+state), as :mod:`runnerq_fast.speedups` chose. Rows, queue state, events,
+results and the claim and ack loops live here; everything else stays in
+``memory.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+from collections.abc import Sequence
+
+from runnerq_fast.models import (
+    READY_STATUSES,
+    Ack,
+    AckOutcome,
+    ActivityEvent,
+    ActivityResult,
+    ActivitySnapshot,
+    ClaimedActivity,
+    NewActivity,
+)
+
+__all__ = ["QueueState", "Row", "StoreCore"]
+
+
+def _ready_key(priority: int, retry_count: int, ready_at_ms: int, seq: int) -> int:
+    """One integer ordering ready rows as (priority desc, retry count desc, ready time asc, seq asc).
+
+    Heap entries compare by this key alone (it is unique through ``seq``), an
+    integer comparison instead of a tuple's field by field. Exact while retry
+    counts and ready times (epoch ms, >= 0) stay below 2**99 and seq below 2**64.
+    """
+    return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
+
+
+class Row:
+    __slots__ = (
+        "activity_type",
+        "claim_token",
+        "created_at_ms",
+        "dead_lettered_at_ms",
+        "finished_at_ms",
+        "heap_seq",
+        "id",
+        "idempotency_key",
+        "last_error",
+        "lease_expires_at_ms",
+        "max_retries",
+        "metadata",
+        "payload",
+        "priority",
+        "queue",
+        "ready_at_ms",
+        "retry_count",
+        "started_at_ms",
+        "status",
+        "timeout_ms",
+    )
+
+    def __init__(self, queue: str, item: NewActivity, now: int) -> None:
+        self.id = item.id
+        self.queue = queue
+        self.activity_type = item.activity_type
+        self.payload = item.payload
+        self.priority = item.priority
+        self.max_retries = item.max_retries
+        self.timeout_ms = item.timeout_ms
+        self.metadata = item.metadata
+        self.idempotency_key = item.idempotency_key
+        self.retry_count = 0
+        self.created_at_ms = now
+        self.ready_at_ms = item.run_at_ms if item.run_at_ms > now else now
+        self.status = "scheduled" if item.run_at_ms > now else "pending"
+        self.claim_token: str | None = None
+        self.lease_expires_at_ms: int | None = None
+        self.started_at_ms: int | None = None
+        self.finished_at_ms: int | None = None
+        self.dead_lettered_at_ms: int | None = None
+        self.last_error: str | None = None
+        self.heap_seq = 0
+
+    def snapshot(self) -> ActivitySnapshot:
+        return ActivitySnapshot(
+            id=self.id,
+            queue=self.queue,
+            activity_type=self.activity_type,
+            status=self.status,
+            priority=self.priority,
+            payload=self.payload,
+            metadata=self.metadata,
+            retry_count=self.retry_count,
+            max_retries=self.max_retries,
+            timeout_ms=self.timeout_ms,
+            created_at_ms=self.created_at_ms,
+            ready_at_ms=self.ready_at_ms,
+            started_at_ms=self.started_at_ms,
+            finished_at_ms=self.finished_at_ms,
+            lease_expires_at_ms=self.lease_expires_at_ms if self.status == "processing" else None,
+            last_error=self.last_error,
+            idempotency_key=self.idempotency_key,
+        )
+
+
+
+class QueueState:
+    __slots__ = ("by_type", "events", "processing", "rows", "scheduled", "wake")
+
+    def __init__(self) -> None:
+        # ready heaps, one per activity type: (-priority, -retry_count, ready_at_ms, seq, id)
+        self.by_type: dict[str, list[tuple[int, int, str]]] = {}
+        # not-yet-due activities: (ready_at_ms, seq, id)
+        self.scheduled: list[tuple[int, int, str]] = []
+        self.processing: dict[str, Row] = {}
+        self.rows: dict[str, Row] = {}
+        self.events: deque[ActivityEvent] = deque(maxlen=10_000)
+        self.wake = asyncio.Event()
+
+
+
+class StoreCore:
+    """Rows, per-queue state, events and results, with the per-activity claim and ack loops."""
+
+    def __init__(self) -> None:
+        self._queues: dict[str, QueueState] = {}
+        self._rows: dict[str, Row] = {}
+        self._events: dict[str, list[ActivityEvent]] = {}
+        self._results: dict[str, ActivityResult] = {}
+        self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
+        self._subscribers: dict[str, set[asyncio.Queue[ActivityEvent]]] = {}
+        self._seq = itertools.count(1)
+        self._event_ids = itertools.count(1)
+
+    def _queue(self, name: str) -> QueueState:
+        q = self._queues.get(name)
+        if q is None:
+            q = self._queues[name] = QueueState()
+        return q
+
+    def _event(self, row: Row, event_type: str, now: int, detail: str | None = None) -> None:
+        ev = ActivityEvent(next(self._event_ids), row.id, row.queue, event_type, now, detail)
+        lst = self._events.get(row.id)
+        if lst is None:
+            self._events[row.id] = [ev]
+        else:
+            lst.append(ev)
+        q = self._queues[row.queue]
+        q.events.append(ev)
+        subs = self._subscribers.get(row.queue)
+        if subs:
+            for s in subs:
+                s.put_nowait(ev)
+
+    def _push_ready(self, q: QueueState, row: Row) -> None:
+        seq = next(self._seq)
+        row.heap_seq = seq
+        heap = q.by_type.get(row.activity_type)
+        if heap is None:
+            heap = q.by_type[row.activity_type] = []
+        heapq.heappush(heap, (_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), seq, row.id))
+
+    def _push_scheduled(self, q: QueueState, row: Row) -> None:
+        seq = next(self._seq)
+        row.heap_seq = seq
+        heapq.heappush(q.scheduled, (row.ready_at_ms, seq, row.id))
+
+    def _make_ready(self, q: QueueState, row: Row, now: int) -> None:
+        if row.ready_at_ms > now:
+            self._push_scheduled(q, row)
+        else:
+            self._push_ready(q, row)
+            q.wake.set()
+
+    def _finish(self, row: Row, status: str, now: int, data: bytes | None, error: str | None) -> None:
+        row.status = status
+        row.finished_at_ms = now
+        row.claim_token = None
+        row.lease_expires_at_ms = None
+        if error is not None:
+            row.last_error = error
+        self._queues[row.queue].processing.pop(row.id, None)
+        res = ActivityResult(row.id, status, data, error)
+        self._results[row.id] = res
+        waiters = self._waiters.pop(row.id, None)
+        if waiters:
+            for w in waiters:
+                if not w.done():
+                    w.set_result(res)
+
+    def _held(self, ref_id: str, token: str) -> Row | None:
+        row = self._rows.get(ref_id)
+        if row is None or row.status != "processing" or row.claim_token != token:
+            return None
+        return row
+
+
+    def _claim_from(
+        self,
+        q: QueueState,
+        heaps: list[list[tuple[int, int, str]]],
+        limit: int,
+        token: str,
+        lease_until: int,
+        now: int,
+        worker_id: str,
+    ) -> list[ClaimedActivity]:
+        """Pop up to ``limit`` ready rows from ``heaps`` (best first) and claim them."""
+        rows = self._rows
+        out: list[ClaimedActivity] = []
+        while heaps and len(out) < limit:
+            best = heaps[0] if len(heaps) == 1 else min(heaps, key=lambda h: h[0])
+            entry = heapq.heappop(best)
+            if not best:
+                heaps.remove(best)
+            row = rows.get(entry[2])
+            if row is None or row.heap_seq != entry[1] or row.status not in READY_STATUSES:
+                continue
+            row.status = "processing"
+            row.claim_token = token
+            row.lease_expires_at_ms = lease_until
+            row.started_at_ms = now
+            q.processing[row.id] = row
+            self._event(row, "claimed", now, worker_id)
+            out.append(
+                ClaimedActivity(
+                    row.id,
+                    row.activity_type,
+                    row.payload,
+                    row.priority,
+                    row.retry_count,
+                    row.max_retries,
+                    row.timeout_ms,
+                    row.metadata,
+                    token,
+                    row.created_at_ms,
+                    row.ready_at_ms,
+                )
+            )
+        return out
+
+    def _ack_batch(self, q: QueueState, acks: Sequence[Ack], now: int) -> list[str]:
+        """Apply ``acks``; return the ids whose claim is no longer held."""
+        rejected: list[str] = []
+        for a in acks:
+            row = self._held(a.id, a.claim_token)
+            if row is None:
+                rejected.append(a.id)
+                continue
+            outcome = a.outcome
+            if outcome == AckOutcome.COMPLETED:
+                self._event(row, "completed", now)
+                self._finish(row, "completed", now, a.result, None)
+            elif outcome == AckOutcome.RETRY:
+                row.retry_count += 1
+                row.status = "retrying"
+                row.ready_at_ms = max(a.retry_at_ms, now)
+                row.claim_token = None
+                row.lease_expires_at_ms = None
+                row.last_error = a.error
+                q.processing.pop(row.id, None)
+                self._event(row, "retrying", now, a.error)
+                self._make_ready(q, row, now)
+            elif outcome == AckOutcome.FAILED:
+                self._event(row, "failed", now, a.error)
+                self._finish(row, "failed", now, None, a.error)
+            else:
+                row.dead_lettered_at_ms = now
+                self._event(row, "dead_letter", now, a.error)
+                self._finish(row, "dead_letter", now, None, a.error)
+        return rejected

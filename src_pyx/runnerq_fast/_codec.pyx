@@ -1,0 +1,95 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled payload codec (twin of ``runnerq_fast._codec_py``).
+
+Same msgspec encoder and decoder and the same checks as the reference, with
+the per-call Python overhead removed: bound methods cached as C globals, the
+NUL/``null`` scans done on the bytes buffer with ``memchr``-style loops only
+when needed, and the NaN/Infinity walk typed.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.math cimport isfinite
+from libc.string cimport memchr
+
+import msgspec
+
+from runnerq_fast.errors import InvalidActivityError
+
+cdef object _encode = msgspec.json.Encoder().encode
+cdef object _decode = msgspec.json.Decoder().decode
+cdef object _InvalidActivityError = InvalidActivityError
+
+
+cdef bint _has(const char* buf, Py_ssize_t n, const char* needle, Py_ssize_t m) noexcept:
+    """Whether ``needle`` (m bytes) occurs in ``buf`` (n bytes)."""
+    cdef const char* p = buf
+    cdef const char* end = buf + n
+    cdef const char* hit
+    cdef Py_ssize_t i
+    cdef bint ok
+    while end - p >= m:
+        hit = <const char*>memchr(p, needle[0], end - p - m + 1)
+        if hit == NULL:
+            return False
+        ok = True
+        for i in range(1, m):
+            if hit[i] != needle[i]:
+                ok = False
+                break
+        if ok:
+            return True
+        p = hit + 1
+    return False
+
+
+cdef bint _find_non_finite(object obj) except -1:
+    """Whether a float NaN/Infinity sits anywhere in dicts, lists and tuples of ``obj`` (explicit stack)."""
+    cdef list stack = [obj]
+    cdef object o
+    while stack:
+        o = stack.pop()
+        if isinstance(o, float):
+            if not isfinite(<double>o):
+                return True
+        elif isinstance(o, dict):
+            stack.extend((<dict>o).values() if type(o) is dict else o.values())
+        elif isinstance(o, (list, tuple)):
+            stack.extend(o)
+    return False
+
+
+def encode_json(obj, max_bytes, what="payload"):
+    """Encode ``obj`` as UTF-8 JSON, refusing what no backend can store (see ``runnerq_fast._codec_py``)."""
+    cdef bytes data
+    cdef const char* buf
+    cdef Py_ssize_t n
+    try:
+        data = _encode(obj)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise _InvalidActivityError(f"{what} is not JSON-encodable: {exc}") from None
+    except RecursionError:
+        raise _InvalidActivityError(f"{what} is nested too deeply to encode") from None
+    buf = PyBytes_AS_STRING(data)
+    n = PyBytes_GET_SIZE(data)
+    if memchr(buf, 92, n) != NULL and _has(buf, n, b"\\u0000", 6):
+        raise _InvalidActivityError(f"{what} contains a NUL character (\\u0000), which cannot be stored")
+    if _has(buf, n, b"null", 4) and _find_non_finite(obj):
+        raise _InvalidActivityError(f"{what} contains NaN or Infinity, which JSON cannot represent")
+    if max_bytes and n > max_bytes:
+        raise _InvalidActivityError(f"{what} is {n} bytes, over the limit of {max_bytes} bytes")
+    return data
+
+
+def decode_json(data):
+    """Decode UTF-8 JSON; raises :class:`msgspec.DecodeError` on bad input."""
+    return _decode(data)
+
+
+def encode_metadata(metadata):
+    """Encode activity metadata (a flat str→str mapping) as a JSON object (see ``runnerq_fast._codec_py``)."""
+    if not metadata:
+        return b"{}"
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise _InvalidActivityError("metadata keys and values must be strings")
+    return encode_json(metadata, 0, "metadata")

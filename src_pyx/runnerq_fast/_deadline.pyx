@@ -1,0 +1,92 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled handler timeouts sharing one timer per slot (twin of ``runnerq_fast._deadline_py``).
+
+The same algorithm as the reference, as a C coroutine over C-level entries.
+"""
+
+from libc.math cimport ceil
+
+import asyncio
+
+cdef object _current_task = asyncio.current_task
+cdef object _CancelledError = asyncio.CancelledError
+
+
+cdef class _Entry:
+    """One call in a slot: the task to cancel and whether the slot did."""
+
+    cdef object task
+    cdef bint fired
+
+    def __cinit__(self, task):
+        self.task = task
+        self.fired = False
+
+
+cdef class Deadlines:
+    """Timeouts of handler calls on one event loop, sharing one timer per slot (see ``_deadline_py``)."""
+
+    cdef object _loop
+    cdef double _min_res
+    cdef dict _slots
+    cdef object _fire_cb
+
+    def __init__(self, loop, double min_resolution=0.005):
+        self._loop = loop
+        self._min_res = min_resolution
+        self._slots = {}
+        self._fire_cb = self._fire
+
+    @property
+    def pending_slots(self):
+        """Slots whose timer has not fired yet."""
+        return len(self._slots)
+
+    def _fire(self, key):
+        cdef _Entry entry
+        entries = self._slots.pop(key, None)
+        if entries:
+            for e in entries:
+                entry = <_Entry>e
+                entry.fired = True
+                entry.task.cancel()
+
+    async def call(self, fn, payload, ctx, timeout, task=None):
+        """Await ``fn(payload, ctx)``, cancelling it once ``timeout`` seconds have passed."""
+        cdef _Entry entry
+        cdef double res, t
+        cdef set entries
+        if timeout is None:
+            return await fn(payload, ctx)
+        if task is None:
+            task = _current_task()
+        if task is None:
+            raise RuntimeError("Deadlines.call() must be used inside a task")
+        t = timeout
+        res = t / 1000.0
+        if res < self._min_res:
+            res = self._min_res
+        slot = int(ceil((<double>self._loop.time() + t) / res))
+        key = (res, slot)
+        found = self._slots.get(key)
+        if found is None:
+            entries = set()
+            self._slots[key] = entries
+            self._loop.call_at(slot * res, self._fire_cb, key)
+        else:
+            entries = <set>found
+        entry = _Entry(task)
+        entries.add(entry)
+        cancelling = task.cancelling()
+        try:
+            return await fn(payload, ctx)
+        except _CancelledError as exc:
+            if entry.fired:
+                entry.fired = False
+                if task.uncancel() <= cancelling:
+                    raise TimeoutError from exc
+            raise
+        finally:
+            entries.discard(entry)
+            if entry.fired:
+                task.uncancel()

@@ -1,0 +1,276 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled core of the memory backend (twin of ``runnerq_fast.backends._memstore_py``).
+
+The same code with typed rows and queue state: the claim and ack loops read
+and write row fields as C struct members and call the event, finish and
+heap helpers as C functions. Python callers see the same classes, attributes
+and methods as the reference.
+"""
+
+import asyncio
+import heapq
+import itertools
+from collections import deque
+
+from runnerq_fast.models import READY_STATUSES, AckOutcome, ActivityEvent, ActivityResult, ActivitySnapshot, ClaimedActivity
+
+cdef object _Event = ActivityEvent
+cdef object _Result = ActivityResult
+cdef object _Claimed = ClaimedActivity
+cdef object _heappush = heapq.heappush
+cdef object _heappop = heapq.heappop
+cdef frozenset _READY = frozenset(READY_STATUSES)
+cdef object _COMPLETED = AckOutcome.COMPLETED
+cdef object _RETRY = AckOutcome.RETRY
+cdef object _FAILED = AckOutcome.FAILED
+
+
+cdef inline object _ready_key(object priority, object retry_count, object ready_at_ms, object seq):
+    """See the reference twin: (priority desc, retry desc, ready asc, seq asc) as one integer."""
+    return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
+
+
+cdef class Row:
+    """One stored activity (see the reference twin)."""
+
+    cdef public object id, queue, activity_type, payload, priority, max_retries, timeout_ms, metadata
+    cdef public object idempotency_key, retry_count, created_at_ms, ready_at_ms, status, claim_token
+    cdef public object lease_expires_at_ms, started_at_ms, finished_at_ms, dead_lettered_at_ms
+    cdef public object last_error, heap_seq
+
+    def __init__(self, queue, item, now):
+        self.id = item.id
+        self.queue = queue
+        self.activity_type = item.activity_type
+        self.payload = item.payload
+        self.priority = item.priority
+        self.max_retries = item.max_retries
+        self.timeout_ms = item.timeout_ms
+        self.metadata = item.metadata
+        self.idempotency_key = item.idempotency_key
+        self.retry_count = 0
+        self.created_at_ms = now
+        self.ready_at_ms = item.run_at_ms if item.run_at_ms > now else now
+        self.status = "scheduled" if item.run_at_ms > now else "pending"
+        self.claim_token = None
+        self.lease_expires_at_ms = None
+        self.started_at_ms = None
+        self.finished_at_ms = None
+        self.dead_lettered_at_ms = None
+        self.last_error = None
+        self.heap_seq = 0
+
+    def snapshot(self):
+        return ActivitySnapshot(
+            id=self.id,
+            queue=self.queue,
+            activity_type=self.activity_type,
+            status=self.status,
+            priority=self.priority,
+            payload=self.payload,
+            metadata=self.metadata,
+            retry_count=self.retry_count,
+            max_retries=self.max_retries,
+            timeout_ms=self.timeout_ms,
+            created_at_ms=self.created_at_ms,
+            ready_at_ms=self.ready_at_ms,
+            started_at_ms=self.started_at_ms,
+            finished_at_ms=self.finished_at_ms,
+            lease_expires_at_ms=self.lease_expires_at_ms if self.status == "processing" else None,
+            last_error=self.last_error,
+            idempotency_key=self.idempotency_key,
+        )
+
+
+cdef class QueueState:
+    """Per-queue heaps, processing set, rows, recent events and wake event."""
+
+    cdef public dict by_type, processing, rows
+    cdef public list scheduled
+    cdef public object events, wake
+
+    def __init__(self):
+        self.by_type = {}
+        self.scheduled = []
+        self.processing = {}
+        self.rows = {}
+        self.events = deque(maxlen=10_000)
+        self.wake = asyncio.Event()
+
+
+cdef class StoreCore:
+    """Rows, per-queue state, events and results, with the per-activity claim and ack loops."""
+
+    cdef public dict _queues, _rows, _events, _results, _waiters, _subscribers
+    cdef public object _seq, _event_ids
+
+    def __init__(self):
+        self._queues = {}
+        self._rows = {}
+        self._events = {}
+        self._results = {}
+        self._waiters = {}
+        self._subscribers = {}
+        self._seq = itertools.count(1)
+        self._event_ids = itertools.count(1)
+
+    # ---------------------------------------------------------- Python-visible helpers
+    def _queue(self, name):
+        q = self._queues.get(name)
+        if q is None:
+            q = self._queues[name] = QueueState()
+        return q
+
+    def _event(self, Row row, event_type, now, detail=None):
+        self._event_c(row, event_type, now, detail)
+
+    def _push_ready(self, QueueState q, Row row):
+        self._push_ready_c(q, row)
+
+    def _push_scheduled(self, QueueState q, Row row):
+        seq = next(self._seq)
+        row.heap_seq = seq
+        _heappush(q.scheduled, (row.ready_at_ms, seq, row.id))
+
+    def _make_ready(self, QueueState q, Row row, now):
+        self._make_ready_c(q, row, now)
+
+    def _finish(self, Row row, status, now, data, error):
+        self._finish_c(row, status, now, data, error)
+
+    def _held(self, ref_id, token):
+        return self._held_c(ref_id, token)
+
+    # ---------------------------------------------------------------- C helpers
+    cdef void _event_c(self, Row row, str event_type, object now, object detail) except *:
+        ev = _Event(next(self._event_ids), row.id, row.queue, event_type, now, detail)
+        lst = self._events.get(row.id)
+        if lst is None:
+            self._events[row.id] = [ev]
+        else:
+            (<list>lst).append(ev)
+        cdef QueueState q = <QueueState>self._queues[row.queue]
+        q.events.append(ev)
+        subs = self._subscribers.get(row.queue)
+        if subs:
+            for s in subs:
+                s.put_nowait(ev)
+
+    cdef void _push_ready_c(self, QueueState q, Row row) except *:
+        seq = next(self._seq)
+        row.heap_seq = seq
+        heap = q.by_type.get(row.activity_type)
+        if heap is None:
+            heap = q.by_type[row.activity_type] = []
+        _heappush(heap, (_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), seq, row.id))
+
+    cdef void _make_ready_c(self, QueueState q, Row row, object now) except *:
+        if row.ready_at_ms > now:
+            self._push_scheduled(q, row)
+        else:
+            self._push_ready_c(q, row)
+            q.wake.set()
+
+    cdef void _finish_c(self, Row row, str status, object now, object data, object error) except *:
+        row.status = status
+        row.finished_at_ms = now
+        row.claim_token = None
+        row.lease_expires_at_ms = None
+        if error is not None:
+            row.last_error = error
+        (<QueueState>self._queues[row.queue]).processing.pop(row.id, None)
+        res = _Result(row.id, status, data, error)
+        self._results[row.id] = res
+        waiters = self._waiters.pop(row.id, None)
+        if waiters:
+            for w in waiters:
+                if not w.done():
+                    w.set_result(res)
+
+    cdef object _held_c(self, object ref_id, object token):
+        found = self._rows.get(ref_id)
+        if found is None:
+            return None
+        cdef Row row = <Row>found
+        if row.status != "processing" or row.claim_token != token:
+            return None
+        return row
+
+    # ------------------------------------------------------------------- loops
+    def _claim_from(self, QueueState q, list heaps, Py_ssize_t limit, token, lease_until, now, worker_id):
+        """Pop up to ``limit`` ready rows from ``heaps`` (best first) and claim them."""
+        cdef dict rows = self._rows
+        cdef list out = []
+        cdef list best
+        cdef tuple entry
+        cdef Row row
+        while heaps and len(out) < limit:
+            best = heaps[0] if len(heaps) == 1 else min(heaps, key=_first)
+            entry = _heappop(best)
+            if not best:
+                heaps.remove(best)
+            found = rows.get(entry[2])
+            if found is None:
+                continue
+            row = <Row>found
+            if row.heap_seq != entry[1] or row.status not in _READY:
+                continue
+            row.status = "processing"
+            row.claim_token = token
+            row.lease_expires_at_ms = lease_until
+            row.started_at_ms = now
+            q.processing[row.id] = row
+            self._event_c(row, "claimed", now, worker_id)
+            out.append(
+                _Claimed(
+                    row.id,
+                    row.activity_type,
+                    row.payload,
+                    row.priority,
+                    row.retry_count,
+                    row.max_retries,
+                    row.timeout_ms,
+                    row.metadata,
+                    token,
+                    row.created_at_ms,
+                    row.ready_at_ms,
+                )
+            )
+        return out
+
+    def _ack_batch(self, QueueState q, acks, now):
+        """Apply ``acks``; return the ids whose claim is no longer held."""
+        cdef list rejected = []
+        cdef Row row
+        for a in acks:
+            found = self._held_c(a.id, a.claim_token)
+            if found is None:
+                rejected.append(a.id)
+                continue
+            row = <Row>found
+            outcome = a.outcome
+            if outcome == _COMPLETED:
+                self._event_c(row, "completed", now, None)
+                self._finish_c(row, "completed", now, a.result, None)
+            elif outcome == _RETRY:
+                row.retry_count += 1
+                row.status = "retrying"
+                row.ready_at_ms = max(a.retry_at_ms, now)
+                row.claim_token = None
+                row.lease_expires_at_ms = None
+                row.last_error = a.error
+                q.processing.pop(row.id, None)
+                self._event_c(row, "retrying", now, a.error)
+                self._make_ready_c(q, row, now)
+            elif outcome == _FAILED:
+                self._event_c(row, "failed", now, a.error)
+                self._finish_c(row, "failed", now, None, a.error)
+            else:
+                row.dead_lettered_at_ms = now
+                self._event_c(row, "dead_letter", now, a.error)
+                self._finish_c(row, "dead_letter", now, None, a.error)
+        return rejected
+
+
+def _first(h):
+    return h[0]

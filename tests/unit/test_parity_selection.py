@@ -1,0 +1,75 @@
+"""Which implementation is active: RUNNERQ_NO_EXTENSIONS, a failed import, ``speedups.enabled``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from runnerq_fast import _backoff_py, _codec_py, _rows_py, _scoring_py, backoff, codec, rows, scoring, speedups
+
+
+def _run(code: str, **env: str) -> str:
+    full_env = {k: v for k, v in os.environ.items() if k != "RUNNERQ_NO_EXTENSIONS"}
+    full_env.update(env)
+    proc = subprocess.run(
+        [sys.executable, "-W", "default", "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, env=full_env, timeout=30, check=True,
+    )
+    return proc.stdout.strip() + "|" + proc.stderr.strip()
+
+
+_REPORT = """
+import runnerq_fast.speedups as s, runnerq_fast.codec as c, runnerq_fast.scoring as sc
+import runnerq_fast.backoff as b, runnerq_fast.rows as r
+mods = {f.__module__ for f in (c.encode_json, sc.encode_score, b.backoff_seconds, r.ack_params)}
+print(s.enabled, s.disabled_by_env, sorted(mods))
+"""
+
+
+def test_selectors_follow_the_flag() -> None:
+    pure = (_codec_py.encode_json, _scoring_py.encode_score, _backoff_py.backoff_seconds, _rows_py.ack_params)
+    active = (codec.encode_json, scoring.encode_score, backoff.backoff_seconds, rows.ack_params)
+    if speedups.enabled:
+        assert all(a is not p for a, p in zip(active, pure, strict=True))
+    else:
+        assert active == pure
+
+
+@pytest.mark.parametrize("value", ["1", "yes"])
+def test_env_var_selects_the_pure_twins(value: str) -> None:
+    out = _run(_REPORT, RUNNERQ_NO_EXTENSIONS=value)
+    assert out.startswith("False True ['runnerq_fast._backoff_py', 'runnerq_fast._codec_py', "
+                          "'runnerq_fast._rows_py', 'runnerq_fast._scoring_py']")
+    assert "Warning" not in out
+
+
+def test_compiled_modules_are_selected_when_built() -> None:
+    if not speedups.enabled and not speedups.disabled_by_env:
+        pytest.skip("extensions not built")
+    out = _run(_REPORT, RUNNERQ_NO_EXTENSIONS="0")
+    assert out.startswith("True False ['runnerq_fast._backoff', 'runnerq_fast._codec', "
+                          "'runnerq_fast._rows', 'runnerq_fast._scoring']"), out
+
+
+def test_failed_import_falls_back_with_one_warning() -> None:
+    out = _run(
+        textwrap.dedent(
+            """
+        import sys, importlib.abc
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name in ("runnerq_fast._codec", "runnerq_fast._rows"):
+                    raise ImportError(f"blocked {name}")
+                return None
+        sys.meta_path.insert(0, Block())
+        """
+        ).lstrip()
+        + _REPORT
+    )
+    stdout, _, stderr = out.partition("|")
+    assert stdout.startswith("False False ['runnerq_fast._backoff_py'"), out
+    assert stderr.count("RuntimeWarning") == 1 and "compiled hot paths unavailable" in stderr, stderr
