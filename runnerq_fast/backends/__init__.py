@@ -10,7 +10,7 @@ from runnerq_fast.storage import Backend
 
 __all__ = ["SCHEMES", "connect"]
 
-SCHEMES = ("memory", "postgresql", "postgres")
+SCHEMES = ("memory", "postgresql", "postgres", "redis", "rediss")
 
 
 async def connect(url: str | None = None, **options: object) -> Backend:
@@ -19,11 +19,13 @@ async def connect(url: str | None = None, **options: object) -> Backend:
     Parameters
     ----------
     url : str, optional
-        ``memory://`` or ``postgresql://user@host:port/db`` (``postgres://``
-        too). Default: the ``RUNNERQ_BACKEND`` environment variable.
+        ``memory://``, ``postgresql://user@host:port/db`` (``postgres://``
+        too) or ``redis://[:password@]host:port/db`` (``rediss://`` for TLS).
+        Default: the ``RUNNERQ_BACKEND`` environment variable.
     **options
         Passed to the backend's ``open`` (e.g. ``min_size``/``max_size`` of
-        the PostgreSQL pool, ``migrate=False``).
+        the PostgreSQL pool, ``migrate=False``; ``result_ttl`` in seconds and
+        ``max_connections`` for Redis).
 
     Returns
     -------
@@ -50,6 +52,10 @@ async def connect(url: str | None = None, **options: object) -> Backend:
         from runnerq_fast.backends.postgres import PostgresBackend
 
         return await PostgresBackend.open(url, **options)  # type: ignore[arg-type]
+    if scheme in ("redis", "rediss"):
+        from runnerq_fast.backends.redis import RedisBackend
+
+        return await RedisBackend.open(url, **options)  # type: ignore[arg-type]
     raise ConfigError(
-        f"unsupported backend URL scheme {scheme!r} in {url!r}; expected one of: memory://, postgresql://"
+        f"unsupported backend URL scheme {scheme!r} in {url!r}; expected one of: memory://, postgresql://, redis://"
     )
