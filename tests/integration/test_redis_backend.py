@@ -8,6 +8,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -53,7 +54,7 @@ def _lua_scores(client: redis.Redis, triples: list[tuple[int, int, int]]) -> lis
     )
     key = f"rqt{uuid.uuid4().hex[:12]}:{{score}}:probe"
     args = [v for t in triples for v in t]
-    return [float(s) for s in client.eval(body, 1, key, *args)]  # type: ignore[union-attr]
+    return [float(s) for s in client.eval(body, 1, key, *args)]
 
 
 extreme_retries = st.one_of(st.integers(0, MAX_RETRY_RANK), st.sampled_from([MAX_RETRY_RANK + 1, 10**9]))
@@ -168,10 +169,10 @@ async def test_event_stream_ids_are_stream_positions(redis_backend: RedisBackend
     q = "stream"
     (res,) = await redis_backend.enqueue(q, [new("t")])
     [enqueued] = await redis_backend.get_events(res.activity_id)
-    entries = await redis_backend.client.xrange(f"{redis_backend._ns}:{{{q}}}:events")
+    entries: Any = await redis_backend.client.xrange(f"{redis_backend._ns}:{{{q}}}:events")
     assert [event_id(e[0]) for e in entries] == [enqueued.id]
     assert await redis_backend.cancel(res.activity_id)
     stream = redis_backend.event_stream(q, after_id=enqueued.id)
     ev = await asyncio.wait_for(anext(stream), 3)
-    await stream.aclose()
+    await stream.aclose()  # type: ignore[attr-defined]
     assert ev.event_type == "cancelled" and ev.id > enqueued.id
