@@ -113,7 +113,6 @@ async def test_finished_results_expire_and_dead_letters_stay(redis_url: str, red
         r = backend.client
         ttl_done = await r.pttl(f"{redis_namespace}:{{{q}}}:a:{c1.id}")
         assert 0 < ttl_done <= 60_000
-        assert 0 < await r.pttl(f"{redis_namespace}:{{{q}}}:ev:{c1.id}") <= 60_000
         assert await r.pttl(f"{redis_namespace}:{{{q}}}:a:{c2.id}") == -1
         [record] = await backend.list_dead_letter(q)
         assert record.activity.id == c2.id and record.error == "gave up" and record.dead_lettered_at_ms > 0

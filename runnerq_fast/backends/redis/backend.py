@@ -158,10 +158,19 @@ def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySn
     )
 
 
-def _parse_event(queue: str, activity_id: str, entry: bytes) -> ActivityEvent:
-    parts = entry.split(b"\x1f", 3)
-    detail = parts[3].decode() if len(parts) > 3 else None
-    return ActivityEvent(event_id(parts[0]), activity_id, queue, parts[1].decode(), int(parts[2]), detail)
+def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[ActivityEvent]:
+    """The events kept in an activity hash (fields ``x:<stream id>``), oldest first."""
+    out = []
+    for field, value in h.items():
+        if field[:2] != b"x:":
+            continue
+        eid = event_id(field[2:])
+        kind, _, detail = value.partition(b"\x1f")
+        out.append(
+            ActivityEvent(eid, activity_id, queue, kind.decode(), eid >> _SEQ_BITS, detail.decode() if _ else None)
+        )
+    out.sort(key=lambda e: e.id)
+    return out
 
 
 class RedisBackend(Backend):
@@ -659,9 +668,8 @@ class RedisBackend(Backend):
         found = await self._locate(activity_id)
         if found is None:
             return []
-        queue = found[0]
-        entries = await self._r.lrange(keys.events(self._ns, queue, activity_id), 0, -1)
-        return [_parse_event(queue, activity_id, e) for e in entries]
+        h = await self._r.hgetall(keys.activity(self._ns, found[0], activity_id))
+        return _events(found[0], activity_id, h)
 
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         if limit <= 0:
@@ -700,11 +708,12 @@ class RedisBackend(Backend):
                 for sid, fields in entries:
                     last = sid.decode()
                     detail = fields.get(b"d")
+                    eid = event_id(sid)
                     yield ActivityEvent(
-                        event_id(sid),
+                        eid,
                         fields[b"a"].decode(),
                         queue,
                         fields[b"t"].decode(),
-                        int(fields[b"at"]),
+                        eid >> _SEQ_BITS,
                         None if detail is None else detail.decode(),
                     )

@@ -12,8 +12,7 @@ headers (``lua/*.lua``) name every key they touch.
 =============================  ======  ==================================================
 key (``P = rq:{<queue>}:``)    type    contents
 =============================  ======  ==================================================
-``P a:<id>``                   HASH    one activity (fields listed in ``lua/_common.lua``)
-``P ev:<id>``                  LIST    its events, oldest first (capped at 1000)
+``P a:<id>``                   HASH    one activity and its events (fields in ``lua/_common.lua``)
 ``P ready:<type>``             ZSET    ready activities of one type, score = ready score
 ``P types``                    SET     types that ever had a ready set
 ``P sched``                    ZSET    not-yet-due activities, score = ready time (ms)
@@ -36,7 +35,6 @@ __all__ = [
     "dead_letter",
     "done_channel",
     "done_pattern",
-    "events",
     "prefix",
     "queue_of_channel",
     "queues",
@@ -60,11 +58,6 @@ def prefix(ns: str, queue: str) -> str:
 def activity(ns: str, queue: str, activity_id: str) -> str:
     """HASH of one activity."""
     return f"{ns}:{{{queue}}}:a:{activity_id}"
-
-
-def events(ns: str, queue: str, activity_id: str) -> str:
-    """LIST of one activity's events."""
-    return f"{ns}:{{{queue}}}:ev:{activity_id}"
 
 
 def status_set(ns: str, queue: str, status: str) -> str:

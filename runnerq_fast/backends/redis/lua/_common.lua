@@ -1,7 +1,6 @@
 -- runnerq-fast Redis helper: shared state helpers (prepended after _score.lua).
 -- KEYS[1] = P = "rq:{<queue>}:" -- the prefix of every key of one queue (one hash tag):
 --   P.."a:"..id        HASH   one activity (fields below)
---   P.."ev:"..id       LIST   its events, oldest first: "<stream id>\31<kind>\31<at ms>[\31<detail>]"
 --   P.."ready:"..type  ZSET   ready activities of one type, scored by rq_score
 --   P.."types"         SET    activity types that ever had a ready set
 --   P.."sched"         ZSET   not-yet-due activities, scored by ready time (ms)
@@ -13,7 +12,8 @@
 -- Activity hash fields: t type, p payload, m metadata, pr priority, mr max_retries,
 --   to timeout_ms, ik idempotency key, rc retry_count, c created ms, r ready ms,
 --   s status, tk claim token, l lease deadline ms, sa started ms, fa finished ms,
---   da dead-lettered ms, e last error, res result.
+--   da dead-lettered ms, e last error, res result, and one field per event:
+--   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
 local P = KEYS[1]
 local TIME = redis.call('TIME')
 local NOW = tonumber(TIME[1]) * 1000 + math.floor(tonumber(TIME[2]) / 1000)
@@ -22,30 +22,67 @@ local EVENTS_PER_ACTIVITY = 1000
 local WAKE_TOKENS = 16
 local READY = {pending = true, scheduled = true, retrying = true}
 
-local function rq_emit(id, kind, detail)
-  local sid
-  if detail then
-    sid = redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '*', 'a', id, 't', kind, 'at', NOW, 'd', detail)
-    redis.call('RPUSH', P .. 'ev:' .. id, sid .. '\31' .. kind .. '\31' .. NOW .. '\31' .. detail)
-  else
-    sid = redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '*', 'a', id, 't', kind, 'at', NOW)
-    redis.call('RPUSH', P .. 'ev:' .. id, sid .. '\31' .. kind .. '\31' .. NOW)
+-- Sorted-set and set writes are buffered per key and sent as one variadic call per key by
+-- rq_flush() (removals first), which every script calls before it returns and before it reads
+-- a set it may have buffered writes for.
+local ZADDS, ZREMS, SADDS = {}, {}, {}
+local CHUNK = 4000
+
+local function rq_zadd(key, score, member)
+  local t = ZADDS[key]
+  if not t then t = {}; ZADDS[key] = t end
+  t[#t + 1] = score
+  t[#t + 1] = member
+end
+
+local function rq_zrem(key, member)
+  local t = ZREMS[key]
+  if not t then t = {}; ZREMS[key] = t end
+  t[#t + 1] = member
+end
+
+local function rq_flush()
+  for key, t in pairs(ZREMS) do
+    for i = 1, #t, CHUNK do redis.call('ZREM', key, unpack(t, i, math.min(i + CHUNK - 1, #t))) end
   end
+  for key, t in pairs(ZADDS) do
+    for i = 1, #t, CHUNK do redis.call('ZADD', key, unpack(t, i, math.min(i + CHUNK - 1, #t))) end
+  end
+  for key, t in pairs(SADDS) do
+    local members = {}
+    for m, _ in pairs(t) do members[#members + 1] = m end
+    redis.call('SADD', key, unpack(members))
+  end
+  ZADDS, ZREMS, SADDS = {}, {}, {}
+end
+
+-- Record one event: XADD to the queue's stream (its id is the event id, its millisecond part
+-- the event time) and return the (field, value) pair the caller writes into the activity hash
+-- in the same HSET as the transition: field "x:<stream id>", value "<kind>[\31<detail>]".
+local function rq_event(id, kind, detail)
+  if detail then
+    local sid = redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '*', 'a', id, 't', kind, 'd', detail)
+    return 'x:' .. sid, kind .. '\31' .. detail
+  end
+  local sid = redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '*', 'a', id, 't', kind)
+  return 'x:' .. sid, kind
 end
 
 local function rq_move(id, old, new)
-  if old then redis.call('ZREM', P .. 'st:' .. old, id) end
-  redis.call('ZADD', P .. 'st:' .. new, NOW, id)
+  if old then rq_zrem(P .. 'st:' .. old, id) end
+  rq_zadd(P .. 'st:' .. new, NOW, id)
 end
 
 -- Put a non-terminal activity where a claim finds it; returns true if it is ready now.
 local function rq_make_ready(id, typ, priority, retry_count, ready_ms)
   if ready_ms > NOW then
-    redis.call('ZADD', P .. 'sched', ready_ms, id)
+    rq_zadd(P .. 'sched', ready_ms, id)
     return false
   end
-  redis.call('ZADD', P .. 'ready:' .. typ, rq_score(priority, retry_count, ready_ms), id)
-  redis.call('SADD', P .. 'types', typ)
+  rq_zadd(P .. 'ready:' .. typ, rq_score(priority, retry_count, ready_ms), id)
+  local types = SADDS[P .. 'types']
+  if not types then types = {}; SADDS[P .. 'types'] = types end
+  types[typ] = true
   return true
 end
 
@@ -55,17 +92,24 @@ local function rq_wake()
 end
 
 -- Terminal transition from status `old`; results expire after ttl_ms except dead letters.
+-- The claim token and lease stay in the hash: the status guards every ack and extension.
 local function rq_finish(id, old, status, result, err, ttl_ms)
   local k = P .. 'a:' .. id
-  redis.call('HSET', k, 's', status, 'fa', NOW)
-  redis.call('HDEL', k, 'tk', 'l')
-  if result then redis.call('HSET', k, 'res', result) end
-  if err then redis.call('HSET', k, 'e', err) end
-  if status == 'dead_letter' then redis.call('HSET', k, 'da', NOW) end
-  rq_move(id, old, status)
-  rq_emit(id, status, err)
-  if status ~= 'dead_letter' then
-    redis.call('PEXPIRE', k, ttl_ms)
-    redis.call('PEXPIRE', P .. 'ev:' .. id, ttl_ms)
+  local ef, ev = rq_event(id, status, err)
+  local args = {'s', status, 'fa', NOW, ef, ev}
+  if status == 'dead_letter' then
+    args[#args + 1] = 'da'
+    args[#args + 1] = NOW
   end
+  if result then
+    args[#args + 1] = 'res'
+    args[#args + 1] = result
+  end
+  if err then
+    args[#args + 1] = 'e'
+    args[#args + 1] = err
+  end
+  redis.call('HSET', k, unpack(args))
+  rq_move(id, old, status)
+  if status ~= 'dead_letter' then redis.call('PEXPIRE', k, ttl_ms) end
 end

@@ -1,5 +1,5 @@
 -- runnerq-fast: apply finished attempts (completed, retry, failed, dead letter), each guarded by its claim.
--- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ev:"..id, P.."lease", P.."st:"..status,
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
 --   P.."ready:"..type, P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
 -- ARGV: result ttl ms, then 7 per ack: id, claim token, outcome (1 completed, 2 retry,
 --   3 failed, 4 dead letter), result, error, retry_at_ms, flags (1 = has result, 2 = has error).
@@ -18,15 +18,17 @@ for b = 1, #ARGV - 1, 7 do
   if h[1] ~= 'processing' or h[2] ~= token then
     rejected[#rejected + 1] = id
   else
-    redis.call('ZREM', P .. 'lease', id)
+    rq_zrem(P .. 'lease', id)
     if outcome == 2 then
       local rc = tonumber(h[5]) + 1
       local ready = math.max(tonumber(ARGV[b + 6]), NOW)
-      redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready)
-      redis.call('HDEL', k, 'tk', 'l')
-      if err then redis.call('HSET', k, 'e', err) end
+      local ef, ev = rq_event(id, 'retrying', err)
+      if err then
+        redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev, 'e', err)
+      else
+        redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev)
+      end
       rq_move(id, 'processing', 'retrying')
-      rq_emit(id, 'retrying', err)
       if rq_make_ready(id, h[3], tonumber(h[4]), rc, ready) then woke = true end
     else
       local status = 'completed'
@@ -37,6 +39,7 @@ for b = 1, #ARGV - 1, 7 do
     end
   end
 end
+rq_flush()
 if woke then rq_wake() end
 if #done > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done, ',')) end
 return rejected

@@ -1,6 +1,6 @@
 -- runnerq-fast: promote due scheduled activities, then claim up to N in SPEC order.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."sched", P.."types", P.."ready:"..type,
---   P.."a:"..id, P.."ev:"..id, P.."lease", P.."st:"..status, P.."events".
+--   P.."a:"..id, P.."lease", P.."st:"..status, P.."events".
 -- ARGV: limit, lease_ms, claim token, worker id, then the activity types (none = every type).
 -- Returns: 10 per claimed activity, in claim order: id, type, payload, priority,
 --   retry_count, max_retries, timeout_ms, metadata, created ms, ready ms.
@@ -17,6 +17,7 @@ if #due > 0 then
     end
   end
   redis.call('ZREM', P .. 'sched', unpack(due))
+  rq_flush()
 end
 
 local types
@@ -47,18 +48,19 @@ local n = 0
 for _, c in ipairs(cand) do
   if n >= limit then break end
   local id, typ = c[2], c[3]
-  redis.call('ZREM', P .. 'ready:' .. typ, id)
+  rq_zrem(P .. 'ready:' .. typ, id)
   local k = P .. 'a:' .. id
   local h = redis.call('HMGET', k, 's', 'p', 'pr', 'rc', 'mr', 'to', 'm', 'c', 'r')
   if h[1] and READY[h[1]] then
     n = n + 1
-    redis.call('HSET', k, 's', 'processing', 'tk', token, 'l', deadline, 'sa', NOW)
+    local ef, ev = rq_event(id, 'claimed', worker)
+    redis.call('HSET', k, 's', 'processing', 'tk', token, 'l', deadline, 'sa', NOW, ef, ev)
     rq_move(id, h[1], 'processing')
-    redis.call('ZADD', P .. 'lease', deadline, id)
-    rq_emit(id, 'claimed', worker)
+    rq_zadd(P .. 'lease', deadline, id)
     out[#out + 1] = id
     out[#out + 1] = typ
     for j = 2, 9 do out[#out + 1] = h[j] end
   end
 end
+rq_flush()
 return out

@@ -1,5 +1,5 @@
 -- runnerq-fast: enqueue a batch of activities, applying idempotency atomically.
--- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ev:"..id, P.."ready:"..type,
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type,
 --   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."events", P.."wake",
 --   P.."idem:"..#type..":"..type..":"..key (STRING: holder id, PX = idempotency ttl).
 -- ARGV: 11 per item: id, type, payload, priority, max_retries, timeout_ms, run_at_ms,
@@ -37,16 +37,25 @@ for b = 0, #ARGV - 1, 11 do
     local status, ready = 'pending', NOW
     if run_at > NOW then status, ready = 'scheduled', run_at end
     local k = P .. 'a:' .. id
-    redis.call('HSET', k, 't', typ, 'p', ARGV[b + 3], 'pr', priority, 'mr', ARGV[b + 5], 'to', ARGV[b + 6],
-      'm', ARGV[b + 8], 'rc', 0, 'c', NOW, 'r', ready, 's', status)
-    if on_dup > 0 then redis.call('HSET', k, 'ik', ARGV[b + 9]) end
+    local ef, ev = rq_event(id, 'enqueued', nil)
+    local args = {'t', typ, 'p', ARGV[b + 3], 'pr', priority, 'mr', ARGV[b + 5], 'to', ARGV[b + 6],
+      'm', ARGV[b + 8], 'rc', 0, 'c', NOW, 'r', ready, 's', status, ef, ev}
+    if status == 'scheduled' then
+      local sf, sv = rq_event(id, 'scheduled', nil)
+      args[#args + 1] = sf
+      args[#args + 1] = sv
+    end
+    if on_dup > 0 then
+      args[#args + 1] = 'ik'
+      args[#args + 1] = ARGV[b + 9]
+    end
+    redis.call('HSET', k, unpack(args))
     rq_move(id, nil, status)
-    rq_emit(id, 'enqueued', nil)
-    if status == 'scheduled' then rq_emit(id, 'scheduled', nil) end
     if rq_make_ready(id, typ, priority, 0, ready) then woke = true end
     out[#out + 1] = 1
     out[#out + 1] = id
   end
 end
+rq_flush()
 if woke then rq_wake() end
 return out

@@ -1,5 +1,5 @@
 -- runnerq-fast: heartbeat, extend every held lease to now + lease_ms.
--- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ev:"..id, P.."lease", P.."events".
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."events".
 -- ARGV: lease_ms, then pairs of (id, claim token).
 -- Returns: the ids whose claim no longer holds (not extended).
 local deadline = NOW + tonumber(ARGV[1])
@@ -11,12 +11,14 @@ for i = 2, #ARGV, 2 do
   if h[1] ~= 'processing' or h[2] ~= ARGV[i + 1] then
     lost[#lost + 1] = id
   else
-    redis.call('HSET', k, 'l', deadline)
-    redis.call('ZADD', P .. 'lease', deadline, id)
-    rq_emit(id, 'lease_extended', tostring(deadline))
-    if redis.call('LLEN', P .. 'ev:' .. id) > EVENTS_PER_ACTIVITY then
-      redis.call('LTRIM', P .. 'ev:' .. id, -EVENTS_PER_ACTIVITY, -1)
+    rq_zadd(P .. 'lease', deadline, id)
+    local ef, ev = rq_event(id, 'lease_extended', tostring(deadline))
+    if redis.call('HLEN', k) < EVENTS_PER_ACTIVITY then
+      redis.call('HSET', k, 'l', deadline, ef, ev)
+    else
+      redis.call('HSET', k, 'l', deadline)
     end
   end
 end
+rq_flush()
 return lost
