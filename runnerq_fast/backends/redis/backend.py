@@ -27,11 +27,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
 
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.errors import BackendError, ConfigError
@@ -207,7 +207,6 @@ class RedisBackend(Backend):
         self._ttl_ms = max(1, int(result_ttl * 1000))
         self._src = {n: load_script(n) for n in _SCRIPTS}
         self._sha = {n: hashlib.sha1(s.encode()).hexdigest() for n, s in self._src.items()}
-        self._queues: set[str] = set()
         self._where: dict[str, str] = {}
         self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
         self._listener: asyncio.Task[None] | None = None
@@ -389,22 +388,17 @@ class RedisBackend(Backend):
         return out
 
     async def _enqueue_chunks(self, queue: str, chunks: list[list[Any]]) -> list[Any]:
+        # The queue registry is written with every enqueue (not once per process): a server
+        # restarted without persistence forgets it, and lookups by id need it.
         prefix = keys.prefix(self._ns, queue)
-        new_queue = queue not in self._queues
         for attempt in (1, 2):
             try:
-                if len(chunks) == 1 and not new_queue:
-                    return [await self._r.evalsha(self._sha["enqueue"], 1, prefix, *chunks[0])]
                 async with self._r.pipeline(transaction=False) as pipe:
-                    if new_queue:
-                        pipe.sadd(keys.queues(self._ns), queue)
+                    pipe.sadd(keys.queues(self._ns), queue)
                     for args in chunks:
                         pipe.evalsha(self._sha["enqueue"], 1, prefix, *args)
                     replies = await pipe.execute()
-                if new_queue:
-                    self._queues.add(queue)
-                    replies = replies[1:]
-                return list(replies)
+                return list(replies[1:])
             except NoScriptError:
                 if attempt == 2:
                     raise
