@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -16,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import runnerq_fast as rq
-from runnerq_fast.backends.redis import RedisBackend, event_id, stream_id
+from runnerq_fast.backends.redis import RedisBackend
 from runnerq_fast.models import Ack, AckOutcome
 from runnerq_fast.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
 from tests.conformance import new
@@ -73,13 +74,6 @@ def test_lua_score_equals_encode_score(sync_redis: redis.Redis, triples: list[tu
 def test_lua_score_at_the_corners(sync_redis: redis.Redis) -> None:
     corners = [(p, r, t) for p in (1, 4) for r in (0, MAX_RETRY_RANK) for t in (0, MAX_READY_MS)]
     assert _lua_scores(sync_redis, corners) == [encode_score(*t) for t in corners]
-
-
-def test_event_ids_round_trip_stream_ids() -> None:
-    assert event_id(b"1700000000000-5") == (1_700_000_000_000 << 20) | 5
-    assert stream_id(event_id("1700000000000-5")) == "1700000000000-5"
-    with pytest.raises(ValueError):
-        event_id("1-1048576")
 
 
 async def test_every_key_of_a_queue_shares_its_hash_tag(redis_backend: RedisBackend, redis_namespace: str) -> None:
@@ -164,14 +158,35 @@ async def test_eviction_policy_is_checked(redis_backend: RedisBackend, caplog: p
     assert (policy == "noeviction") != warned or policy is None
 
 
-async def test_event_stream_ids_are_stream_positions(redis_backend: RedisBackend) -> None:
+async def test_one_stream_entry_per_batch_and_resumable_event_ids(redis_backend: RedisBackend) -> None:
     q = "stream"
-    (res,) = await redis_backend.enqueue(q, [new("t")])
-    [enqueued] = await redis_backend.get_events(res.activity_id)
+    results = await redis_backend.enqueue(q, [new("t"), new("t")])
+    first, second = (r.activity_id for r in results)
     entries: Any = await redis_backend.client.xrange(f"{redis_backend._ns}:{{{q}}}:events")
-    assert [event_id(e[0]) for e in entries] == [enqueued.id]
-    assert await redis_backend.cancel(res.activity_id)
-    stream = redis_backend.event_stream(q, after_id=enqueued.id)
-    ev = await asyncio.wait_for(anext(stream), 3)
+    assert len(entries) == 1 and entries[0][0] == b"0-2"  # one entry for the batch, named by its last event
+    [e1] = await redis_backend.get_events(first)
+    [e2] = await redis_backend.get_events(second)
+    assert (e1.id, e2.id) == (1, 2) and e1.event_type == "enqueued"
+    assert await redis_backend.cancel(second)
+    stream = redis_backend.event_stream(q, after_id=e1.id)
+    got = [await asyncio.wait_for(anext(stream), 3) for _ in range(2)]
     await stream.aclose()  # type: ignore[attr-defined]
-    assert ev.event_type == "cancelled" and ev.id > enqueued.id
+    assert [(e.id, e.activity_id, e.event_type) for e in got] == [(2, second, "enqueued"), (3, second, "cancelled")]
+
+
+async def test_a_cancellation_swallowed_by_the_client_still_cancels(
+    redis_backend: RedisBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # redis-py can absorb a CancelledError that arrives mid-command and return normally; the
+    # engine's loops (reaper, fetcher) then never stopped and engine.stop() hung.
+    async def swallowing_evalsha(*args: Any) -> list[Any]:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(10)
+        return []
+
+    monkeypatch.setattr(redis_backend.client, "evalsha", swallowing_evalsha)
+    task = asyncio.create_task(redis_backend.claim("q", "w", 1, None, 1000))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 2)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from runnerq_fast.backends.redis.backend import DEFAULT_RESULT_TTL, RedisBackend, event_id, load_script, stream_id
+from runnerq_fast.backends.redis.backend import DEFAULT_RESULT_TTL, RedisBackend, load_script
 
-__all__ = ["DEFAULT_RESULT_TTL", "RedisBackend", "event_id", "load_script", "stream_id"]
+__all__ = ["DEFAULT_RESULT_TTL", "RedisBackend", "load_script"]

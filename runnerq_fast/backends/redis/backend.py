@@ -51,7 +51,7 @@ from runnerq_fast.models import (
 )
 from runnerq_fast.storage import Backend
 
-__all__ = ["DEFAULT_RESULT_TTL", "RedisBackend", "event_id", "load_script", "stream_id"]
+__all__ = ["DEFAULT_RESULT_TTL", "RedisBackend", "load_script"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,6 @@ _SCRIPTS = ("enqueue", "claim", "ack", "extend", "release", "reaper", "cancel")
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
 _STREAM_PAGE = 1000
-_SEQ_BITS = 20
 _LOCATE_CACHE = 10_000
 _RESULT_SAFETY_NET = 5.0
 _CONN_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -89,28 +88,6 @@ def load_script(name: str, helpers: Sequence[str] = _HELPERS) -> str:
     return "\n".join(parts)
 
 
-def event_id(stream_entry_id: bytes | str) -> int:
-    """A stream entry id ``"<ms>-<seq>"`` as the integer ``ms * 2**20 + seq``.
-
-    Raises
-    ------
-    ValueError
-        If the id is malformed or its sequence number needs more than 20 bits
-        (over a million events in one millisecond).
-    """
-    text = stream_entry_id.decode() if isinstance(stream_entry_id, bytes) else stream_entry_id
-    ms, _, seq = text.partition("-")
-    s = int(seq)
-    if s >> _SEQ_BITS:
-        raise ValueError(f"stream id {text!r} has a sequence number beyond 20 bits")
-    return (int(ms) << _SEQ_BITS) | s
-
-
-def stream_id(event: int) -> str:
-    """Inverse of :func:`event_id`: the stream entry id of event ``event``."""
-    return f"{event >> _SEQ_BITS}-{event & ((1 << _SEQ_BITS) - 1)}"
-
-
 def _s(value: bytes | str | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
@@ -129,6 +106,22 @@ def _redact(url: str) -> str:
         return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
     except ValueError:
         return "<unparsable URL>"
+
+
+def _cancel_requests() -> int:
+    task = asyncio.current_task()
+    return 0 if task is None else task.cancelling()
+
+
+def _resist_swallowed_cancel(before: int) -> None:
+    """Re-raise a cancellation that redis-py swallowed during a call.
+
+    redis-py (8.x) can absorb a ``CancelledError`` delivered while a command
+    is in flight and return normally; the engine's loops would then never
+    stop. ``before`` is :func:`_cancel_requests` taken before the call.
+    """
+    if _cancel_requests() > before:
+        raise asyncio.CancelledError
 
 
 def _now_ms() -> int:
@@ -159,17 +152,37 @@ def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySn
 
 
 def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[ActivityEvent]:
-    """The events kept in an activity hash (fields ``x:<stream id>``), oldest first."""
+    """The events kept in an activity hash (fields ``x:<event id>``), oldest first."""
     out = []
     for field, value in h.items():
         if field[:2] != b"x:":
             continue
-        eid = event_id(field[2:])
-        kind, _, detail = value.partition(b"\x1f")
-        out.append(
-            ActivityEvent(eid, activity_id, queue, kind.decode(), eid >> _SEQ_BITS, detail.decode() if _ else None)
-        )
+        parts = value.split(b"\x1f", 2)
+        detail = parts[2].decode() if len(parts) > 2 else None
+        out.append(ActivityEvent(int(field[2:]), activity_id, queue, parts[0].decode(), int(parts[1]), detail))
     out.sort(key=lambda e: e.id)
+    return out
+
+
+def _entry_events(queue: str, entry_id: bytes, fields: dict[bytes, bytes]) -> list[ActivityEvent]:
+    """The events of one stream entry (one script run), see ``lua/_common.lua``."""
+    last = int(entry_id.split(b"-", 1)[1])
+    n = int(fields[b"n"])
+    at = int(fields[b"at"])
+    out = []
+    for i in range(1, n + 1):
+        kind, _, activity_id = fields[str(i).encode()].partition(b"\x1f")
+        detail = fields.get(b"d%d" % i)
+        out.append(
+            ActivityEvent(
+                last - n + i,
+                activity_id.decode(),
+                queue,
+                kind.decode(),
+                at,
+                None if detail is None else detail.decode(),
+            )
+        )
     return out
 
 
@@ -324,12 +337,15 @@ class RedisBackend(Backend):
                 raise BackendError(f"Redis returned SHA {sha!r} for script {name}, expected {self._sha[name]}")
 
     async def _run(self, name: str, queue: str, args: Sequence[Any]) -> Any:
+        before = _cancel_requests()
         try:
-            return await self._r.evalsha(self._sha[name], 1, keys.prefix(self._ns, queue), *args)
+            reply = await self._r.evalsha(self._sha[name], 1, keys.prefix(self._ns, queue), *args)
         except NoScriptError:
             log.info("Redis lost the runnerq scripts (restart or SCRIPT FLUSH); reloading them")
             await self._load_scripts()
-            return await self._r.evalsha(self._sha[name], 1, keys.prefix(self._ns, queue), *args)
+            reply = await self._r.evalsha(self._sha[name], 1, keys.prefix(self._ns, queue), *args)
+        _resist_swallowed_cancel(before)
+        return reply
 
     def _remember(self, activity_id: str, queue: str) -> None:
         if len(self._where) >= _LOCATE_CACHE:
@@ -391,6 +407,7 @@ class RedisBackend(Backend):
         # The queue registry is written with every enqueue (not once per process): a server
         # restarted without persistence forgets it, and lookups by id need it.
         prefix = keys.prefix(self._ns, queue)
+        before = _cancel_requests()
         for attempt in (1, 2):
             try:
                 async with self._r.pipeline(transaction=False) as pipe:
@@ -398,6 +415,7 @@ class RedisBackend(Backend):
                     for args in chunks:
                         pipe.evalsha(self._sha["enqueue"], 1, prefix, *args)
                     replies = await pipe.execute()
+                _resist_swallowed_cancel(before)
                 return list(replies[1:])
             except NoScriptError:
                 if attempt == 2:
@@ -485,6 +503,7 @@ class RedisBackend(Backend):
         """
         if self._closed:
             return
+        before = _cancel_requests()
         try:
             head = await self._r.zrange(keys.sched(self._ns, queue), 0, 0, withscores=True)
             if head:
@@ -493,6 +512,7 @@ class RedisBackend(Backend):
                     return
                 timeout = min(timeout, due)
             await self._r.blpop([keys.wake(self._ns, queue)], timeout=max(timeout, 0.001))
+            _resist_swallowed_cancel(before)
         except (RedisError, OSError) as exc:
             log.warning("waiting for work on Redis failed (%s: %s)", type(exc).__name__, exc)
             await asyncio.sleep(min(timeout, 0.5))
@@ -679,19 +699,20 @@ class RedisBackend(Backend):
     async def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         """Live events of ``queue`` read from its stream; ``after_id`` resumes after that event.
 
-        Ids are stream entry ids as integers (:func:`event_id`). Connection
-        errors are logged and the read resumes from the last event seen.
+        Event ids count the queue's events (1, 2, ...); each script run adds one
+        stream entry whose id is ``0-<its last event id>``. Connection errors
+        are logged and the read resumes after the last event seen.
         """
         key = keys.stream(self._ns, queue)
         if after_id is not None:
-            last = stream_id(after_id)
+            last = int(after_id)
         else:
             newest = await self._r.xrevrange(key, "+", "-", count=1)
-            last = newest[0][0].decode() if newest else "0-0"
+            last = int(newest[0][0].split(b"-", 1)[1]) if newest else 0
         delay = 0.05
         while not self._closed:
             try:
-                reply = await self._r.xread({key: last}, count=_STREAM_PAGE, block=1000)
+                reply = await self._r.xread({key: f"0-{last}"}, count=_STREAM_PAGE, block=1000)
             except (RedisError, OSError) as exc:
                 log.warning("reading the Redis event stream failed (%s); retrying in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
@@ -700,14 +721,7 @@ class RedisBackend(Backend):
             delay = 0.05
             for _, entries in reply or ():
                 for sid, fields in entries:
-                    last = sid.decode()
-                    detail = fields.get(b"d")
-                    eid = event_id(sid)
-                    yield ActivityEvent(
-                        eid,
-                        fields[b"a"].decode(),
-                        queue,
-                        fields[b"t"].decode(),
-                        eid >> _SEQ_BITS,
-                        None if detail is None else detail.decode(),
-                    )
+                    for ev in _entry_events(queue, sid, fields):
+                        if ev.id > last:
+                            last = ev.id
+                            yield ev

@@ -6,7 +6,8 @@
 --   P.."sched"         ZSET   not-yet-due activities, scored by ready time (ms)
 --   P.."lease"         ZSET   processing activities, scored by lease deadline (ms)
 --   P.."st:"..status   ZSET   ids per status, scored by the time of the last transition (ms)
---   P.."events"        STREAM live events of the queue (capped, approximate MAXLEN)
+--   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
+--   P.."evseq"         STRING last event id of the queue
 --   P.."wake"          LIST   wake tokens for blocked fetchers (capped)
 --   P.."done"          pub/sub channel: comma-separated ids that reached a terminal status
 -- Activity hash fields: t type, p payload, m metadata, pr priority, mr max_retries,
@@ -17,10 +18,43 @@
 local P = KEYS[1]
 local TIME = redis.call('TIME')
 local NOW = tonumber(TIME[1]) * 1000 + math.floor(tonumber(TIME[2]) / 1000)
-local STREAM_MAXLEN = 100000
+local STREAM_MAXLEN = 10000
 local EVENTS_PER_ACTIVITY = 1000
 local WAKE_TOKENS = 16
 local READY = {pending = true, scheduled = true, retrying = true}
+
+-- Events: every event gets the next number of the queue's counter P.."evseq" (read once per
+-- script). The caller writes the returned (field, value) pair into the activity hash in the
+-- same HSET as the transition: field "x:<event id>", value "<kind>\31<at ms>[\31<detail>]".
+-- The queue's stream gets ONE entry per script (per EVENT_CHUNK events) with the explicit id
+-- "0-<last event id in it>" and fields: at (ms), n (events in it), "<i>" = "<kind>\31<activity id>"
+-- and "d<i>" = detail, for i = 1..n; event i of the entry has id <last> - n + i.
+local EVN = tonumber(redis.call('GET', P .. 'evseq') or 0)
+local EVBUF, EVCOUNT = {}, 0
+local EVENT_CHUNK = 500
+
+local function rq_flush_events()
+  if EVCOUNT == 0 then return end
+  redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOW, 'n', EVCOUNT, unpack(EVBUF))
+  redis.call('SET', P .. 'evseq', EVN)
+  EVBUF, EVCOUNT = {}, 0
+end
+
+local function rq_event(id, kind, detail)
+  EVN = EVN + 1
+  EVCOUNT = EVCOUNT + 1
+  local n = #EVBUF
+  EVBUF[n + 1] = EVCOUNT
+  EVBUF[n + 2] = kind .. '\31' .. id
+  local field, value = 'x:' .. EVN, kind .. '\31' .. NOW
+  if detail then
+    EVBUF[n + 3] = 'd' .. EVCOUNT
+    EVBUF[n + 4] = detail
+    value = value .. '\31' .. detail
+  end
+  if EVCOUNT >= EVENT_CHUNK then rq_flush_events() end
+  return field, value
+end
 
 -- Sorted-set and set writes are buffered per key and sent as one variadic call per key by
 -- rq_flush() (removals first), which every script calls before it returns and before it reads
@@ -54,18 +88,7 @@ local function rq_flush()
     redis.call('SADD', key, unpack(members))
   end
   ZADDS, ZREMS, SADDS = {}, {}, {}
-end
-
--- Record one event: XADD to the queue's stream (its id is the event id, its millisecond part
--- the event time) and return the (field, value) pair the caller writes into the activity hash
--- in the same HSET as the transition: field "x:<stream id>", value "<kind>[\31<detail>]".
-local function rq_event(id, kind, detail)
-  if detail then
-    local sid = redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '*', 'a', id, 't', kind, 'd', detail)
-    return 'x:' .. sid, kind .. '\31' .. detail
-  end
-  local sid = redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '*', 'a', id, 't', kind)
-  return 'x:' .. sid, kind
+  rq_flush_events()
 end
 
 local function rq_move(id, old, new)
