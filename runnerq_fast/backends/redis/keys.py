@@ -18,7 +18,8 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P sched``                    ZSET    not-yet-due activities, score = ready time (ms)
 ``P lease``                    ZSET    processing activities, score = lease deadline (ms)
 ``P st:<status>``              ZSET    ids per status, score = last transition time (ms)
-``P events``                   STREAM  live events of the queue (capped, ~100,000)
+``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
+``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
 ``P wake``                     LIST    wake tokens for fetchers blocked in ``BLPOP``
 ``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = len(type))
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
