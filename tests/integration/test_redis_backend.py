@@ -190,3 +190,22 @@ async def test_a_cancellation_swallowed_by_the_client_still_cancels(
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 2)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("EVALSHA", "abc", 1, "rq:{q}:", b'{"a": 1}', 0, 86_400_000, "", "héllo"),
+        ("CONFIG GET", "maxmemory-policy"),
+        ("BLPOP", "k", 0.25),
+        ("SET", b"\x00\xff", -5),
+    ],
+)
+def test_hiredis_packing_matches_redis_py(args: tuple[Any, ...]) -> None:
+    from redis.asyncio.connection import Connection
+
+    from runnerq_fast.backends.redis.backend import _HiredisPackingConnection
+
+    assert b"".join(_HiredisPackingConnection().pack_command(*args)) == b"".join(Connection().pack_command(*args))
+    both = [args, ("PING",)]
+    assert b"".join(_HiredisPackingConnection().pack_commands(both)) == b"".join(Connection().pack_commands(both))
