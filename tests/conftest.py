@@ -14,7 +14,7 @@ import pytest
 import uvloop
 
 # PostgreSQL fixtures (fresh database per test) shared by tests/integration and tests/faults.
-pytest_plugins = ["tests.pg_fixtures"]
+pytest_plugins = ["tests.pg_fixtures", "tests.redis_fixtures"]
 
 _LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,

@@ -10,7 +10,7 @@ from runnerq_fast.storage import Backend
 
 __all__ = ["SCHEMES", "connect"]
 
-SCHEMES = ("memory", "sqlite", "postgresql", "postgres")
+SCHEMES = ("memory", "sqlite", "postgresql", "postgres", "redis", "rediss")
 
 
 async def connect(url: str | None = None, **options: object) -> Backend:
@@ -20,12 +20,14 @@ async def connect(url: str | None = None, **options: object) -> Backend:
     ----------
     url : str, optional
         ``memory://``, ``sqlite:///relative/file.db`` (``sqlite:////abs/file.db``
-        for an absolute path) or ``postgresql://user@host:port/db``
-        (``postgres://`` too). Default: the ``RUNNERQ_BACKEND`` environment
+        for an absolute path), ``postgresql://user@host:port/db``
+        (``postgres://`` too) or ``redis://[:password@]host:port/db``
+        (``rediss://`` for TLS). Default: the ``RUNNERQ_BACKEND`` environment
         variable.
     **options
         Passed to the backend's ``open`` (e.g. ``min_size``/``max_size`` of
-        the PostgreSQL pool, ``migrate=False``, ``read_only=True`` for SQLite).
+        the PostgreSQL pool, ``migrate=False``; ``read_only=True`` for SQLite;
+        ``result_ttl`` in seconds and ``max_connections`` for Redis).
 
     Returns
     -------
@@ -56,6 +58,11 @@ async def connect(url: str | None = None, **options: object) -> Backend:
         from runnerq_fast.backends.postgres import PostgresBackend
 
         return await PostgresBackend.open(url, **options)  # type: ignore[arg-type]
+    if scheme in ("redis", "rediss"):
+        from runnerq_fast.backends.redis import RedisBackend
+
+        return await RedisBackend.open(url, **options)  # type: ignore[arg-type]
     raise ConfigError(
-        f"unsupported backend URL scheme {scheme!r} in {url!r}; expected one of: memory://, sqlite:///file.db, postgresql://"
+        f"unsupported backend URL scheme {scheme!r} in {url!r}; expected one of: "
+        "memory://, sqlite:///file.db, postgresql://, redis://"
     )

@@ -1,0 +1,138 @@
+-- runnerq-fast Redis helper: shared state helpers (prepended after _score.lua).
+-- KEYS[1] = P = "rq:{<queue>}:" -- the prefix of every key of one queue (one hash tag):
+--   P.."a:"..id        HASH   one activity (fields below)
+--   P.."ready:"..type  ZSET   ready activities of one type, scored by rq_score
+--   P.."types"         SET    activity types that ever had a ready set
+--   P.."sched"         ZSET   not-yet-due activities, scored by ready time (ms)
+--   P.."lease"         ZSET   processing activities, scored by lease deadline (ms)
+--   P.."st:"..status   ZSET   ids per status, scored by the time of the last transition (ms)
+--   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
+--   P.."evseq"         STRING last event id of the queue
+--   P.."wake"          LIST   wake tokens for blocked fetchers (capped)
+--   P.."done"          pub/sub channel: comma-separated ids that reached a terminal status
+-- Activity hash fields: t type, p payload, m metadata, pr priority, mr max_retries,
+--   to timeout_ms, ik idempotency key, rc retry_count, c created ms, r ready ms,
+--   s status, tk claim token, l lease deadline ms, sa started ms, fa finished ms,
+--   da dead-lettered ms, e last error, res result, and one field per event:
+--   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
+local P = KEYS[1]
+local TIME = redis.call('TIME')
+local NOW = tonumber(TIME[1]) * 1000 + math.floor(tonumber(TIME[2]) / 1000)
+local STREAM_MAXLEN = 10000
+local EVENTS_PER_ACTIVITY = 1000
+local WAKE_TOKENS = 16
+local READY = {pending = true, scheduled = true, retrying = true}
+
+-- Events: every event gets the next number of the queue's counter P.."evseq" (read once per
+-- script). The caller writes the returned (field, value) pair into the activity hash in the
+-- same HSET as the transition: field "x:<event id>", value "<kind>\31<at ms>[\31<detail>]".
+-- The queue's stream gets ONE entry per script (per EVENT_CHUNK events) with the explicit id
+-- "0-<last event id in it>" and fields: at (ms), n (events in it), "<i>" = "<kind>\31<activity id>"
+-- and "d<i>" = detail, for i = 1..n; event i of the entry has id <last> - n + i.
+local EVN = tonumber(redis.call('GET', P .. 'evseq') or 0)
+local EVBUF, EVCOUNT = {}, 0
+local EVENT_CHUNK = 500
+
+local function rq_flush_events()
+  if EVCOUNT == 0 then return end
+  redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOW, 'n', EVCOUNT, unpack(EVBUF))
+  redis.call('SET', P .. 'evseq', EVN)
+  EVBUF, EVCOUNT = {}, 0
+end
+
+local function rq_event(id, kind, detail)
+  EVN = EVN + 1
+  EVCOUNT = EVCOUNT + 1
+  local n = #EVBUF
+  EVBUF[n + 1] = EVCOUNT
+  EVBUF[n + 2] = kind .. '\31' .. id
+  local field, value = 'x:' .. EVN, kind .. '\31' .. NOW
+  if detail then
+    EVBUF[n + 3] = 'd' .. EVCOUNT
+    EVBUF[n + 4] = detail
+    value = value .. '\31' .. detail
+  end
+  if EVCOUNT >= EVENT_CHUNK then rq_flush_events() end
+  return field, value
+end
+
+-- Sorted-set and set writes are buffered per key and sent as one variadic call per key by
+-- rq_flush() (removals first), which every script calls before it returns and before it reads
+-- a set it may have buffered writes for.
+local ZADDS, ZREMS, SADDS = {}, {}, {}
+local CHUNK = 4000
+
+local function rq_zadd(key, score, member)
+  local t = ZADDS[key]
+  if not t then t = {}; ZADDS[key] = t end
+  t[#t + 1] = score
+  t[#t + 1] = member
+end
+
+local function rq_zrem(key, member)
+  local t = ZREMS[key]
+  if not t then t = {}; ZREMS[key] = t end
+  t[#t + 1] = member
+end
+
+local function rq_flush()
+  for key, t in pairs(ZREMS) do
+    for i = 1, #t, CHUNK do redis.call('ZREM', key, unpack(t, i, math.min(i + CHUNK - 1, #t))) end
+  end
+  for key, t in pairs(ZADDS) do
+    for i = 1, #t, CHUNK do redis.call('ZADD', key, unpack(t, i, math.min(i + CHUNK - 1, #t))) end
+  end
+  for key, t in pairs(SADDS) do
+    local members = {}
+    for m, _ in pairs(t) do members[#members + 1] = m end
+    redis.call('SADD', key, unpack(members))
+  end
+  ZADDS, ZREMS, SADDS = {}, {}, {}
+  rq_flush_events()
+end
+
+local function rq_move(id, old, new)
+  if old then rq_zrem(P .. 'st:' .. old, id) end
+  rq_zadd(P .. 'st:' .. new, NOW, id)
+end
+
+-- Put a non-terminal activity where a claim finds it; returns true if it is ready now.
+local function rq_make_ready(id, typ, priority, retry_count, ready_ms)
+  if ready_ms > NOW then
+    rq_zadd(P .. 'sched', ready_ms, id)
+    return false
+  end
+  rq_zadd(P .. 'ready:' .. typ, rq_score(priority, retry_count, ready_ms), id)
+  local types = SADDS[P .. 'types']
+  if not types then types = {}; SADDS[P .. 'types'] = types end
+  types[typ] = true
+  return true
+end
+
+local function rq_wake()
+  redis.call('LPUSH', P .. 'wake', '1')
+  redis.call('LTRIM', P .. 'wake', 0, WAKE_TOKENS - 1)
+end
+
+-- Terminal transition from status `old`; results expire after ttl_ms except dead letters.
+-- The claim token and lease stay in the hash: the status guards every ack and extension.
+local function rq_finish(id, old, status, result, err, ttl_ms)
+  local k = P .. 'a:' .. id
+  local ef, ev = rq_event(id, status, err)
+  local args = {'s', status, 'fa', NOW, ef, ev}
+  if status == 'dead_letter' then
+    args[#args + 1] = 'da'
+    args[#args + 1] = NOW
+  end
+  if result then
+    args[#args + 1] = 'res'
+    args[#args + 1] = result
+  end
+  if err then
+    args[#args + 1] = 'e'
+    args[#args + 1] = err
+  end
+  redis.call('HSET', k, unpack(args))
+  rq_move(id, old, status)
+  if status ~= 'dead_letter' then redis.call('PEXPIRE', k, ttl_ms) end
+end

@@ -1,0 +1,45 @@
+-- runnerq-fast: apply finished attempts (completed, retry, failed, dead letter), each guarded by its claim.
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
+--   P.."ready:"..type, P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
+-- ARGV: result ttl ms, then 7 per ack: id, claim token, outcome (1 completed, 2 retry,
+--   3 failed, 4 dead letter), result, error, retry_at_ms, flags (1 = has result, 2 = has error).
+-- Returns: the ids whose claim no longer holds (ack rejected).
+local ttl = ARGV[1]
+local rejected, done = {}, {}
+local woke = false
+for b = 1, #ARGV - 1, 7 do
+  local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
+  local flags = tonumber(ARGV[b + 7])
+  local result, err = nil, nil
+  if flags % 2 == 1 then result = ARGV[b + 4] end
+  if flags >= 2 then err = ARGV[b + 5] end
+  local k = P .. 'a:' .. id
+  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc')
+  if h[1] ~= 'processing' or h[2] ~= token then
+    rejected[#rejected + 1] = id
+  else
+    rq_zrem(P .. 'lease', id)
+    if outcome == 2 then
+      local rc = tonumber(h[5]) + 1
+      local ready = math.max(tonumber(ARGV[b + 6]), NOW)
+      local ef, ev = rq_event(id, 'retrying', err)
+      if err then
+        redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev, 'e', err)
+      else
+        redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev)
+      end
+      rq_move(id, 'processing', 'retrying')
+      if rq_make_ready(id, h[3], tonumber(h[4]), rc, ready) then woke = true end
+    else
+      local status = 'completed'
+      if outcome == 3 then status = 'failed' elseif outcome == 4 then status = 'dead_letter' end
+      if outcome ~= 1 then result = nil end
+      rq_finish(id, 'processing', status, result, err, ttl)
+      done[#done + 1] = id
+    end
+  end
+end
+rq_flush()
+if woke then rq_wake() end
+if #done > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done, ',')) end
+return rejected

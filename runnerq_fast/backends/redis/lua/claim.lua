@@ -1,0 +1,66 @@
+-- runnerq-fast: promote due scheduled activities, then claim up to N in SPEC order.
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."sched", P.."types", P.."ready:"..type,
+--   P.."a:"..id, P.."lease", P.."st:"..status, P.."events".
+-- ARGV: limit, lease_ms, claim token, worker id, then the activity types (none = every type).
+-- Returns: 10 per claimed activity, in claim order: id, type, payload, priority,
+--   retry_count, max_retries, timeout_ms, metadata, created ms, ready ms.
+local limit = tonumber(ARGV[1])
+local deadline = NOW + tonumber(ARGV[2])
+local token, worker = ARGV[3], ARGV[4]
+
+local due = redis.call('ZRANGEBYSCORE', P .. 'sched', '-inf', NOW, 'LIMIT', 0, 1000)
+if #due > 0 then
+  for _, id in ipairs(due) do
+    local h = redis.call('HMGET', P .. 'a:' .. id, 't', 'pr', 'rc', 'r', 's')
+    if h[1] and READY[h[5]] then
+      rq_make_ready(id, h[1], tonumber(h[2]), tonumber(h[3]), tonumber(h[4]))
+    end
+  end
+  redis.call('ZREM', P .. 'sched', unpack(due))
+  rq_flush()
+end
+
+local types
+if #ARGV > 4 then
+  types = {}
+  for i = 5, #ARGV do types[#types + 1] = ARGV[i] end
+else
+  types = redis.call('SMEMBERS', P .. 'types')
+end
+
+-- candidates: the first `limit` of every filtered type, merged by (score, id)
+local cand = {}
+for _, typ in ipairs(types) do
+  local head = redis.call('ZRANGE', P .. 'ready:' .. typ, 0, limit - 1, 'WITHSCORES')
+  for i = 1, #head, 2 do
+    cand[#cand + 1] = {tonumber(head[i + 1]), head[i], typ}
+  end
+end
+if #types > 1 then
+  table.sort(cand, function(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] end
+    return a[2] < b[2]
+  end)
+end
+
+local out = {}
+local n = 0
+for _, c in ipairs(cand) do
+  if n >= limit then break end
+  local id, typ = c[2], c[3]
+  rq_zrem(P .. 'ready:' .. typ, id)
+  local k = P .. 'a:' .. id
+  local h = redis.call('HMGET', k, 's', 'p', 'pr', 'rc', 'mr', 'to', 'm', 'c', 'r')
+  if h[1] and READY[h[1]] then
+    n = n + 1
+    local ef, ev = rq_event(id, 'claimed', worker)
+    redis.call('HSET', k, 's', 'processing', 'tk', token, 'l', deadline, 'sa', NOW, ef, ev)
+    rq_move(id, h[1], 'processing')
+    rq_zadd(P .. 'lease', deadline, id)
+    out[#out + 1] = id
+    out[#out + 1] = typ
+    for j = 2, 9 do out[#out + 1] = h[j] end
+  end
+end
+rq_flush()
+return out

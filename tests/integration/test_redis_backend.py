@@ -1,0 +1,211 @@
+"""Redis-specific behaviour beyond the conformance suite: Lua score, keys, TTLs, wakeups."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import runnerq_fast as rq
+from runnerq_fast.backends.redis import RedisBackend
+from runnerq_fast.models import Ack, AckOutcome
+from runnerq_fast.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
+from tests.conformance import new
+from tests.redis_fixtures import REDIS_URL
+
+
+@pytest.fixture(scope="module")
+def sync_redis() -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=2)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as exc:
+        message = f"Redis at {REDIS_URL} is not usable: {exc!r}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield client
+    client.close()
+
+
+def _lua_scores(client: redis.Redis, triples: list[tuple[int, int, int]]) -> list[float]:
+    """Scores the Lua helper gives, read back through ZADD/ZSCORE exactly as the scripts store them."""
+    from importlib import resources
+
+    helper = (resources.files("runnerq_fast.backends.redis") / "lua" / "_score.lua").read_text("utf-8")
+    body = helper + (
+        "\nlocal out = {}\n"
+        "for i = 1, #ARGV, 3 do\n"
+        "  local m = tostring((i + 2) / 3)\n"
+        "  redis.call('ZADD', KEYS[1], rq_score(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])), m)\n"
+        "  out[#out + 1] = redis.call('ZSCORE', KEYS[1], m)\n"
+        "end\n"
+        "redis.call('DEL', KEYS[1])\n"
+        "return out\n"
+    )
+    key = f"rqt{uuid.uuid4().hex[:12]}:{{score}}:probe"
+    args = [v for t in triples for v in t]
+    return [float(s) for s in client.eval(body, 1, key, *args)]
+
+
+extreme_retries = st.one_of(st.integers(0, MAX_RETRY_RANK), st.sampled_from([MAX_RETRY_RANK + 1, 10**9]))
+extreme_ready = st.one_of(
+    st.integers(0, MAX_READY_MS),
+    st.sampled_from([-1, -(10**12), MAX_READY_MS + 1, 10**15, 1_700_000_000_000, 0, MAX_READY_MS]),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(1, 4), extreme_retries, extreme_ready), min_size=1, max_size=50))
+def test_lua_score_equals_encode_score(sync_redis: redis.Redis, triples: list[tuple[int, int, int]]) -> None:
+    assert _lua_scores(sync_redis, triples) == [encode_score(*t) for t in triples]
+
+
+def test_lua_score_at_the_corners(sync_redis: redis.Redis) -> None:
+    corners = [(p, r, t) for p in (1, 4) for r in (0, MAX_RETRY_RANK) for t in (0, MAX_READY_MS)]
+    assert _lua_scores(sync_redis, corners) == [encode_score(*t) for t in corners]
+
+
+async def test_every_key_of_a_queue_shares_its_hash_tag(redis_backend: RedisBackend, redis_namespace: str) -> None:
+    ex = rq.ActivityExecutor(redis_backend, "tagged")
+    fut = await ex.activity("t").idempotency_key("k").execute()
+    await ex.activity("later").delay(60).execute()
+    (a,) = await redis_backend.claim("tagged", "w", 1, ["t"], 5000)
+    await redis_backend.ack("tagged", [Ack(a.id, a.claim_token, AckOutcome.COMPLETED, b"1")])
+    assert a.id == fut.activity_id
+    names = [k.decode() async for k in redis_backend.client.scan_iter(match=f"{redis_namespace}:*")]
+    assert f"{redis_namespace}:queues" in names
+    others = [n for n in names if n != f"{redis_namespace}:queues"]
+    assert len(others) >= 8 and all(n.startswith(f"{redis_namespace}:{{tagged}}:") for n in others)
+
+
+async def test_finished_results_expire_and_dead_letters_stay(redis_url: str, redis_namespace: str) -> None:
+    backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=60)
+    try:
+        q = "ttl"
+        done, dead = await backend.enqueue(q, [new("t"), new("t")])
+        claimed = await backend.claim(q, "w", 2, None, 5000)
+        by_id = {c.id: c for c in claimed}
+        c1, c2 = by_id[done.activity_id], by_id[dead.activity_id]
+        await backend.ack(
+            q,
+            [
+                Ack(c1.id, c1.claim_token, AckOutcome.COMPLETED, b"1"),
+                Ack(c2.id, c2.claim_token, AckOutcome.DEAD_LETTER, None, "gave up"),
+            ],
+        )
+        r = backend.client
+        ttl_done = await r.pttl(f"{redis_namespace}:{{{q}}}:a:{c1.id}")
+        assert 0 < ttl_done <= 60_000
+        assert await r.pttl(f"{redis_namespace}:{{{q}}}:a:{c2.id}") == -1
+        [record] = await backend.list_dead_letter(q)
+        assert record.activity.id == c2.id and record.error == "gave up" and record.dead_lettered_at_ms > 0
+    finally:
+        await backend.close()
+
+
+async def test_wait_for_work_wakes_on_enqueue_not_on_timeout(redis_backend: RedisBackend) -> None:
+    q = "wake"
+    await redis_backend.client.delete(f"{redis_backend._ns}:{{{q}}}:wake")
+    waiter = asyncio.create_task(redis_backend.wait_for_work(q, 10.0))
+    await asyncio.sleep(0.1)
+    assert not waiter.done()
+    await redis_backend.enqueue(q, [new("t")])
+    await asyncio.wait_for(waiter, 3.0)  # far sooner than the 10 s timeout
+    assert waiter.done() and waiter.exception() is None
+
+
+async def test_wait_for_work_ends_when_a_scheduled_activity_is_due(redis_backend: RedisBackend) -> None:
+    q = "due"
+    await redis_backend.enqueue(q, [new("t", run_at_ms=int(time.time() * 1000) + 200)])
+    await redis_backend.client.delete(f"{redis_backend._ns}:{{{q}}}:wake")
+    t0 = time.monotonic()
+    await redis_backend.wait_for_work(q, 10.0)
+    assert time.monotonic() - t0 < 5.0
+    assert len(await redis_backend.claim(q, "w", 5, None, 5000)) == 1
+
+
+async def test_connect_picks_redis_and_refuses_bad_options(redis_url: str, redis_namespace: str) -> None:
+    backend = await rq.connect(redis_url, namespace=redis_namespace)
+    try:
+        assert isinstance(backend, RedisBackend) and backend.name == "redis"
+    finally:
+        await backend.close()
+    with pytest.raises(rq.ConfigError, match="namespace"):
+        await RedisBackend.open(redis_url, namespace="a:b")
+    with pytest.raises(rq.ConfigError, match="result_ttl"):
+        await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0)
+
+
+async def test_unreachable_server_is_a_backend_error() -> None:
+    with pytest.raises(rq.BackendError, match="cannot use Redis"):
+        await RedisBackend.open("redis://127.0.0.1:1/0")
+
+
+async def test_eviction_policy_is_checked(redis_backend: RedisBackend, caplog: pytest.LogCaptureFixture) -> None:
+    policy = await redis_backend.check_eviction_policy()
+    warned = any("maxmemory-policy" in r.message for r in caplog.records if r.levelno >= logging.WARNING)
+    assert (policy == "noeviction") != warned or policy is None
+
+
+async def test_one_stream_entry_per_batch_and_resumable_event_ids(redis_backend: RedisBackend) -> None:
+    q = "stream"
+    results = await redis_backend.enqueue(q, [new("t"), new("t")])
+    first, second = (r.activity_id for r in results)
+    entries: Any = await redis_backend.client.xrange(f"{redis_backend._ns}:{{{q}}}:events")
+    assert len(entries) == 1 and entries[0][0] == b"0-2"  # one entry for the batch, named by its last event
+    [e1] = await redis_backend.get_events(first)
+    [e2] = await redis_backend.get_events(second)
+    assert (e1.id, e2.id) == (1, 2) and e1.event_type == "enqueued"
+    assert await redis_backend.cancel(second)
+    stream = redis_backend.event_stream(q, after_id=e1.id)
+    got = [await asyncio.wait_for(anext(stream), 3) for _ in range(2)]
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert [(e.id, e.activity_id, e.event_type) for e in got] == [(2, second, "enqueued"), (3, second, "cancelled")]
+
+
+async def test_a_cancellation_swallowed_by_the_client_still_cancels(
+    redis_backend: RedisBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # redis-py can absorb a CancelledError that arrives mid-command and return normally; the
+    # engine's loops (reaper, fetcher) then never stopped and engine.stop() hung.
+    async def swallowing_evalsha(*args: Any) -> list[Any]:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(10)
+        return []
+
+    monkeypatch.setattr(redis_backend.client, "evalsha", swallowing_evalsha)
+    task = asyncio.create_task(redis_backend.claim("q", "w", 1, None, 1000))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 2)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("EVALSHA", "abc", 1, "rq:{q}:", b'{"a": 1}', 0, 86_400_000, "", "héllo"),
+        ("CONFIG GET", "maxmemory-policy"),
+        ("BLPOP", "k", 0.25),
+        ("SET", b"\x00\xff", -5),
+    ],
+)
+def test_hiredis_packing_matches_redis_py(args: tuple[Any, ...]) -> None:
+    from redis.asyncio.connection import Connection
+
+    from runnerq_fast.backends.redis.backend import _HiredisPackingConnection
+
+    assert b"".join(_HiredisPackingConnection().pack_command(*args)) == b"".join(Connection().pack_command(*args))
+    both = [args, ("PING",)]
+    assert b"".join(_HiredisPackingConnection().pack_commands(both)) == b"".join(Connection().pack_commands(both))

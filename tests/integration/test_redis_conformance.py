@@ -1,0 +1,16 @@
+"""The Redis backend against the conformance suite (a fresh key namespace per test)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from runnerq_fast.backends.redis import RedisBackend
+from tests.conformance import BackendConformance, ErrorTextConformance
+
+
+class TestRedisConformance(BackendConformance, ErrorTextConformance):
+    @pytest.fixture
+    async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:
+        yield redis_backend

@@ -1,0 +1,71 @@
+"""Fixtures for tests against a real Redis server (a pytest plugin).
+
+Registered by ``pytest_plugins`` in ``tests/conftest.py``: ``redis_url`` and
+``redis_namespace``, ``redis_backend``.
+
+The server comes from ``RUNNERQ_TEST_REDIS`` (default
+``redis://127.0.0.1:6379/0``). The server is shared with other users, so a
+test never flushes a database: each test gets a fresh key namespace
+(``rqt<random>``) and deletes its keys (``SCAN MATCH`` + ``UNLINK``) afterwards.
+
+If the server is unreachable the tests are skipped, unless ``CI=true``: then
+they fail, so a broken CI service never passes silently.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from runnerq_fast.backends.redis import RedisBackend
+
+REDIS_URL = os.environ.get("RUNNERQ_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+@pytest.fixture
+def redis_url() -> str:
+    """URL of the test Redis server."""
+    return REDIS_URL
+
+
+async def delete_namespace(client: aioredis.Redis, namespace: str) -> int:
+    """Delete every key of ``namespace``; returns how many."""
+    n = 0
+    async for key in client.scan_iter(match=f"{namespace}:*", count=1000):
+        n += await client.unlink(key)
+    return int(n)
+
+
+@pytest.fixture
+async def redis_namespace(redis_url: str) -> AsyncIterator[str]:
+    """A fresh key namespace, its keys deleted after the test."""
+    client = aioredis.Redis.from_url(redis_url, socket_connect_timeout=2)
+    try:
+        await client.ping()
+    except (RedisError, OSError) as exc:
+        await client.aclose()
+        message = f"Redis at {redis_url} is not usable: {exc!r}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    namespace = f"rqt{uuid.uuid4().hex[:12]}"
+    try:
+        yield namespace
+    finally:
+        await delete_namespace(client, namespace)
+        await client.aclose()
+
+
+@pytest.fixture
+async def redis_backend(redis_url: str, redis_namespace: str) -> AsyncIterator[RedisBackend]:
+    """An opened :class:`RedisBackend` in a fresh namespace."""
+    backend = await RedisBackend.open(redis_url, namespace=redis_namespace)
+    try:
+        yield backend
+    finally:
+        await backend.close()
