@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from pathlib import Path
 
 import msgspec
 import pytest
+import redis
 
 from runnerq_fast import demo
 from tests.acceptance.helpers import run_cli
+from tests.redis_fixtures import REDIS_URL
 
 SMALL = "300"  # activities per test run: every part of the workload, quickly
 
@@ -106,6 +109,35 @@ def test_demo_runs_on_postgresql(fresh_pg_url: str, tmp_path: Path) -> None:
     assert dead.returncode == 0, dead.stderr
     assert msgspec.json.decode(dead.stdout)["activity"]["status"] == "dead_letter"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_demo_and_its_printed_commands_run_on_redis(tmp_path: Path) -> None:
+    # `stats`/`inspect` on redis:// used to hang at close() (a swallowed cancel in the
+    # result subscriber); each printed command must now finish well within its timeout.
+    url = REDIS_URL.rsplit("/", 1)[0] + "/15"  # a db index of its own; the run's keys are removed below
+    try:
+        redis.Redis.from_url(url).ping()
+    except redis.RedisError as exc:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"Redis at {url} is not usable: {exc!r}")
+        pytest.skip(f"Redis at {url} is not usable: {exc!r}")
+    done = run_cli("demo", "--backend", url, "-n", SMALL, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    queue = re.search(r"queue (demo-\S+)", done.stdout)
+    assert queue is not None
+    try:
+        assert re.search(r"completed\s+│\s+299", done.stdout)
+        commands = _commands(done.stdout)
+        stats = run_cli(*commands[0], "--json", cwd=tmp_path, timeout=15)
+        assert stats.returncode == 0, stats.stderr
+        assert msgspec.json.decode(stats.stdout)["total"] == 300
+        dead = run_cli(*commands[1], "--json", cwd=tmp_path, timeout=15)
+        assert dead.returncode == 0, dead.stderr
+        assert msgspec.json.decode(dead.stdout)["activity"]["status"] == "dead_letter"
+    finally:
+        client = redis.Redis.from_url(url)
+        for key in client.scan_iter(match=f"rq:{{{queue.group(1)}}}:*", count=1000):
+            client.unlink(key)
 
 
 # ------------------------------------------------------------ the workload

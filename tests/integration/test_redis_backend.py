@@ -193,6 +193,32 @@ async def test_a_cancellation_swallowed_by_the_client_still_cancels(
 
 
 @pytest.mark.parametrize(
+    ("method", "call"),
+    [
+        ("blpop", lambda b: b.wait_for_work("q", 30.0)),
+        ("zrevrange", lambda b: b.list_dead_letter("q")),
+        ("smembers", lambda b: b.get_activity("01a22e07835f7005886b4c4a38e55961")),
+        ("xrevrange", lambda b: anext(b.event_stream("q"))),
+    ],
+)
+async def test_every_client_call_re_raises_a_swallowed_cancellation(
+    redis_backend: RedisBackend, monkeypatch: pytest.MonkeyPatch, method: str, call: Any
+) -> None:
+    # The whole kind of the bug above: not only scripts, every await on the client.
+    async def swallowing(*args: Any, **kwargs: Any) -> Any:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(10)
+        return []
+
+    monkeypatch.setattr(redis_backend.client, method, swallowing)
+    task = asyncio.create_task(call(redis_backend))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 2)
+
+
+@pytest.mark.parametrize(
     "args",
     [
         ("EVALSHA", "abc", 1, "rq:{q}:", b'{"a": 1}', 0, 86_400_000, "", "héllo"),

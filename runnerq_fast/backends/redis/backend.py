@@ -21,9 +21,9 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import hiredis
@@ -109,6 +109,9 @@ def _redact(url: str) -> str:
         return "<unparsable URL>"
 
 
+T = TypeVar("T")
+
+
 def _cancel_requests() -> int:
     task = asyncio.current_task()
     return 0 if task is None else task.cancelling()
@@ -123,6 +126,18 @@ def _resist_swallowed_cancel(before: int) -> None:
     """
     if _cancel_requests() > before:
         raise asyncio.CancelledError
+
+
+async def _guarded(call: Awaitable[T]) -> T:
+    """Await one redis-py call, re-raising a cancellation it swallowed.
+
+    Every await on the client goes through here, so no loop of the backend can
+    outlive a ``cancel()`` (see :func:`_resist_swallowed_cancel`).
+    """
+    before = _cancel_requests()
+    result = await call
+    _resist_swallowed_cancel(before)
+    return result
 
 
 def _now_ms() -> int:
@@ -320,7 +335,7 @@ class RedisBackend(Backend):
         (managed services), which is logged too.
         """
         try:
-            reply = await self._r.config_get("maxmemory-policy")
+            reply = await _guarded(self._r.config_get("maxmemory-policy"))
         except ResponseError as exc:
             log.warning("cannot read Redis maxmemory-policy (%s); make sure it is 'noeviction'", exc)
             return None
@@ -340,9 +355,12 @@ class RedisBackend(Backend):
         tasks = [t for t in (self._listener, *self._lookups) if t is not None]
         for t in tasks:
             t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        if tasks:
+            # Every await on the client re-raises a swallowed cancel (_guarded); the
+            # bound is a last resort so close() can never hang on a task.
+            _, stuck = await asyncio.wait(tasks, timeout=5.0)
+            if stuck:
+                log.warning("%d Redis backend task(s) did not stop within 5 s of close()", len(stuck))
         await self._r.aclose()
 
     # ---------------------------------------------------------------- scripts
@@ -350,20 +368,18 @@ class RedisBackend(Backend):
         async with self._r.pipeline(transaction=False) as pipe:
             for name in _SCRIPTS:
                 pipe.script_load(self._src[name])
-            shas = await pipe.execute()
+            shas = await _guarded(pipe.execute())
         for name, sha in zip(_SCRIPTS, shas, strict=True):
             if _s(sha) != self._sha[name]:  # pragma: no cover - a server bug
                 raise BackendError(f"Redis returned SHA {sha!r} for script {name}, expected {self._sha[name]}")
 
     async def _run(self, name: str, queue: str, args: Sequence[Any]) -> Any:
-        before = _cancel_requests()
         try:
-            reply = await self._r.evalsha(self._sha[name], 1, keys.prefix(self._ns, queue), *args)
+            reply = await _guarded(self._r.evalsha(self._sha[name], 1, keys.prefix(self._ns, queue), *args))
         except NoScriptError:
             log.info("Redis lost the runnerq scripts (restart or SCRIPT FLUSH); reloading them")
             await self._load_scripts()
-            reply = await self._r.evalsha(self._sha[name], 1, keys.prefix(self._ns, queue), *args)
-        _resist_swallowed_cancel(before)
+            reply = await _guarded(self._r.evalsha(self._sha[name], 1, keys.prefix(self._ns, queue), *args))
         return reply
 
     def _remember(self, activity_id: str, queue: str) -> None:
@@ -375,17 +391,17 @@ class RedisBackend(Backend):
         """Find the queue of ``activity_id``; returns it and HMGET of ``s`` + ``fields``."""
         q = self._where.get(activity_id)
         if q is not None:
-            vals = await self._r.hmget(keys.activity(self._ns, q, activity_id), ["s", *fields])
+            vals = await _guarded(self._r.hmget(keys.activity(self._ns, q, activity_id), ["s", *fields]))
             if vals[0] is not None:
                 return q, vals
-        members = await self._r.smembers(keys.queues(self._ns))
+        members = await _guarded(self._r.smembers(keys.queues(self._ns)))
         queues = sorted(m.decode() for m in members)
         if not queues:
             return None
         async with self._r.pipeline(transaction=False) as pipe:
             for name in queues:
                 pipe.hmget(keys.activity(self._ns, name, activity_id), ["s", *fields])
-            replies = await pipe.execute()
+            replies = await _guarded(pipe.execute())
         for name, vals in zip(queues, replies, strict=True):
             if vals[0] is not None:
                 self._remember(activity_id, name)
@@ -426,15 +442,13 @@ class RedisBackend(Backend):
         # The queue registry is written with every enqueue (not once per process): a server
         # restarted without persistence forgets it, and lookups by id need it.
         prefix = keys.prefix(self._ns, queue)
-        before = _cancel_requests()
         for attempt in (1, 2):
             try:
                 async with self._r.pipeline(transaction=False) as pipe:
                     pipe.sadd(keys.queues(self._ns), queue)
                     for args in chunks:
                         pipe.evalsha(self._sha["enqueue"], 1, prefix, *args)
-                    replies = await pipe.execute()
-                _resist_swallowed_cancel(before)
+                    replies = await _guarded(pipe.execute())
                 return list(replies[1:])
             except NoScriptError:
                 if attempt == 2:
@@ -522,16 +536,14 @@ class RedisBackend(Backend):
         """
         if self._closed:
             return
-        before = _cancel_requests()
         try:
-            head = await self._r.zrange(keys.sched(self._ns, queue), 0, 0, withscores=True)
+            head = await _guarded(self._r.zrange(keys.sched(self._ns, queue), 0, 0, withscores=True))
             if head:
                 due = (float(head[0][1]) - _now_ms()) / 1000.0
                 if due <= 0:
                     return
                 timeout = min(timeout, due)
-            await self._r.blpop([keys.wake(self._ns, queue)], timeout=max(timeout, 0.001))
-            _resist_swallowed_cancel(before)
+            await _guarded(self._r.blpop([keys.wake(self._ns, queue)], timeout=max(timeout, 0.001)))
         except (RedisError, OSError) as exc:
             log.warning("waiting for work on Redis failed (%s: %s)", type(exc).__name__, exc)
             await asyncio.sleep(min(timeout, 0.5))
@@ -587,14 +599,14 @@ class RedisBackend(Backend):
         while not self._closed:
             pubsub = self._r.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.psubscribe(keys.done_pattern(self._ns))
+                await _guarded(pubsub.psubscribe(keys.done_pattern(self._ns)))
                 if delay > 0.05:
                     log.warning("Redis result subscriber reconnected")
                     self._lookup(None, list(self._waiters))  # catch up on what was missed
                 delay = 0.05
                 self._subscribed.set()
-                while True:
-                    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5.0)
+                while not self._closed:
+                    msg = await _guarded(pubsub.get_message(ignore_subscribe_messages=True, timeout=5.0))
                     if msg is None or msg.get("type") != "pmessage":
                         continue
                     wanted = [i for i in msg["data"].decode().split(",") if i in self._waiters]
@@ -631,7 +643,7 @@ class RedisBackend(Backend):
                 async with self._r.pipeline(transaction=False) as pipe:
                     for i in ids:
                         pipe.hmget(keys.activity(self._ns, queue, i), ["s", "res", "e"])
-                    replies = await pipe.execute()
+                    replies = await _guarded(pipe.execute())
                 results = [
                     ActivityResult(i, v[0].decode(), v[1], _s(v[2])) if v[0] is not None else None
                     for i, v in zip(ids, replies, strict=True)
@@ -657,7 +669,7 @@ class RedisBackend(Backend):
         async with self._r.pipeline(transaction=False) as pipe:
             for status in keys.STATUSES:
                 pipe.zcard(keys.status_set(self._ns, queue, status))
-            counts = await pipe.execute()
+            counts = await _guarded(pipe.execute())
         return QueueStats(**dict(zip(keys.STATUSES, counts, strict=True)))
 
     async def _snapshots(self, queue: str, ids: Sequence[bytes]) -> list[ActivitySnapshot]:
@@ -666,7 +678,7 @@ class RedisBackend(Backend):
         async with self._r.pipeline(transaction=False) as pipe:
             for i in ids:
                 pipe.hgetall(keys.activity(self._ns, queue, i.decode()))
-            rows = await pipe.execute()
+            rows = await _guarded(pipe.execute())
         return [_snapshot(queue, i.decode(), h) for i, h in zip(ids, rows, strict=True) if h]
 
     async def list_activities(
@@ -680,12 +692,13 @@ class RedisBackend(Backend):
         if limit <= 0:
             return []
         if status is not None:
-            ids = await self._r.zrevrange(keys.status_set(self._ns, queue, status), offset, offset + limit - 1)
+            key = keys.status_set(self._ns, queue, status)
+            ids = await _guarded(self._r.zrevrange(key, offset, offset + limit - 1))
         else:
             async with self._r.pipeline(transaction=False) as pipe:
                 for s in keys.STATUSES:
                     pipe.zrevrange(keys.status_set(self._ns, queue, s), 0, offset + limit - 1, withscores=True)
-                replies = await pipe.execute()
+                replies = await _guarded(pipe.execute())
             merged = sorted((pair for r in replies for pair in r), key=lambda p: (p[1], p[0]), reverse=True)
             ids = [m for m, _ in merged[offset : offset + limit]]
         return await self._snapshots(queue, ids)
@@ -694,25 +707,25 @@ class RedisBackend(Backend):
         found = await self._locate(activity_id)
         if found is None:
             return None
-        h = await self._r.hgetall(keys.activity(self._ns, found[0], activity_id))
+        h = await _guarded(self._r.hgetall(keys.activity(self._ns, found[0], activity_id)))
         return _snapshot(found[0], activity_id, h) if h else None
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         found = await self._locate(activity_id)
         if found is None:
             return []
-        h = await self._r.hgetall(keys.activity(self._ns, found[0], activity_id))
+        h = await _guarded(self._r.hgetall(keys.activity(self._ns, found[0], activity_id)))
         return _events(found[0], activity_id, h)
 
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         if limit <= 0:
             return []
-        ids = await self._r.zrevrange(keys.dead_letter(self._ns, queue), offset, offset + limit - 1)
+        ids = await _guarded(self._r.zrevrange(keys.dead_letter(self._ns, queue), offset, offset + limit - 1))
         snaps = await self._snapshots(queue, ids)
         async with self._r.pipeline(transaction=False) as pipe:
             for s in snaps:
                 pipe.hget(keys.activity(self._ns, queue, s.id), "da")
-            when = await pipe.execute()
+            when = await _guarded(pipe.execute())
         return [DeadLetterRecord(s, s.last_error, int(w or 0)) for s, w in zip(snaps, when, strict=True)]
 
     async def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
@@ -726,12 +739,12 @@ class RedisBackend(Backend):
         if after_id is not None:
             last = int(after_id)
         else:
-            newest = await self._r.xrevrange(key, "+", "-", count=1)
+            newest = await _guarded(self._r.xrevrange(key, "+", "-", count=1))
             last = int(newest[0][0].split(b"-", 1)[1]) if newest else 0
         delay = 0.05
         while not self._closed:
             try:
-                reply = await self._r.xread({key: f"0-{last}"}, count=_STREAM_PAGE, block=1000)
+                reply = await _guarded(self._r.xread({key: f"0-{last}"}, count=_STREAM_PAGE, block=1000))
             except (RedisError, OSError) as exc:
                 log.warning("reading the Redis event stream failed (%s); retrying in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
