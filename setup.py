@@ -12,7 +12,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-MODULES = ("_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore")
+MODULES = ("_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore", "_worker")
 
 
 def extensions() -> list[Extension]:
