@@ -120,6 +120,62 @@ cdef class Handoff:
         return self._items.popleft()
 
 
+cdef bint _failed(engine, a, exc, double started, timeout) except -1:
+    """Buffer the ack of a handler that raised ``exc``; true if ``exc`` must propagate instead.
+
+    The ``except`` clauses of ``_worker_py.run_one``, in their order.
+    """
+    if isinstance(exc, _CancelledError):
+        current = _current_task()
+        if (current is not None and current.cancelling()) or engine._stopping:
+            if engine._stopping:
+                # shutdown grace ran out: back to pending, no attempt counted
+                engine._release.append(_LeaseRef(a.id, a.claim_token))
+            return True
+        # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
+        engine._retry_or_dead(a, _describe_error(exc), None)
+    elif isinstance(exc, _NonRetryableError):
+        engine._fail(a, _describe_error(exc))
+    elif isinstance(exc, TimeoutError):
+        elapsed = _perf_counter() - started
+        msg = _describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
+        engine._retry_or_dead(a, f"TimeoutError: {msg}", None)
+    elif isinstance(exc, _RetryableError):
+        engine._retry_or_dead(a, _describe_error(exc), exc.retry_after)
+    elif isinstance(exc, (Exception, GeneratorExit, SystemExit)):
+        # any other failure is retryable; GeneratorExit and SystemExit must not end this worker either
+        engine._retry_or_dead(a, _describe_error(exc), None)
+    else:
+        return True
+    return False
+
+
+cdef bint _completed(engine, a, result, double duration) except -1:
+    """Buffer the ack of a handler that returned ``result``; true unless the result could not be stored."""
+    if result is None:
+        data = None
+    else:
+        try:
+            data = _encode_json(result, 0, "result")
+        except _InvalidActivityError as exc:
+            engine._fail(a, _describe_error(exc, prefix=False))
+            return False
+    cdef list acks = engine._acks
+    acks.append(_Ack(a.id, a.claim_token, _COMPLETED, data))
+    cdef Py_ssize_t n = len(acks)
+    if n == 1:
+        engine._ack_ready.set()
+    if n >= engine.config.ack_batch_size:
+        engine._ack_full.set()
+    cdef dict stats = engine._stats
+    stats["completed"] += 1
+    if engine._metrics_on:
+        metrics = engine.metrics
+        metrics.inc_counter(_ACTIVITIES_COMPLETED)
+        metrics.observe_duration(_ACTIVITY_DURATION, duration)
+    return True
+
+
 async def run_one(engine, a, task=None):
     """Run one attempt of ``a`` on ``engine`` and buffer its ack (see ``_worker_py.run_one``)."""
     if _ActivityContext is None:
@@ -145,62 +201,33 @@ async def run_one(engine, a, task=None):
             result = await engine._deadlines.call(handler.fn, payload, ctx, timeout, task)
         else:
             result = await engine._call_sync(handler.fn, payload, ctx, timeout)
-    except _CancelledError as exc:
-        current = _current_task()
-        if (current is not None and current.cancelling()) or engine._stopping:
-            if engine._stopping:
-                # shutdown grace ran out: back to pending, no attempt counted
-                engine._release.append(_LeaseRef(a.id, a.claim_token))
+    except BaseException as exc:
+        if _failed(engine, a, exc, started, timeout):
             raise
-        # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        engine._retry_or_dead(a, _describe_error(exc), None)
-        return
-    except _NonRetryableError as exc:
-        engine._fail(a, _describe_error(exc))
-        return
-    except TimeoutError as exc:
-        elapsed = _perf_counter() - started
-        msg = _describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        engine._retry_or_dead(a, f"TimeoutError: {msg}", None)
-        return
-    except _RetryableError as exc:
-        engine._retry_or_dead(a, _describe_error(exc), exc.retry_after)
-        return
-    except (Exception, GeneratorExit, SystemExit) as exc:
-        # any other failure is retryable; GeneratorExit and SystemExit must not end this worker either
-        engine._retry_or_dead(a, _describe_error(exc), None)
         return
     cdef double duration = _perf_counter() - started
-    if result is None:
-        data = None
-    else:
-        try:
-            data = _encode_json(result, 0, "result")
-        except _InvalidActivityError as exc:
-            engine._fail(a, _describe_error(exc, prefix=False))
-            return
-    cdef list acks = engine._acks
-    acks.append(_Ack(a.id, a.claim_token, _COMPLETED, data))
-    cdef Py_ssize_t n = len(acks)
-    if n == 1:
-        engine._ack_ready.set()
-    if n >= engine.config.ack_batch_size:
-        engine._ack_full.set()
-    cdef dict stats = engine._stats
-    stats["completed"] += 1
-    if engine._metrics_on:
-        metrics = engine.metrics
-        metrics.inc_counter(_ACTIVITIES_COMPLETED)
-        metrics.observe_duration(_ACTIVITY_DURATION, duration)
-    if hooks:
+    if _completed(engine, a, result, duration) and hooks:
         await _call_hooks(hooks, "on_processed", a, duration)
 
 
 async def worker_loop(engine, Handoff local):
-    """One worker task: run activities from ``local`` until it hands out ``None`` (see ``_worker_py``)."""
+    """One worker task: run activities from ``local`` until it hands out ``None`` (see ``_worker_py``).
+
+    Async handlers without lifecycle hooks run inline (the steps of
+    :func:`run_one`, with the engine's fixed parts read once); everything
+    else goes through :func:`run_one`.
+    """
+    if _ActivityContext is None:
+        _bind()
     me = _current_task()
     slot_free = engine._slot_free
     items = local._items
+    cdef dict handlers = engine._handlers
+    deadlines_call = engine._deadlines.call
+    executor = engine._bound_executor
+    cancellation = engine._cancellation
+    cdef bint inline = not engine.hooks
+    cdef double started
     while True:
         if items:
             a = items.popleft()
@@ -209,7 +236,26 @@ async def worker_loop(engine, Handoff local):
         if a is None:
             return
         try:
-            await run_one(engine, a, me)
+            handler = handlers.get(a.activity_type) if inline else None
+            if handler is None or not handler.is_async:
+                await run_one(engine, a, me)
+            else:
+                try:
+                    payload = _decode_json(a.payload)
+                except Exception as exc:
+                    engine._dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
+                else:
+                    ctx = _ActivityContext(a, executor, cancellation)
+                    started = _perf_counter()
+                    timeout_ms = a.timeout_ms
+                    timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
+                    try:
+                        result = await deadlines_call(handler.fn, payload, ctx, timeout, me)
+                    except BaseException as exc:
+                        if _failed(engine, a, exc, started, timeout):
+                            raise
+                    else:
+                        _completed(engine, a, result, _perf_counter() - started)
         except Exception:
             # an engine bug must neither kill this worker nor strand the activity
             log.exception("engine error while running activity %s; it will be retried", a.id)
