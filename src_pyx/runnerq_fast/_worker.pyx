@@ -9,6 +9,8 @@ on first use: this module is imported by :mod:`runnerq_fast.speedups`,
 before the engine package can be.
 """
 
+from runnerq_fast._deadline cimport Deadlines, _Entry
+
 import asyncio
 import collections
 import logging
@@ -223,7 +225,10 @@ async def worker_loop(engine, Handoff local):
     slot_free = engine._slot_free
     items = local._items
     cdef dict handlers = engine._handlers
-    deadlines_call = engine._deadlines.call
+    deadlines_obj = engine._deadlines
+    cdef Deadlines deadlines = deadlines_obj if type(deadlines_obj) is Deadlines else None
+    deadlines_call = deadlines_obj.call
+    cdef _Entry entry
     executor = engine._bound_executor
     cancellation = engine._cancellation
     cdef bint inline = not engine.hooks
@@ -250,7 +255,24 @@ async def worker_loop(engine, Handoff local):
                     timeout_ms = a.timeout_ms
                     timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
                     try:
-                        result = await deadlines_call(handler.fn, payload, ctx, timeout, me)
+                        if deadlines is None or timeout is None:
+                            result = await deadlines_call(handler.fn, payload, ctx, timeout, me)
+                        else:
+                            # Deadlines.call inlined: no coroutine of its own per activity
+                            entry = deadlines.enter(me, timeout)
+                            cancelling = me.cancelling()
+                            try:
+                                result = await handler.fn(payload, ctx)
+                            except _CancelledError as exc:
+                                if entry.fired:
+                                    entry.fired = False
+                                    if me.uncancel() <= cancelling:
+                                        raise TimeoutError from exc
+                                raise
+                            finally:
+                                entry.entries.discard(entry)
+                                if entry.fired:
+                                    me.uncancel()
                     except BaseException as exc:
                         if _failed(engine, a, exc, started, timeout):
                             raise
