@@ -12,7 +12,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-MODULES = ("_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore")
+MODULES = ("_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore", "_worker")
 
 
 def extensions() -> list[Extension]:
@@ -22,7 +22,7 @@ def extensions() -> list[Extension]:
 
     src = Path("src_pyx") / "runnerq_fast"
     exts = [Extension(f"runnerq_fast.{name}", [str(src / (name.replace(".", "/") + ".pyx"))]) for name in MODULES]
-    return cythonize(exts, compiler_directives={"language_level": "3"}, quiet=True)
+    return cythonize(exts, compiler_directives={"language_level": "3"}, include_path=["src_pyx"], quiet=True)
 
 
 setup(ext_modules=extensions())

@@ -32,7 +32,9 @@ import warnings
 __all__ = ["COMPILED_MODULES", "disabled_by_env", "enabled", "import_error"]
 
 #: The compiled modules, each with a pure twin named ``<module>_py``.
-COMPILED_MODULES: tuple[str, ...] = ("_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore")
+COMPILED_MODULES: tuple[str, ...] = (
+    "_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore", "_worker",
+)
 
 disabled_by_env: bool = os.environ.get("RUNNERQ_NO_EXTENSIONS", "") not in ("", "0")
 

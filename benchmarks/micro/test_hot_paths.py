@@ -165,3 +165,55 @@ def test_memstore_claim_and_ack(benchmark: Any, impl: ModuleType) -> None:
         return len(claimed) - len(rejected)
 
     assert benchmark.pedantic(claim_and_ack, setup=setup, rounds=40) == BATCH
+
+
+def _worker_pair() -> list[Any]:
+    pure = (importlib.import_module("runnerq_fast._worker_py"), importlib.import_module("runnerq_fast._deadline_py"))
+    try:
+        compiled: tuple[ModuleType, ModuleType] | None = (
+            importlib.import_module("runnerq_fast._worker"),
+            importlib.import_module("runnerq_fast._deadline"),
+        )
+    except ImportError:
+        compiled = None
+    return [
+        pytest.param(pure, id="pure"),
+        pytest.param(compiled, id="compiled", marks=pytest.mark.skipif(compiled is None, reason="not built")),
+    ]
+
+
+class _WorkerHandler:
+    fn = staticmethod(_noop)
+    is_async = True
+
+
+@pytest.mark.parametrize("impl", _worker_pair())
+def test_worker_loop(benchmark: Any, impl: tuple[ModuleType, ModuleType]) -> None:
+    """Hand-off, handler under its timeout, ack buffered: BATCH activities through 16 worker tasks."""
+    from types import SimpleNamespace
+
+    from runnerq_fast.models import ClaimedActivity
+
+    worker, deadline = impl
+    benchmark.group = f"worker.worker_loop x{BATCH} (16 workers)"
+    items = [ClaimedActivity(u.hex, "t", b"{}", 2, 0, 3, 300_000, b"{}", "tok", T0, T0) for u in UUIDS]
+    loop = asyncio.new_event_loop()
+    try:
+        async def drain() -> int:
+            eng = SimpleNamespace(
+                _handlers={"t": _WorkerHandler()}, _deadlines=deadline.Deadlines(loop), _bound_executor=None,
+                _cancellation=asyncio.Event(), hooks=(), _slot_free=asyncio.Event(), _busy=BATCH, _acks=[],
+                _ack_ready=asyncio.Event(), _ack_full=asyncio.Event(), config=SimpleNamespace(ack_batch_size=BATCH),
+                _stats={"completed": 0}, _metrics_on=False, _stopping=False,
+            )
+            local = worker.Handoff(loop)
+            tasks = [loop.create_task(worker.worker_loop(eng, local)) for _ in range(16)]
+            local.put_batch(items, {})
+            for _ in tasks:
+                local.put_nowait(None)
+            await asyncio.gather(*tasks)
+            return len(eng._acks)
+
+        assert benchmark(lambda: loop.run_until_complete(drain())) == BATCH
+    finally:
+        loop.close()

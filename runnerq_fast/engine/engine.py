@@ -36,22 +36,20 @@ from typing import Any, TypeVar
 import msgspec
 
 from runnerq_fast.backoff import backoff_seconds
-from runnerq_fast.codec import decode_json, encode_json
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.deadline import Deadlines
 from runnerq_fast.engine.context import ActivityContext
+from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
-from runnerq_fast.errors import ConfigError, InvalidActivityError, NonRetryableError, RetryableError
+from runnerq_fast.errors import ConfigError
 from runnerq_fast.executor import ActivityExecutor, validate_activity_type
 from runnerq_fast.metrics import (
     ACKS_REJECTED,
     ACTIVITIES_CLAIMED,
-    ACTIVITIES_COMPLETED,
     ACTIVITIES_DEAD_LETTERED,
     ACTIVITIES_FAILED,
     ACTIVITIES_REAPED,
     ACTIVITIES_RETRIED,
-    ACTIVITY_DURATION,
     BACKEND_ERRORS,
     MetricsSink,
     NoopMetrics,
@@ -59,6 +57,7 @@ from runnerq_fast.metrics import (
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
 from runnerq_fast.observability.inspector import QueueInspector
 from runnerq_fast.storage import Backend, open_backend
+from runnerq_fast.worker import Handoff, settle, worker_loop
 
 __all__ = ["Handler", "WorkerEngine", "describe_error", "run_with_uvloop"]
 
@@ -67,7 +66,6 @@ log = logging.getLogger("runnerq_fast.engine")
 Handler = Callable[[Any, ActivityContext], Any]
 H = TypeVar("H", bound=Handler)
 
-_COMPLETED = int(AckOutcome.COMPLETED)
 _RETRY = int(AckOutcome.RETRY)
 _FAILED = int(AckOutcome.FAILED)
 _DEAD = int(AckOutcome.DEAD_LETTER)
@@ -81,24 +79,6 @@ class _Registered:
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
         )
-
-
-_MAX_ERROR_CHARS = 4000
-
-
-def describe_error(exc: BaseException, *, prefix: bool = True) -> str:
-    """Error text safe to store: never raises, no NUL, valid UTF-8, at most 4000 characters.
-
-    ``"Type: message"`` (or just the message with ``prefix=False``); an
-    exception whose ``__str__`` raises is described as unprintable.
-    """
-    try:
-        msg = str(exc)
-    except Exception:
-        msg = "<unprintable exception>"
-    text = f"{type(exc).__name__}: {msg}" if prefix else msg
-    text = text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
-    return text if len(text) <= _MAX_ERROR_CHARS else text[: _MAX_ERROR_CHARS - 15] + "... (truncated)"
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -324,14 +304,14 @@ class WorkerEngine:
         self._retry_wake = asyncio.Event()
         self._ack_ready = asyncio.Event()
         self._ack_full = asyncio.Event()
-        self._local: asyncio.Queue[ClaimedActivity | None] = asyncio.Queue()
+        self._local = Handoff(self._loop)
         self._threads = (
             ThreadPoolExecutor(cfg.effective_sync_workers, thread_name_prefix="runnerq-sync")
             if any(not h.is_async for h in self._handlers.values())
             else None
         )
         self._bound_executor = self.executor
-        self._workers = [asyncio.create_task(self._worker_loop(), name=f"runnerq-worker-{i}")
+        self._workers = [asyncio.create_task(worker_loop(self, self._local), name=f"runnerq-worker-{i}")
                          for i in range(cfg.max_workers)]
         self._flusher = asyncio.create_task(self._flush_loop(), name="runnerq-ack-flusher")
         self._tasks = [
@@ -530,9 +510,7 @@ class WorkerEngine:
             n = len(batch)
             if n:
                 self._busy += n
-                for a in batch:
-                    inflight[a.id] = a
-                    local.put_nowait(a)
+                local.put_batch(batch, inflight)
                 if self._metrics_on:
                     self.metrics.inc_counter(ACTIVITIES_CLAIMED, n)
                 if self._stopping:
@@ -554,24 +532,7 @@ class WorkerEngine:
             due.cancel()
 
     # ---------------------------------------------------------------- workers
-    async def _worker_loop(self) -> None:
-        local = self._local
-        run = self._run_one
-        me = asyncio.current_task()
-        while True:
-            a = await local.get()
-            if a is None:
-                return
-            try:
-                await run(a, me)
-            except Exception:
-                # an engine bug must neither kill this worker nor strand the activity
-                log.exception("engine error while running activity %s; it will be retried", a.id)
-                self._retry_or_dead(a, "engine error (see the worker log)", None)
-            finally:
-                self._busy -= 1
-                self._slot_free.set()
-
+    # worker tasks run runnerq_fast.worker.worker_loop (compiled twin: runnerq_fast._worker)
     def _push_ack(self, ack: Ack) -> None:
         acks = self._acks
         acks.append(ack)
@@ -579,70 +540,6 @@ class WorkerEngine:
             self._ack_ready.set()
         if len(acks) >= self.config.ack_batch_size:
             self._ack_full.set()
-
-    async def _run_one(self, a: ClaimedActivity, task: asyncio.Task[Any] | None = None) -> None:
-        handler = self._handlers.get(a.activity_type)
-        if handler is None:
-            self._fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
-            return
-        try:
-            payload = decode_json(a.payload)
-        except Exception as exc:
-            self._dead_letter(a, f"payload could not be decoded: {describe_error(exc, prefix=False)}")
-            return
-        ctx = ActivityContext(a, self._bound_executor, self._cancellation)
-        hooks = self.hooks
-        if hooks:
-            await call_hooks(hooks, "on_processing", a)
-        started = time.perf_counter()
-        timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
-        try:
-            if handler.is_async:
-                result = await self._deadlines.call(handler.fn, payload, ctx, timeout, task)
-            else:
-                result = await self._call_sync(handler.fn, payload, ctx, timeout)
-        except asyncio.CancelledError as exc:
-            task = asyncio.current_task()
-            if (task is not None and task.cancelling()) or self._stopping:
-                if self._stopping:
-                    # shutdown grace ran out: back to pending, no attempt counted
-                    self._release.append(LeaseRef(a.id, a.claim_token))
-                raise
-            # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-            self._retry_or_dead(a, describe_error(exc), None)
-            return
-        except NonRetryableError as exc:
-            self._fail(a, describe_error(exc))
-            return
-        except TimeoutError as exc:
-            elapsed = time.perf_counter() - started
-            msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-            self._retry_or_dead(a, f"TimeoutError: {msg}", None)
-            return
-        except RetryableError as exc:
-            self._retry_or_dead(a, describe_error(exc), exc.retry_after)
-            return
-        except (Exception, GeneratorExit, SystemExit) as exc:
-            # any other failure is retryable; GeneratorExit and SystemExit (from a thread it would
-            # end the process) must not end this worker either
-            self._retry_or_dead(a, describe_error(exc), None)
-            return
-        duration = time.perf_counter() - started
-        if result is None:
-            data = None
-        else:
-            try:
-                data = encode_json(result, 0, "result")
-            except InvalidActivityError as exc:
-                self._fail(a, describe_error(exc, prefix=False))
-                return
-        self._push_ack(Ack(a.id, a.claim_token, _COMPLETED, data))
-        self._stats["completed"] += 1
-        if self._metrics_on:
-            self.metrics.inc_counter(ACTIVITIES_COMPLETED)
-            self.metrics.observe_duration(ACTIVITY_DURATION, duration)
-        if hooks:
-            await call_hooks(hooks, "on_processed", a, duration)
 
     async def _call_sync(self, fn: Handler, payload: Any, ctx: ActivityContext, timeout: float | None) -> Any:
         """Run a plain ``def`` handler in the thread pool.
@@ -820,16 +717,7 @@ class WorkerEngine:
         return rejected, []
 
     def _acked(self, acks: list[Ack], unsent: list[Ack], rejected: list[str]) -> None:
-        inflight = self._inflight
-        pending = {id(a) for a in unsent}
-        for ack in acks:
-            if id(ack) in pending:
-                continue
-            # Only the claim this ack belongs to: a late ack of a reaped attempt must not
-            # take a newer claim of the same activity out of the heartbeat.
-            held = inflight.get(ack.id)
-            if held is not None and held.claim_token == ack.claim_token:
-                del inflight[ack.id]
+        settle(self._inflight, acks, unsent)
         if rejected:
             self._stats["rejected"] += len(rejected)
             log.warning("%d late acks rejected (lease was reclaimed): %s", len(rejected), ", ".join(rejected[:10]))

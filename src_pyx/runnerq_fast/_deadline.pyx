@@ -15,9 +15,6 @@ cdef object _CancelledError = asyncio.CancelledError
 cdef class _Entry:
     """One call in a slot: the task to cancel and whether the slot did."""
 
-    cdef object task
-    cdef bint fired
-
     def __cinit__(self, task):
         self.task = task
         self.fired = False
@@ -25,11 +22,6 @@ cdef class _Entry:
 
 cdef class Deadlines:
     """Timeouts of handler calls on one event loop, sharing one timer per slot (see ``_deadline_py``)."""
-
-    cdef object _loop
-    cdef double _min_res
-    cdef dict _slots
-    cdef object _fire_cb
 
     def __init__(self, loop, double min_resolution=0.005):
         self._loop = loop
@@ -50,6 +42,30 @@ cdef class Deadlines:
                 entry = <_Entry>e
                 entry.fired = True
                 entry.task.cancel()
+
+    cdef _Entry enter(self, object task, double timeout):
+        """Register ``task`` for cancellation once ``timeout`` seconds have passed (the start of :meth:`call`).
+
+        The caller awaits the handler, then removes the entry from
+        ``entry.entries`` and withdraws the cancellation as :meth:`call` does.
+        """
+        cdef double res = timeout / 1000.0
+        cdef set entries
+        if res < self._min_res:
+            res = self._min_res
+        slot = int(ceil((<double>self._loop.time() + timeout) / res))
+        key = (res, slot)
+        found = self._slots.get(key)
+        if found is None:
+            entries = set()
+            self._slots[key] = entries
+            self._loop.call_at(slot * res, self._fire_cb, key)
+        else:
+            entries = <set>found
+        cdef _Entry entry = _Entry(task)
+        entry.entries = entries
+        entries.add(entry)
+        return entry
 
     async def call(self, fn, payload, ctx, timeout, task=None):
         """Await ``fn(payload, ctx)``, cancelling it once ``timeout`` seconds have passed."""

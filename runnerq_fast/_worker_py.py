@@ -1,0 +1,245 @@
+"""The engine's per-activity path: the pure-Python reference twin.
+
+:mod:`runnerq_fast.worker` selects the compiled twin
+(``runnerq_fast._worker``) when it is built. Three pieces, all used
+by :class:`~runnerq_fast.engine.WorkerEngine`:
+
+* :class:`Handoff`, the FIFO between the fetcher and the worker tasks (what
+  ``asyncio.Queue`` did, with a batch put that also records the claims in
+  flight);
+* :func:`run_one`, one attempt: decode the payload, await the handler under
+  its timeout, classify the outcome and buffer its :class:`~runnerq_fast.models.Ack`;
+* :func:`worker_loop`, a worker task: take activities from the hand-off and
+  run them until it hands out ``None``;
+
+plus :func:`settle`, the ack bookkeeping after a flush.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from runnerq_fast.codec import decode_json, encode_json
+from runnerq_fast.engine.context import ActivityContext
+from runnerq_fast.engine.errtext import describe_error
+from runnerq_fast.engine.hooks import call_hooks
+from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
+from runnerq_fast.metrics import ACTIVITIES_COMPLETED, ACTIVITY_DURATION
+from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
+
+if TYPE_CHECKING:
+    from runnerq_fast.engine.engine import WorkerEngine
+
+__all__ = ["Handoff", "run_one", "settle", "worker_loop"]
+
+log = logging.getLogger("runnerq_fast.engine")
+
+_COMPLETED = int(AckOutcome.COMPLETED)
+
+
+class Handoff:
+    """FIFO of claimed activities (``None``: a worker should end), waking waiting workers.
+
+    Behaves as an unbounded ``asyncio.Queue`` (same order, same wake-ups,
+    same cancellation handling in :meth:`get`) without its task accounting.
+
+    Parameters
+    ----------
+    loop : asyncio.AbstractEventLoop
+        The loop the workers run on.
+    """
+
+    __slots__ = ("_getters", "_items", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: collections.deque[ClaimedActivity | None] = collections.deque()
+        self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def empty(self) -> bool:
+        """Whether nothing is waiting to be taken."""
+        return not self._items
+
+    def _wakeup_next(self) -> None:
+        getters = self._getters
+        while getters:
+            getter = getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                break
+
+    def put_nowait(self, item: ClaimedActivity | None) -> None:
+        """Append ``item`` and wake one waiting worker."""
+        self._items.append(item)
+        self._wakeup_next()
+
+    def put_batch(self, batch: Iterable[ClaimedActivity], inflight: dict[str, ClaimedActivity]) -> None:
+        """Record each of ``batch`` in ``inflight`` (by id) and append it, waking one worker per item."""
+        items = self._items
+        for a in batch:
+            inflight[a.id] = a
+            items.append(a)
+            self._wakeup_next()
+
+    def get_nowait(self) -> ClaimedActivity | None:
+        """Take the oldest item.
+
+        Raises
+        ------
+        asyncio.QueueEmpty
+            If there is none.
+        """
+        if not self._items:
+            raise asyncio.QueueEmpty
+        return self._items.popleft()
+
+    async def get(self) -> ClaimedActivity | None:
+        """Take the oldest item, waiting for one."""
+        while not self._items:
+            getter = self._loop.create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except BaseException:
+                getter.cancel()
+                with contextlib.suppress(ValueError):
+                    self._getters.remove(getter)
+                if self._items and not getter.cancelled():
+                    self._wakeup_next()
+                raise
+        return self._items.popleft()
+
+
+async def run_one(engine: WorkerEngine, a: ClaimedActivity, task: asyncio.Task[Any] | None = None) -> None:
+    """Run one attempt of ``a`` on ``engine`` and buffer its ack.
+
+    Parameters
+    ----------
+    engine : WorkerEngine
+        The started engine (handlers, deadlines, ack buffer, stats).
+    a : ClaimedActivity
+        The claimed activity.
+    task : asyncio.Task, optional
+        The task running this call (saves a lookup per call).
+
+    Raises
+    ------
+    asyncio.CancelledError
+        If the worker task was cancelled (at shutdown the activity is then
+        queued for release first).
+    """
+    handler = engine._handlers.get(a.activity_type)
+    if handler is None:
+        engine._fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
+        return
+    try:
+        payload = decode_json(a.payload)
+    except Exception as exc:
+        engine._dead_letter(a, f"payload could not be decoded: {describe_error(exc, prefix=False)}")
+        return
+    ctx = ActivityContext(a, engine._bound_executor, engine._cancellation)
+    hooks = engine.hooks
+    if hooks:
+        await call_hooks(hooks, "on_processing", a)
+    started = time.perf_counter()
+    timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
+    try:
+        if handler.is_async:
+            result = await engine._deadlines.call(handler.fn, payload, ctx, timeout, task)
+        else:
+            result = await engine._call_sync(handler.fn, payload, ctx, timeout)
+    except asyncio.CancelledError as exc:
+        current = asyncio.current_task()
+        if (current is not None and current.cancelling()) or engine._stopping:
+            if engine._stopping:
+                # shutdown grace ran out: back to pending, no attempt counted
+                engine._release.append(LeaseRef(a.id, a.claim_token))
+            raise
+        # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
+        engine._retry_or_dead(a, describe_error(exc), None)
+        return
+    except NonRetryableError as exc:
+        engine._fail(a, describe_error(exc))
+        return
+    except TimeoutError as exc:
+        elapsed = time.perf_counter() - started
+        msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
+        engine._retry_or_dead(a, f"TimeoutError: {msg}", None)
+        return
+    except RetryableError as exc:
+        engine._retry_or_dead(a, describe_error(exc), exc.retry_after)
+        return
+    except (Exception, GeneratorExit, SystemExit) as exc:
+        # any other failure is retryable; GeneratorExit and SystemExit (from a thread it would
+        # end the process) must not end this worker either
+        engine._retry_or_dead(a, describe_error(exc), None)
+        return
+    duration = time.perf_counter() - started
+    if result is None:
+        data = None
+    else:
+        try:
+            data = encode_json(result, 0, "result")
+        except InvalidActivityError as exc:
+            engine._fail(a, describe_error(exc, prefix=False))
+            return
+    acks = engine._acks
+    acks.append(Ack(a.id, a.claim_token, _COMPLETED, data))
+    if len(acks) == 1:
+        engine._ack_ready.set()
+    if len(acks) >= engine.config.ack_batch_size:
+        engine._ack_full.set()
+    engine._stats["completed"] += 1
+    if engine._metrics_on:
+        engine.metrics.inc_counter(ACTIVITIES_COMPLETED)
+        engine.metrics.observe_duration(ACTIVITY_DURATION, duration)
+    if hooks:
+        await call_hooks(hooks, "on_processed", a, duration)
+
+
+async def worker_loop(engine: WorkerEngine, local: Handoff) -> None:
+    """One worker task: run activities from ``local`` until it hands out ``None``.
+
+    An exception escaping :func:`run_one` (an engine bug) is logged and the
+    attempt counted as failed; the worker keeps going. Every activity taken
+    frees its slot (``engine._busy``, ``engine._slot_free``) when it ends.
+    """
+    me = asyncio.current_task()
+    slot_free = engine._slot_free
+    while True:
+        a = await local.get()
+        if a is None:
+            return
+        try:
+            await run_one(engine, a, me)
+        except Exception:
+            # an engine bug must neither kill this worker nor strand the activity
+            log.exception("engine error while running activity %s; it will be retried", a.id)
+            engine._retry_or_dead(a, "engine error (see the worker log)", None)
+        finally:
+            engine._busy -= 1
+            slot_free.set()
+
+
+def settle(inflight: dict[str, ClaimedActivity], acks: Iterable[Ack], unsent: Iterable[Ack]) -> None:
+    """Take the claims that ``acks`` (all but ``unsent``, by identity) acknowledged out of ``inflight``.
+
+    Only the claim an ack belongs to: a late ack of a reaped attempt must not
+    take a newer claim of the same activity out of the heartbeat.
+    """
+    pending = {id(a) for a in unsent}
+    for ack in acks:
+        if pending and id(ack) in pending:
+            continue
+        held = inflight.get(ack.id)
+        if held is not None and held.claim_token == ack.claim_token:
+            del inflight[ack.id]

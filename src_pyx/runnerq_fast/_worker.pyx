@@ -1,0 +1,299 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Compiled per-activity path of the engine (twin of ``runnerq_fast._worker_py``).
+
+The same steps as the reference, with the stdlib, msgspec and model
+callables cached as C globals, the hand-off a ``cdef class`` whose items the
+worker loop takes without a call when one is waiting, and typed counters.
+The engine-level pieces (``ActivityContext``, hooks, error text) are bound
+on first use: this module is imported by :mod:`runnerq_fast.speedups`,
+before the engine package can be.
+"""
+
+from runnerq_fast._deadline cimport Deadlines, _Entry
+
+import asyncio
+import collections
+import logging
+import time
+
+from runnerq_fast._codec import decode_json, encode_json
+from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
+from runnerq_fast.metrics import ACTIVITIES_COMPLETED, ACTIVITY_DURATION
+from runnerq_fast.models import Ack, AckOutcome, LeaseRef
+
+log = logging.getLogger("runnerq_fast.engine")
+
+cdef object _deque = collections.deque
+cdef object _QueueEmpty = asyncio.QueueEmpty
+cdef object _CancelledError = asyncio.CancelledError
+cdef object _current_task = asyncio.current_task
+cdef object _perf_counter = time.perf_counter
+cdef object _decode_json = decode_json
+cdef object _encode_json = encode_json
+cdef object _Ack = Ack
+cdef object _LeaseRef = LeaseRef
+cdef object _NonRetryableError = NonRetryableError
+cdef object _RetryableError = RetryableError
+cdef object _InvalidActivityError = InvalidActivityError
+cdef object _COMPLETED = int(AckOutcome.COMPLETED)
+cdef object _ACTIVITIES_COMPLETED = ACTIVITIES_COMPLETED
+cdef object _ACTIVITY_DURATION = ACTIVITY_DURATION
+
+cdef object _ActivityContext = None
+cdef object _call_hooks = None
+cdef object _describe_error = None
+
+
+cdef int _bind() except -1:
+    global _ActivityContext, _call_hooks, _describe_error
+    from runnerq_fast.engine.context import ActivityContext
+    from runnerq_fast.engine.errtext import describe_error
+    from runnerq_fast.engine.hooks import call_hooks
+    _ActivityContext = ActivityContext
+    _call_hooks = call_hooks
+    _describe_error = describe_error
+    return 0
+
+
+cdef class Handoff:
+    """FIFO of claimed activities (``None``: a worker should end), waking waiting workers (see ``_worker_py``)."""
+
+    cdef object _loop
+    cdef object _items
+    cdef object _getters
+
+    def __init__(self, loop):
+        self._loop = loop
+        self._items = _deque()
+        self._getters = _deque()
+
+    def __len__(self):
+        return len(self._items)
+
+    def empty(self):
+        """Whether nothing is waiting to be taken."""
+        return not self._items
+
+    cdef _wakeup_next(self):
+        getters = self._getters
+        while getters:
+            getter = getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                break
+
+    def put_nowait(self, item):
+        """Append ``item`` and wake one waiting worker."""
+        self._items.append(item)
+        self._wakeup_next()
+
+    def put_batch(self, batch, dict inflight):
+        """Record each of ``batch`` in ``inflight`` (by id) and append it, waking one worker per item."""
+        items = self._items
+        getters = self._getters
+        for a in batch:
+            inflight[a.id] = a
+            items.append(a)
+            if getters:
+                self._wakeup_next()
+
+    def get_nowait(self):
+        """Take the oldest item (``asyncio.QueueEmpty`` if there is none)."""
+        if not self._items:
+            raise _QueueEmpty
+        return self._items.popleft()
+
+    async def get(self):
+        """Take the oldest item, waiting for one."""
+        while not self._items:
+            getter = self._loop.create_future()
+            self._getters.append(getter)
+            try:
+                await getter
+            except BaseException:
+                getter.cancel()
+                try:
+                    self._getters.remove(getter)
+                except ValueError:
+                    pass
+                if self._items and not getter.cancelled():
+                    self._wakeup_next()
+                raise
+        return self._items.popleft()
+
+
+cdef bint _failed(engine, a, exc, double started, timeout) except -1:
+    """Buffer the ack of a handler that raised ``exc``; true if ``exc`` must propagate instead.
+
+    The ``except`` clauses of ``_worker_py.run_one``, in their order.
+    """
+    if isinstance(exc, _CancelledError):
+        current = _current_task()
+        if (current is not None and current.cancelling()) or engine._stopping:
+            if engine._stopping:
+                # shutdown grace ran out: back to pending, no attempt counted
+                engine._release.append(_LeaseRef(a.id, a.claim_token))
+            return True
+        # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
+        engine._retry_or_dead(a, _describe_error(exc), None)
+    elif isinstance(exc, _NonRetryableError):
+        engine._fail(a, _describe_error(exc))
+    elif isinstance(exc, TimeoutError):
+        elapsed = _perf_counter() - started
+        msg = _describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
+        engine._retry_or_dead(a, f"TimeoutError: {msg}", None)
+    elif isinstance(exc, _RetryableError):
+        engine._retry_or_dead(a, _describe_error(exc), exc.retry_after)
+    elif isinstance(exc, (Exception, GeneratorExit, SystemExit)):
+        # any other failure is retryable; GeneratorExit and SystemExit must not end this worker either
+        engine._retry_or_dead(a, _describe_error(exc), None)
+    else:
+        return True
+    return False
+
+
+cdef bint _completed(engine, a, result, double duration) except -1:
+    """Buffer the ack of a handler that returned ``result``; true unless the result could not be stored."""
+    if result is None:
+        data = None
+    else:
+        try:
+            data = _encode_json(result, 0, "result")
+        except _InvalidActivityError as exc:
+            engine._fail(a, _describe_error(exc, prefix=False))
+            return False
+    cdef list acks = engine._acks
+    acks.append(_Ack(a.id, a.claim_token, _COMPLETED, data))
+    cdef Py_ssize_t n = len(acks)
+    if n == 1:
+        engine._ack_ready.set()
+    if n >= engine.config.ack_batch_size:
+        engine._ack_full.set()
+    cdef dict stats = engine._stats
+    stats["completed"] += 1
+    if engine._metrics_on:
+        metrics = engine.metrics
+        metrics.inc_counter(_ACTIVITIES_COMPLETED)
+        metrics.observe_duration(_ACTIVITY_DURATION, duration)
+    return True
+
+
+async def run_one(engine, a, task=None):
+    """Run one attempt of ``a`` on ``engine`` and buffer its ack (see ``_worker_py.run_one``)."""
+    if _ActivityContext is None:
+        _bind()
+    handler = engine._handlers.get(a.activity_type)
+    if handler is None:
+        engine._fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
+        return
+    try:
+        payload = _decode_json(a.payload)
+    except Exception as exc:
+        engine._dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
+        return
+    ctx = _ActivityContext(a, engine._bound_executor, engine._cancellation)
+    hooks = engine.hooks
+    if hooks:
+        await _call_hooks(hooks, "on_processing", a)
+    cdef double started = _perf_counter()
+    timeout_ms = a.timeout_ms
+    timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
+    try:
+        if handler.is_async:
+            result = await engine._deadlines.call(handler.fn, payload, ctx, timeout, task)
+        else:
+            result = await engine._call_sync(handler.fn, payload, ctx, timeout)
+    except BaseException as exc:
+        if _failed(engine, a, exc, started, timeout):
+            raise
+        return
+    cdef double duration = _perf_counter() - started
+    if _completed(engine, a, result, duration) and hooks:
+        await _call_hooks(hooks, "on_processed", a, duration)
+
+
+async def worker_loop(engine, Handoff local):
+    """One worker task: run activities from ``local`` until it hands out ``None`` (see ``_worker_py``).
+
+    Async handlers without lifecycle hooks run inline (the steps of
+    :func:`run_one`, with the engine's fixed parts read once); everything
+    else goes through :func:`run_one`.
+    """
+    if _ActivityContext is None:
+        _bind()
+    me = _current_task()
+    slot_free = engine._slot_free
+    items = local._items
+    cdef dict handlers = engine._handlers
+    deadlines_obj = engine._deadlines
+    cdef Deadlines deadlines = deadlines_obj if type(deadlines_obj) is Deadlines else None
+    deadlines_call = deadlines_obj.call
+    cdef _Entry entry
+    executor = engine._bound_executor
+    cancellation = engine._cancellation
+    cdef bint inline = not engine.hooks
+    cdef double started
+    while True:
+        if items:
+            a = items.popleft()
+        else:
+            a = await local.get()
+        if a is None:
+            return
+        try:
+            handler = handlers.get(a.activity_type) if inline else None
+            if handler is None or not handler.is_async:
+                await run_one(engine, a, me)
+            else:
+                try:
+                    payload = _decode_json(a.payload)
+                except Exception as exc:
+                    engine._dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
+                else:
+                    ctx = _ActivityContext(a, executor, cancellation)
+                    started = _perf_counter()
+                    timeout_ms = a.timeout_ms
+                    timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
+                    try:
+                        if deadlines is None or timeout is None:
+                            result = await deadlines_call(handler.fn, payload, ctx, timeout, me)
+                        else:
+                            # Deadlines.call inlined: no coroutine of its own per activity
+                            entry = deadlines.enter(me, timeout)
+                            cancelling = me.cancelling()
+                            try:
+                                result = await handler.fn(payload, ctx)
+                            except _CancelledError as exc:
+                                if entry.fired:
+                                    entry.fired = False
+                                    if me.uncancel() <= cancelling:
+                                        raise TimeoutError from exc
+                                raise
+                            finally:
+                                entry.entries.discard(entry)
+                                if entry.fired:
+                                    me.uncancel()
+                    except BaseException as exc:
+                        if _failed(engine, a, exc, started, timeout):
+                            raise
+                    else:
+                        _completed(engine, a, result, _perf_counter() - started)
+        except Exception:
+            # an engine bug must neither kill this worker nor strand the activity
+            log.exception("engine error while running activity %s; it will be retried", a.id)
+            engine._retry_or_dead(a, "engine error (see the worker log)", None)
+        finally:
+            engine._busy -= 1
+            slot_free.set()
+
+
+def settle(dict inflight, acks, unsent):
+    """Take the claims that ``acks`` (all but ``unsent``, by identity) acknowledged out of ``inflight``."""
+    cdef set pending = {id(x) for x in unsent}
+    for ack in acks:
+        if pending and id(ack) in pending:
+            continue
+        ack_id = ack.id
+        held = inflight.get(ack_id)
+        if held is not None and held.claim_token == ack.claim_token:
+            del inflight[ack_id]

@@ -1,0 +1,212 @@
+"""The engine's per-activity path (compiled and pure) gives the same acks, calls and counters."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import re
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from runnerq_fast import _deadline_py, _worker_py
+from runnerq_fast.errors import NonRetryableError, RetryableError
+from runnerq_fast.models import ClaimedActivity
+
+
+def _compiled(name: str) -> ModuleType | None:
+    try:
+        return importlib.import_module(f"runnerq_fast.{name}")
+    except ImportError:
+        return None
+
+
+COMPILED = _compiled("_worker")
+PAIRS: list[tuple[ModuleType, ModuleType]] = [(_worker_py, _deadline_py)]
+if COMPILED is not None:
+    PAIRS.append((COMPILED, importlib.import_module("runnerq_fast._deadline")))
+IMPLS = [
+    pytest.param((_worker_py, _deadline_py), id="pure"),
+    pytest.param(
+        (COMPILED, _compiled("_deadline")),
+        id="compiled",
+        marks=pytest.mark.skipif(COMPILED is None, reason="not built"),
+    ),
+]
+
+BEHAVIOURS = ["none", "value", "unencodable", "nonretryable", "retryable", "value_error", "timeout",
+              "self_cancel", "sleep_past_timeout", "unknown_type", "bad_payload", "sync"]
+
+
+class _Handler:
+    __slots__ = ("fn", "is_async")
+
+    def __init__(self, fn: Any, is_async: bool = True) -> None:
+        self.fn = fn
+        self.is_async = is_async
+
+
+async def _handler(payload: Any, ctx: Any) -> Any:
+    kind = payload["kind"]
+    if kind == "none":
+        return None
+    if kind == "value":
+        return {"n": payload["n"], "id": ctx.activity_id}
+    if kind == "unencodable":
+        return {"x": float("nan")}
+    if kind == "nonretryable":
+        raise NonRetryableError("no")
+    if kind == "retryable":
+        raise RetryableError("later", retry_after=1.5)
+    if kind == "value_error":
+        raise ValueError("bad\x00value")
+    if kind == "timeout":
+        raise TimeoutError("mine")
+    if kind == "self_cancel":
+        raise asyncio.CancelledError("inner")
+    if kind == "sleep_past_timeout":
+        await asyncio.sleep(1)
+    return None
+
+
+def _activity(i: int, kind: str, retry_count: int) -> ClaimedActivity:
+    atype = {"unknown_type": "nope", "sync": "sync"}.get(kind, "t")
+    payload = b"{not json" if kind == "bad_payload" else b'{"kind": "%s", "n": %d}' % (kind.encode(), i)
+    timeout_ms = 20 if kind == "sleep_past_timeout" else (0 if i % 3 == 0 else 60_000)
+    return ClaimedActivity(f"a{i}", atype, payload, 2, retry_count, 1, timeout_ms, b"{}", f"tok{i}", 0, 0)
+
+
+def _engine(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> Any:
+    log: list[tuple[Any, ...]] = []
+
+    async def call_sync(fn: Any, payload: Any, ctx: Any, timeout: Any) -> Any:
+        log.append(("sync", ctx.activity_id, timeout))
+        return {"sync": True}
+
+    return SimpleNamespace(
+        _handlers={"t": _Handler(_handler), "sync": _Handler(None, False)},
+        _deadlines=deadline_mod.Deadlines(asyncio.get_running_loop()),
+        _bound_executor=None,
+        _cancellation=asyncio.Event(),
+        hooks=hooks,
+        _slot_free=asyncio.Event(),
+        _busy=0,
+        _acks=[],
+        _ack_ready=asyncio.Event(),
+        _ack_full=asyncio.Event(),
+        config=SimpleNamespace(ack_batch_size=batch),
+        _stats={"completed": 0},
+        _metrics_on=True,
+        metrics=SimpleNamespace(
+            inc_counter=lambda name, n=1: log.append(("inc", name, n)),
+            observe_duration=lambda name, d: log.append(("dur", name)),
+        ),
+        _stopping=False,
+        _release=[],
+        _fail=lambda a, err: log.append(("fail", a.id, err)),
+        _dead_letter=lambda a, err: log.append(("dead", a.id, err)),
+        _retry_or_dead=lambda a, err, after: log.append(("retry", a.id, err, after)),
+        _call_sync=call_sync,
+        log=log,
+    )
+
+
+class _Hooks:
+    def __init__(self, log: list[tuple[Any, ...]]) -> None:
+        self.log = log
+
+    def on_processing(self, activity: ClaimedActivity) -> None:
+        self.log.append(("hook_processing", activity.id))
+
+    async def on_processed(self, activity: ClaimedActivity, duration: float) -> None:
+        self.log.append(("hook_processed", activity.id))
+
+
+async def _drain(impl: tuple[ModuleType, ModuleType], items: list[ClaimedActivity], with_hooks: bool,
+                 workers: int, batch: int) -> tuple[Any, ...]:
+    worker, deadline = impl
+    eng = _engine(deadline, (), batch)
+    if with_hooks:
+        eng.hooks = (_Hooks(eng.log),)
+    local = worker.Handoff(asyncio.get_running_loop())
+    tasks = [asyncio.create_task(worker.worker_loop(eng, local)) for _ in range(workers)]
+    await asyncio.sleep(0)
+    inflight: dict[str, ClaimedActivity] = {}
+    eng._busy += len(items)
+    local.put_batch(items, inflight)
+    for _ in tasks:
+        local.put_nowait(None)
+    await asyncio.gather(*tasks)
+    acks = sorted((a.id, a.claim_token, a.outcome, a.result, a.error, a.retry_at_ms) for a in eng._acks)
+    # the elapsed time in a timeout's error text is measured, not computed
+    log = sorted((tuple(re.sub(r"after [0-9.]+ s", "after T s", x) if isinstance(x, str) else x for x in e)
+                  for e in eng.log), key=repr)
+    held = dict(inflight)
+    worker.settle(inflight, eng._acks, eng._acks[:1])
+    return (acks, log, eng._stats, eng._busy, eng._slot_free.is_set(), eng._ack_ready.is_set(),
+            eng._ack_full.is_set(), sorted(held), sorted(inflight), local.empty())
+
+
+@given(
+    kinds=st.lists(st.tuples(st.sampled_from(BEHAVIOURS), st.integers(0, 1)), max_size=25),
+    with_hooks=st.booleans(),
+    workers=st.integers(1, 6),
+    batch=st.integers(1, 10),
+)
+@settings(max_examples=40, deadline=None)
+def test_worker_paths_agree(kinds: list[tuple[str, int]], with_hooks: bool, workers: int, batch: int) -> None:
+    items = [_activity(i, k, r) for i, (k, r) in enumerate(kinds)]
+    results = [asyncio.run(_drain(impl, items, with_hooks, workers, batch)) for impl in PAIRS]
+    for other in results[1:]:
+        assert other == results[0]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_handoff_is_a_fifo_with_getters(impl: tuple[ModuleType, ModuleType]) -> None:
+    worker = impl[0]
+
+    async def go() -> list[Any]:
+        h = worker.Handoff(asyncio.get_running_loop())
+        assert h.empty() and len(h) == 0
+        with pytest.raises(asyncio.QueueEmpty):
+            h.get_nowait()
+        getter = asyncio.create_task(h.get())
+        cancelled = asyncio.create_task(h.get())
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        h.put_nowait(None)
+        inflight: dict[str, ClaimedActivity] = {}
+        items = [_activity(i, "none", 0) for i in range(3)]
+        h.put_batch(items, inflight)
+        got = [await getter, h.get_nowait(), await h.get(), len(h)]
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        return [*got, sorted(inflight)]
+
+    assert asyncio.run(go()) == [None, _activity(0, "none", 0), _activity(1, "none", 0), 1, ["a0", "a1", "a2"]]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_shutdown_cancellation_releases(impl: tuple[ModuleType, ModuleType]) -> None:
+    worker, deadline = impl
+
+    async def go() -> tuple[Any, ...]:
+        eng = _engine(deadline, (), 10)
+        local = worker.Handoff(asyncio.get_running_loop())
+        a = ClaimedActivity("x", "t", b'{"kind": "sleep_past_timeout", "n": 0}', 2, 0, 3, 0, b"{}", "tok", 0, 0)
+        task = asyncio.create_task(worker.worker_loop(eng, local))
+        eng._busy = 1
+        local.put_batch([a], {})
+        await asyncio.sleep(0.01)
+        eng._stopping = True
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return eng._release, eng._acks, eng._busy
+
+    release, acks, busy = asyncio.run(go())
+    assert [(r.id, r.claim_token) for r in release] == [("x", "tok")]
+    assert acks == [] and busy == 0
