@@ -56,6 +56,9 @@ def test_url_forms_follow_sqlalchemy(url: str, path: str) -> None:
         ("sqlite://host/x.db", "names a host"),
         ("sqlite:///:memory:", "memory://"),
         ("sqlite:///dir/", "names no file"),
+        ("sqlite:/x.db", "use sqlite:///"),
+        ("sqlite:x.db", "use sqlite:///"),
+        ("SQLITE:/abs/x.db", "use sqlite:///"),
     ],
 )
 def test_bad_urls_are_config_errors(url: str, message: str) -> None:

@@ -102,7 +102,8 @@ def sqlite_path(url: str) -> str:
     Raises
     ------
     ConfigError
-        If the URL is not ``sqlite:``, names a host, names no file, or asks
+        If the URL is not ``sqlite:``, lacks the ``//`` after the scheme,
+        names a host, names no file, or asks
         for an in-memory database (``memory://`` is the in-process backend).
     """
     try:
@@ -111,6 +112,12 @@ def sqlite_path(url: str) -> str:
         raise ConfigError(f"malformed SQLite URL {url!r}: {exc}") from None
     if parts.scheme.lower() != "sqlite":
         raise ConfigError(f"not a SQLite URL: {url!r}")
+    if not url[len(parts.scheme) + 1 :].startswith("//"):
+        # sqlite:/x.db or sqlite:x.db: relative or absolute? Refuse rather than guess.
+        raise ConfigError(
+            f"malformed SQLite URL {url!r}: expected sqlite:// followed by the path; "
+            "use sqlite:///relative/file.db or sqlite:////absolute/file.db"
+        )
     if parts.netloc:
         raise ConfigError(
             f"SQLite URL {url!r} names a host ({parts.netloc!r}); use sqlite:///relative/file.db "
