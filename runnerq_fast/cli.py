@@ -629,7 +629,8 @@ def bench(
 @click.option("--backend", "backend_url", metavar="URL",
               help=f"Backend URL (default: {rq_demo.DEFAULT_URL}, a SQLite file in the working directory). "
                    f"{BACKEND_ENV} is not read: the demo never writes to your configured backend unless asked.")
-@click.option("-n", "n", type=click.IntRange(min=rq_demo.MIN_N), default=rq_demo.DEFAULT_N, show_default=True,
+@click.option("-n", "n", type=click.IntRange(min=rq_demo.MIN_N, max=rq_demo.MAX_N),
+              default=rq_demo.DEFAULT_N, show_default=True,
               help="Activities in all (chained children included).")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=128, show_default=True,
               help="Engine max_workers.")

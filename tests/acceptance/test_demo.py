@@ -81,6 +81,14 @@ def test_demo_leaves_a_file_that_is_not_a_database_untouched(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["thesis.db"]
 
 
+def test_demo_refuses_a_huge_n_at_once_and_creates_nothing(tmp_path: Path) -> None:
+    # -n 1000000000 used to plan every activity in memory before the first enqueue (gigabytes, minutes)
+    done = run_cli("demo", "-n", "1000000000", timeout=15, cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"{demo.MAX_N}" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_stats_and_inspect_never_create_a_sqlite_file(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/absent.db"
     stats = run_cli("stats", "--backend", url, cwd=tmp_path)
@@ -129,3 +137,5 @@ def test_workload_is_reproducible_and_refuses_tiny_runs() -> None:
     assert demo.plan_workload(500, seed=1) == demo.plan_workload(500, seed=1)
     with pytest.raises(ValueError, match="at least"):
         demo.plan_workload(demo.MIN_N - 1)
+    with pytest.raises(ValueError, match="at most"):
+        demo.plan_workload(demo.MAX_N + 1)
