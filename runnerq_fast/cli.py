@@ -681,15 +681,21 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
         where = "existing file reused: this run's activities are on a fresh queue, earlier runs' queues are kept"
     else:
         where = "new file"
-    out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  ({where})")
-    out.print("look at what is stored:")
-    out.print(f"  runnerq-fast stats --backend {cli_url} --queue {result.queue}")
-    if result.dead_letter_id:
-        out.print(f"  runnerq-fast inspect {result.dead_letter_id} --backend {cli_url}    # the dead-lettered one")
-    if result.retried_id:
-        out.print(f"  runnerq-fast inspect {result.retried_id} --backend {cli_url}    # failed once, then succeeded")
-    if result.chain_ids:
-        out.print(f"  runnerq-fast inspect {result.chain_ids[-1]} --backend {cli_url}    # last step of a chain")
+    if result.backend_name == "memory":
+        # an in-process store: another `runnerq-fast` process would see an empty one
+        out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  (in-process store: gone when this "
+                  "process ends; use --backend sqlite:///FILE or postgresql://... to keep it)")
+    else:
+        out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  ({where})")
+        out.print("look at what is stored:")
+        out.print(f"  runnerq-fast stats --backend {cli_url} --queue {result.queue}")
+        if result.dead_letter_id:
+            out.print(f"  runnerq-fast inspect {result.dead_letter_id} --backend {cli_url}    # the dead-lettered one")
+        if result.retried_id:
+            out.print(f"  runnerq-fast inspect {result.retried_id} --backend {cli_url}"
+                      "    # failed once, then succeeded")
+        if result.chain_ids:
+            out.print(f"  runnerq-fast inspect {result.chain_ids[-1]} --backend {cli_url}    # last step of a chain")
     if result.timed_out:
         raise _Fail(f"the demo did not finish within {timeout:g} s")
     if not result.succeeded:

@@ -103,6 +103,10 @@ def test_demo_runs_on_the_memory_backend(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert re.search(r"completed\s+│\s+299", done.stdout)
     assert list(tmp_path.iterdir()) == []
+    # the memory store ends with the process: no stats/inspect command could show it afterwards
+    assert _commands(done.stdout) == []
+    assert "earlier runs stay" not in done.stdout
+    assert "gone when this process ends" in done.stdout
 
 
 def test_demo_runs_on_postgresql(fresh_pg_url: str, tmp_path: Path) -> None:
