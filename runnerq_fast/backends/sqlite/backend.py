@@ -314,7 +314,8 @@ class SqliteBackend(Backend):
         Raises
         ------
         ConfigError
-            If the URL is malformed, its directory does not exist, the file is
+            If the URL is malformed, its directory does not exist, the path is
+            not a regular file (a directory, a FIFO, ...), the file is
             not a SQLite database (it is left untouched), or ``read_only`` and
             the file or its schema does not exist.
         BackendError
@@ -331,6 +332,9 @@ class SqliteBackend(Backend):
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise ConfigError(f"cannot open SQLite database {path!r}: directory {directory!r} does not exist")
+        if os.path.exists(path) and not os.path.isfile(path):
+            # a directory, a FIFO (opening it would block the connection thread), a device, ...
+            raise ConfigError(f"cannot open SQLite database {path!r}: it is not a regular file")
         if read_only and not os.path.isfile(path):
             raise ConfigError(f"no SQLite database at {path!r} (nothing was created)")
         thread = ThreadPoolExecutor(1, thread_name_prefix="runnerq-sqlite")
