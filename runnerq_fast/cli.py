@@ -24,6 +24,7 @@ import importlib
 import logging
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -687,19 +688,35 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
                   "process ends; use --backend sqlite:///FILE or postgresql://... to keep it)")
     else:
         out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  ({where})")
+        prog = _program()
         out.print("look at what is stored:")
-        out.print(f"  runnerq-fast stats --backend {cli_url} --queue {result.queue}")
+        out.print(f"  {prog} stats --backend {cli_url} --queue {result.queue}")
         if result.dead_letter_id:
-            out.print(f"  runnerq-fast inspect {result.dead_letter_id} --backend {cli_url}    # the dead-lettered one")
+            out.print(f"  {prog} inspect {result.dead_letter_id} --backend {cli_url}    # the dead-lettered one")
         if result.retried_id:
-            out.print(f"  runnerq-fast inspect {result.retried_id} --backend {cli_url}"
+            out.print(f"  {prog} inspect {result.retried_id} --backend {cli_url}"
                       "    # failed once, then succeeded")
         if result.chain_ids:
-            out.print(f"  runnerq-fast inspect {result.chain_ids[-1]} --backend {cli_url}    # last step of a chain")
+            out.print(f"  {prog} inspect {result.chain_ids[-1]} --backend {cli_url}    # last step of a chain")
     if result.timed_out:
         raise _Fail(f"the demo did not finish within {timeout:g} s")
     if not result.succeeded:
         raise _Fail("the demo ended with unexpected counts (see the table)")
+
+
+def _program() -> str:
+    """How to call this CLI again in a printed command line.
+
+    ``runnerq-fast`` when that name finds this very script on ``PATH``; else
+    the script's absolute path (the README runs ``.venv/bin/runnerq-fast``
+    without activating the venv, where a bare ``runnerq-fast`` is not found).
+    """
+    script = sys.argv[0]
+    if os.path.basename(script) == "runnerq-fast" and os.path.isfile(script):
+        found = shutil.which("runnerq-fast")
+        if found is None or os.path.realpath(found) != os.path.realpath(script):
+            return shlex.quote(os.path.abspath(script))
+    return "runnerq-fast"
 
 
 def _demo_table(r: rq_demo.DemoReport) -> Table:

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import re
+import shlex
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from runnerq_fast import demo
-from tests.acceptance.helpers import run_cli
+from tests.acceptance.helpers import cli_command, run_cli, subprocess_env
 
 SMALL = "300"  # activities per test run: every part of the workload, quickly
 
 
 def _commands(stdout: str) -> list[list[str]]:
     """The ``runnerq-fast ...`` lines the demo printed, as argument lists."""
-    return [line.split("#")[0].split()[1:] for line in stdout.splitlines() if line.startswith("  runnerq-fast ")]
+    lines = [line for line in stdout.splitlines() if line.startswith("  ") and "runnerq-fast " in line]
+    return [line.split("#")[0].split()[1:] for line in lines]
 
 
 def test_demo_defaults_to_a_sqlite_file_in_the_working_directory(tmp_path: Path) -> None:
@@ -62,6 +65,25 @@ def test_a_second_run_reuses_the_file_with_a_fresh_queue(tmp_path: Path) -> None
     finally:
         conn.close()
     assert rows == {queues[0][1]: 300, queues[1][1]: 300}
+
+
+def test_printed_commands_run_when_runnerq_fast_is_not_on_path(tmp_path: Path) -> None:
+    # README: `.venv/bin/pip install . && .venv/bin/runnerq-fast demo` -- the venv is not activated,
+    # so a bare `runnerq-fast stats ...` would be "command not found"
+    script = cli_command()[0]
+    if not script.endswith("runnerq-fast"):
+        pytest.skip("the CLI is not installed as a script")
+    path = "/usr/bin:/bin"
+    done = run_cli("demo", "-n", SMALL, timeout=120, cwd=tmp_path, PATH=path)
+    assert done.returncode == 0, done.stderr
+    lines = [ln.split("#")[0] for ln in done.stdout.splitlines() if "runnerq-fast stats" in ln]
+    assert len(lines) == 1
+    argv = shlex.split(lines[0])
+    assert argv[0] == str(Path(script).resolve()) or argv[0] == script
+    stats = subprocess.run([*argv, "--json"], cwd=tmp_path.parent, env=subprocess_env(PATH=path),
+                           capture_output=True, text=True, timeout=30)
+    assert stats.returncode == 0, stats.stderr
+    assert msgspec.json.decode(stats.stdout)["total"] == 300
 
 
 def test_demo_refuses_a_missing_directory_and_creates_nothing(tmp_path: Path) -> None:
