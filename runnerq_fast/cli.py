@@ -675,7 +675,8 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
     with progress:
         result = _run(go())
     out.print(_demo_table(result))
-    cli_url = shlex.quote(f"sqlite:///{result.location}" if result.backend_name == "sqlite" else url)
+    # never echo a password: the commands name the URL with it replaced by ***
+    cli_url = shlex.quote(f"sqlite:///{result.location}" if result.backend_name == "sqlite" else redact_url(url))
     if result.reused_file is None:
         where = "every run gets a fresh queue; earlier runs stay in the same store"
     elif result.reused_file:
@@ -689,7 +690,8 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
     else:
         out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  ({where})")
         prog = _program()
-        out.print("look at what is stored:")
+        hidden = "  (password shown as ***: put yours back)" if redact_url(url) != url else ""
+        out.print(f"look at what is stored:{hidden}")
         out.print(f"  {prog} stats --backend {cli_url} --queue {result.queue}")
         if result.dead_letter_id:
             out.print(f"  {prog} inspect {result.dead_letter_id} --backend {cli_url}    # the dead-lettered one")

@@ -142,6 +142,15 @@ def test_demo_runs_on_postgresql(fresh_pg_url: str, tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_demo_never_prints_the_database_password(fresh_pg_url: str, tmp_path: Path) -> None:
+    url = fresh_pg_url.replace("://postgres@", "://postgres:s3cret@", 1)  # trust auth ignores it
+    assert "s3cret" in url
+    done = run_cli("demo", "--backend", url, "-n", SMALL, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    assert "password" in done.stdout
+
+
 # ------------------------------------------------------------ the workload
 def test_workload_mixes_types_sizes_priorities_delays_and_failures() -> None:
     w = demo.plan_workload(10_000, seed=7)
