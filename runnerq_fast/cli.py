@@ -24,6 +24,7 @@ import importlib
 import logging
 import os
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Coroutine
@@ -629,7 +630,8 @@ def bench(
 @click.option("--backend", "backend_url", metavar="URL",
               help=f"Backend URL (default: {rq_demo.DEFAULT_URL}, a SQLite file in the working directory). "
                    f"{BACKEND_ENV} is not read: the demo never writes to your configured backend unless asked.")
-@click.option("-n", "n", type=click.IntRange(min=rq_demo.MIN_N), default=rq_demo.DEFAULT_N, show_default=True,
+@click.option("-n", "n", type=click.IntRange(min=rq_demo.MIN_N, max=rq_demo.MAX_N),
+              default=rq_demo.DEFAULT_N, show_default=True,
               help="Activities in all (chained children included).")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=128, show_default=True,
               help="Engine max_workers.")
@@ -673,26 +675,50 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
     with progress:
         result = _run(go())
     out.print(_demo_table(result))
-    cli_url = shlex.quote(f"sqlite:///{result.location}" if result.backend_name == "sqlite" else url)
+    # never echo a password: the commands name the URL with it replaced by ***
+    cli_url = shlex.quote(f"sqlite:///{result.location}" if result.backend_name == "sqlite" else redact_url(url))
     if result.reused_file is None:
         where = "every run gets a fresh queue; earlier runs stay in the same store"
     elif result.reused_file:
         where = "existing file reused: this run's activities are on a fresh queue, earlier runs' queues are kept"
     else:
         where = "new file"
-    out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  ({where})")
-    out.print("look at what is stored:")
-    out.print(f"  runnerq-fast stats --backend {cli_url} --queue {result.queue}")
-    if result.dead_letter_id:
-        out.print(f"  runnerq-fast inspect {result.dead_letter_id} --backend {cli_url}    # the dead-lettered one")
-    if result.retried_id:
-        out.print(f"  runnerq-fast inspect {result.retried_id} --backend {cli_url}    # failed once, then succeeded")
-    if result.chain_ids:
-        out.print(f"  runnerq-fast inspect {result.chain_ids[-1]} --backend {cli_url}    # last step of a chain")
+    if result.backend_name == "memory":
+        # an in-process store: another `runnerq-fast` process would see an empty one
+        out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  (in-process store: gone when this "
+                  "process ends; use --backend sqlite:///FILE or postgresql://... to keep it)")
+    else:
+        out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  ({where})")
+        prog = _program()
+        hidden = "  (password shown as ***: put yours back)" if redact_url(url) != url else ""
+        out.print(f"look at what is stored:{hidden}")
+        out.print(f"  {prog} stats --backend {cli_url} --queue {result.queue}")
+        if result.dead_letter_id:
+            out.print(f"  {prog} inspect {result.dead_letter_id} --backend {cli_url}    # the dead-lettered one")
+        if result.retried_id:
+            out.print(f"  {prog} inspect {result.retried_id} --backend {cli_url}"
+                      "    # failed once, then succeeded")
+        if result.chain_ids:
+            out.print(f"  {prog} inspect {result.chain_ids[-1]} --backend {cli_url}    # last step of a chain")
     if result.timed_out:
         raise _Fail(f"the demo did not finish within {timeout:g} s")
     if not result.succeeded:
         raise _Fail("the demo ended with unexpected counts (see the table)")
+
+
+def _program() -> str:
+    """How to call this CLI again in a printed command line.
+
+    ``runnerq-fast`` when that name finds this very script on ``PATH``; else
+    the script's absolute path (the README runs ``.venv/bin/runnerq-fast``
+    without activating the venv, where a bare ``runnerq-fast`` is not found).
+    """
+    script = sys.argv[0]
+    if os.path.basename(script) == "runnerq-fast" and os.path.isfile(script):
+        found = shutil.which("runnerq-fast")
+        if found is None or os.path.realpath(found) != os.path.realpath(script):
+            return shlex.quote(os.path.abspath(script))
+    return "runnerq-fast"
 
 
 def _demo_table(r: rq_demo.DemoReport) -> Table:

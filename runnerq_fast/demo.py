@@ -53,6 +53,7 @@ __all__ = [
     "CHAIN_STEPS",
     "DEFAULT_N",
     "DEFAULT_URL",
+    "MAX_N",
     "MIN_N",
     "DemoReport",
     "DemoWorkload",
@@ -74,6 +75,11 @@ CHAIN_STEPS = 8
 
 MIN_N = 100
 """Smallest ``n`` that holds every part of the workload."""
+
+MAX_N = 100_000
+"""Largest ``n``: the whole workload is planned in memory before the first enqueue
+(about 4 KB per activity on average), so a larger run would take gigabytes and
+minutes before it even started."""
 
 FLAKY_SHARE = 0.05
 """Share of activities that fail once and succeed on the retry."""
@@ -203,7 +209,7 @@ def plan_workload(n: int, seed: int = 0) -> DemoWorkload:
     Parameters
     ----------
     n : int
-        Activities in all, children included; at least :data:`MIN_N`.
+        Activities in all, children included; from :data:`MIN_N` to :data:`MAX_N`.
     seed : int
         Seed of the pseudo-random mix (same seed, same workload).
 
@@ -214,10 +220,12 @@ def plan_workload(n: int, seed: int = 0) -> DemoWorkload:
     Raises
     ------
     ValueError
-        If ``n`` is smaller than :data:`MIN_N`.
+        If ``n`` is smaller than :data:`MIN_N` or larger than :data:`MAX_N`.
     """
     if n < MIN_N:
         raise ValueError(f"the demo needs at least {MIN_N} activities, got {n}")
+    if n > MAX_N:
+        raise ValueError(f"the demo runs at most {MAX_N} activities, got {n}")
     rng = random.Random(seed)
     items: list[tuple[str, dict[str, Any], int, float, int]] = []
     for c in range(CHAINS):
@@ -417,7 +425,7 @@ async def run_demo(
     Raises
     ------
     ValueError
-        If ``n`` is below :data:`MIN_N`.
+        If ``n`` is below :data:`MIN_N` or above :data:`MAX_N`.
     ConfigError
         If the URL is not usable (bad scheme, missing directory, ...).
     BackendError

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import msgspec
@@ -12,7 +14,7 @@ import pytest
 import redis
 
 from runnerq_fast import demo
-from tests.acceptance.helpers import run_cli
+from tests.acceptance.helpers import cli_command, run_cli, subprocess_env
 from tests.redis_fixtures import REDIS_URL
 
 SMALL = "300"  # activities per test run: every part of the workload, quickly
@@ -20,7 +22,8 @@ SMALL = "300"  # activities per test run: every part of the workload, quickly
 
 def _commands(stdout: str) -> list[list[str]]:
     """The ``runnerq-fast ...`` lines the demo printed, as argument lists."""
-    return [line.split("#")[0].split()[1:] for line in stdout.splitlines() if line.startswith("  runnerq-fast ")]
+    lines = [line for line in stdout.splitlines() if line.startswith("  ") and "runnerq-fast " in line]
+    return [line.split("#")[0].split()[1:] for line in lines]
 
 
 def test_demo_defaults_to_a_sqlite_file_in_the_working_directory(tmp_path: Path) -> None:
@@ -67,6 +70,25 @@ def test_a_second_run_reuses_the_file_with_a_fresh_queue(tmp_path: Path) -> None
     assert rows == {queues[0][1]: 300, queues[1][1]: 300}
 
 
+def test_printed_commands_run_when_runnerq_fast_is_not_on_path(tmp_path: Path) -> None:
+    # README: `.venv/bin/pip install . && .venv/bin/runnerq-fast demo` -- the venv is not activated,
+    # so a bare `runnerq-fast stats ...` would be "command not found"
+    script = cli_command()[0]
+    if not script.endswith("runnerq-fast"):
+        pytest.skip("the CLI is not installed as a script")
+    path = "/usr/bin:/bin"
+    done = run_cli("demo", "-n", SMALL, timeout=120, cwd=tmp_path, PATH=path)
+    assert done.returncode == 0, done.stderr
+    lines = [ln.split("#")[0] for ln in done.stdout.splitlines() if "runnerq-fast stats" in ln]
+    assert len(lines) == 1
+    argv = shlex.split(lines[0])
+    assert argv[0] == str(Path(script).resolve()) or argv[0] == script
+    stats = subprocess.run([*argv, "--json"], cwd=tmp_path.parent, env=subprocess_env(PATH=path),
+                           capture_output=True, text=True, timeout=30)
+    assert stats.returncode == 0, stats.stderr
+    assert msgspec.json.decode(stats.stdout)["total"] == 300
+
+
 def test_demo_refuses_a_missing_directory_and_creates_nothing(tmp_path: Path) -> None:
     done = run_cli("demo", "--backend", f"sqlite:///{tmp_path}/nonexistent/dir/x.db", "-n", SMALL, cwd=tmp_path)
     assert done.returncode == 2
@@ -84,6 +106,14 @@ def test_demo_leaves_a_file_that_is_not_a_database_untouched(tmp_path: Path) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["thesis.db"]
 
 
+def test_demo_refuses_a_huge_n_at_once_and_creates_nothing(tmp_path: Path) -> None:
+    # -n 1000000000 used to plan every activity in memory before the first enqueue (gigabytes, minutes)
+    done = run_cli("demo", "-n", "1000000000", timeout=15, cwd=tmp_path)
+    assert done.returncode == 2
+    assert f"{demo.MAX_N}" in done.stderr and "Traceback" not in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_stats_and_inspect_never_create_a_sqlite_file(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/absent.db"
     stats = run_cli("stats", "--backend", url, cwd=tmp_path)
@@ -98,6 +128,10 @@ def test_demo_runs_on_the_memory_backend(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert re.search(r"completed\s+│\s+299", done.stdout)
     assert list(tmp_path.iterdir()) == []
+    # the memory store ends with the process: no stats/inspect command could show it afterwards
+    assert _commands(done.stdout) == []
+    assert "earlier runs stay" not in done.stdout
+    assert "gone when this process ends" in done.stdout
 
 
 def test_demo_runs_on_postgresql(fresh_pg_url: str, tmp_path: Path) -> None:
@@ -140,6 +174,15 @@ def test_demo_and_its_printed_commands_run_on_redis(tmp_path: Path) -> None:
             client.unlink(key)
 
 
+def test_demo_never_prints_the_database_password(fresh_pg_url: str, tmp_path: Path) -> None:
+    url = fresh_pg_url.replace("://postgres@", "://postgres:s3cret@", 1)  # trust auth ignores it
+    assert "s3cret" in url
+    done = run_cli("demo", "--backend", url, "-n", SMALL, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    assert "password" in done.stdout
+
+
 # ------------------------------------------------------------ the workload
 def test_workload_mixes_types_sizes_priorities_delays_and_failures() -> None:
     w = demo.plan_workload(10_000, seed=7)
@@ -161,3 +204,5 @@ def test_workload_is_reproducible_and_refuses_tiny_runs() -> None:
     assert demo.plan_workload(500, seed=1) == demo.plan_workload(500, seed=1)
     with pytest.raises(ValueError, match="at least"):
         demo.plan_workload(demo.MIN_N - 1)
+    with pytest.raises(ValueError, match="at most"):
+        demo.plan_workload(demo.MAX_N + 1)

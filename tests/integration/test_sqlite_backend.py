@@ -56,6 +56,9 @@ def test_url_forms_follow_sqlalchemy(url: str, path: str) -> None:
         ("sqlite://host/x.db", "names a host"),
         ("sqlite:///:memory:", "memory://"),
         ("sqlite:///dir/", "names no file"),
+        ("sqlite:/x.db", "use sqlite:///"),
+        ("sqlite:x.db", "use sqlite:///"),
+        ("SQLITE:/abs/x.db", "use sqlite:///"),
     ],
 )
 def test_bad_urls_are_config_errors(url: str, message: str) -> None:
@@ -94,6 +97,16 @@ async def test_synchronous_option_is_applied(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------- bad files
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_a_path_that_is_not_a_regular_file_is_a_clear_error(tmp_path: Path, read_only: bool) -> None:
+    fifo = tmp_path / "pipe.db"
+    os.mkfifo(fifo)  # opening a FIFO would block the connection thread for good
+    for target in (tmp_path, fifo):
+        with pytest.raises(ConfigError, match="not a regular file"):
+            await asyncio.wait_for(rq.connect(url_of(target), read_only=read_only), 10)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.db"]
+
+
 async def test_missing_directory_is_a_clear_error_and_creates_nothing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         await rq.connect(url_of(tmp_path / "nonexistent" / "dir" / "x.db"))

@@ -102,7 +102,8 @@ def sqlite_path(url: str) -> str:
     Raises
     ------
     ConfigError
-        If the URL is not ``sqlite:``, names a host, names no file, or asks
+        If the URL is not ``sqlite:``, lacks the ``//`` after the scheme,
+        names a host, names no file, or asks
         for an in-memory database (``memory://`` is the in-process backend).
     """
     try:
@@ -111,6 +112,12 @@ def sqlite_path(url: str) -> str:
         raise ConfigError(f"malformed SQLite URL {url!r}: {exc}") from None
     if parts.scheme.lower() != "sqlite":
         raise ConfigError(f"not a SQLite URL: {url!r}")
+    if not url[len(parts.scheme) + 1 :].startswith("//"):
+        # sqlite:/x.db or sqlite:x.db: relative or absolute? Refuse rather than guess.
+        raise ConfigError(
+            f"malformed SQLite URL {url!r}: expected sqlite:// followed by the path; "
+            "use sqlite:///relative/file.db or sqlite:////absolute/file.db"
+        )
     if parts.netloc:
         raise ConfigError(
             f"SQLite URL {url!r} names a host ({parts.netloc!r}); use sqlite:///relative/file.db "
@@ -307,7 +314,8 @@ class SqliteBackend(Backend):
         Raises
         ------
         ConfigError
-            If the URL is malformed, its directory does not exist, the file is
+            If the URL is malformed, its directory does not exist, the path is
+            not a regular file (a directory, a FIFO, ...), the file is
             not a SQLite database (it is left untouched), or ``read_only`` and
             the file or its schema does not exist.
         BackendError
@@ -324,6 +332,9 @@ class SqliteBackend(Backend):
         directory = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(directory):
             raise ConfigError(f"cannot open SQLite database {path!r}: directory {directory!r} does not exist")
+        if os.path.exists(path) and not os.path.isfile(path):
+            # a directory, a FIFO (opening it would block the connection thread), a device, ...
+            raise ConfigError(f"cannot open SQLite database {path!r}: it is not a regular file")
         if read_only and not os.path.isfile(path):
             raise ConfigError(f"no SQLite database at {path!r} (nothing was created)")
         thread = ThreadPoolExecutor(1, thread_name_prefix="runnerq-sqlite")
