@@ -291,6 +291,10 @@ class RedisBackend(Backend):
         scheme = urlsplit(url).scheme.lower()
         if scheme not in ("redis", "rediss", "unix"):
             raise ConfigError(f"not a Redis URL: {_redact(url)!r}")
+        db = urlsplit(url).path.strip("/")
+        if scheme != "unix" and db and not (db.isdigit() and db.isascii()):
+            # redis-py ignores a path that is not a number and uses database 0
+            raise ConfigError(f"invalid Redis URL {_redact(url)!r}: the database must be a number, got {db!r}")
         if not namespace or any(c in namespace for c in "{}:*?[]\x00 "):
             raise ConfigError(f"namespace must be a non-empty word without braces, colons or globs: {namespace!r}")
         if not result_ttl > 0:
