@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -309,7 +309,8 @@ class RedisBackend(Backend):
                 socket_connect_timeout=5,
                 socket_keepalive=True,
                 health_check_interval=30,
-                retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+                # opening tries once: a server that is down or speaks no TLS is reported at once
+                retry=Retry(NoBackoff(), 0),
                 retry_on_error=[RedisConnectionError, RedisTimeoutError],
             )
         except ValueError as exc:
@@ -322,6 +323,9 @@ class RedisBackend(Backend):
         except (RedisError, OSError) as exc:
             await client.aclose()
             raise BackendError(f"cannot use Redis at {_redact(url)}: {exc}") from exc
+        client.set_retry(
+            Retry(ExponentialBackoff(cap=1.0, base=0.05), 3, supported_errors=(RedisConnectionError, RedisTimeoutError))
+        )
         backend._listener = asyncio.create_task(backend._listen(), name="runnerq-redis-results")
         return backend
 
