@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -291,6 +291,10 @@ class RedisBackend(Backend):
         scheme = urlsplit(url).scheme.lower()
         if scheme not in ("redis", "rediss", "unix"):
             raise ConfigError(f"not a Redis URL: {_redact(url)!r}")
+        db = urlsplit(url).path.strip("/")
+        if scheme != "unix" and db and not (db.isdigit() and db.isascii()):
+            # redis-py ignores a path that is not a number and uses database 0
+            raise ConfigError(f"invalid Redis URL {_redact(url)!r}: the database must be a number, got {db!r}")
         if not namespace or any(c in namespace for c in "{}:*?[]\x00 "):
             raise ConfigError(f"namespace must be a non-empty word without braces, colons or globs: {namespace!r}")
         if not result_ttl > 0:
@@ -305,7 +309,8 @@ class RedisBackend(Backend):
                 socket_connect_timeout=5,
                 socket_keepalive=True,
                 health_check_interval=30,
-                retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+                # opening tries once: a server that is down or speaks no TLS is reported at once
+                retry=Retry(NoBackoff(), 0),
                 retry_on_error=[RedisConnectionError, RedisTimeoutError],
             )
         except ValueError as exc:
@@ -318,6 +323,9 @@ class RedisBackend(Backend):
         except (RedisError, OSError) as exc:
             await client.aclose()
             raise BackendError(f"cannot use Redis at {_redact(url)}: {exc}") from exc
+        client.set_retry(
+            Retry(ExponentialBackoff(cap=1.0, base=0.05), 3, supported_errors=(RedisConnectionError, RedisTimeoutError))
+        )
         backend._listener = asyncio.create_task(backend._listen(), name="runnerq-redis-results")
         return backend
 
