@@ -16,6 +16,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 from runnerq_fast import speedups
+from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.models import (
     READY_STATUSES,
     TERMINAL_STATUSES,
@@ -212,11 +213,7 @@ class MemoryBackend(StoreCore, Backend):
         except TimeoutError:
             return None
         finally:
-            lst = self._waiters.get(activity_id)
-            if lst is not None and fut in lst:
-                lst.remove(fut)
-                if not lst:
-                    del self._waiters[activity_id]
+            discard_waiter(self._waiters, activity_id, fut)
 
     async def cancel(self, activity_id: str) -> bool:
         row = self._rows.get(activity_id)

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.postgres.listener import Listener
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
 from runnerq_fast.errors import BackendError, ConfigError
@@ -677,11 +678,7 @@ class PostgresBackend(Backend):
         except TimeoutError:
             return None
         finally:
-            lst = self._waiters.get(key)
-            if lst is not None and fut in lst:
-                lst.remove(fut)
-                if not lst:
-                    del self._waiters[key]
+            discard_waiter(self._waiters, key, fut)
 
     async def cancel(self, activity_id: str) -> bool:
         key = _uuid_or_none(activity_id)

@@ -34,6 +34,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
@@ -593,11 +594,7 @@ class RedisBackend(Backend):
                 except TimeoutError:
                     continue
         finally:
-            lst = self._waiters.get(activity_id)
-            if lst is not None and fut in lst:
-                lst.remove(fut)
-                if not lst:
-                    del self._waiters[activity_id]
+            discard_waiter(self._waiters, activity_id, fut)
             if not fut.done():
                 fut.cancel()
 

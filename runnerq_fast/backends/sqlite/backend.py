@@ -32,6 +32,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import msgspec
 
+from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
@@ -607,11 +608,7 @@ class SqliteBackend(Backend):
         except TimeoutError:
             return None
         finally:
-            lst = self._waiters.get(key)
-            if lst is not None and fut in lst:
-                lst.remove(fut)
-                if not lst:
-                    del self._waiters[key]
+            discard_waiter(self._waiters, key, fut)
 
     async def cancel(self, activity_id: str) -> bool:
         done = await self._write(_cancel, _norm_id(activity_id), _now_ms())
