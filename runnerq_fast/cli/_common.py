@@ -18,8 +18,8 @@ import msgspec
 from rich.console import Console
 
 import runnerq_fast as rq
-from runnerq_fast.bench import redact_url
 from runnerq_fast.engine import run_with_uvloop
+from runnerq_fast.urls import redact_text
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -87,16 +87,19 @@ async def open_store(url: str, *, read_only: bool = False) -> rq.Backend:
     never creates tables in it (nor, for SQLite, the file itself).
     """
     try:
-        scheme = urlsplit(url).scheme.lower()
+        try:
+            scheme = urlsplit(url).scheme.lower()
+        except ValueError as exc:
+            raise rq.ConfigError(f"malformed backend URL {url!r}: {exc}") from None
         if read_only and scheme in ("postgresql", "postgres"):
             return await rq.connect(url, migrate=False)
         if read_only and scheme == "sqlite":
             return await rq.connect(url, read_only=True)
         return await rq.connect(url)
     except rq.ConfigError as exc:
-        raise BadInput(str(exc)) from None
+        raise BadInput(redact_text(str(exc), url)) from None
     except Exception as exc:
-        raise Fail(f"cannot open backend {redact_url(url)}: {type(exc).__name__}: {exc}") from None
+        raise Fail(redact_text(f"cannot open backend {url}: {type(exc).__name__}: {exc}", url)) from None
 
 
 NO_SCHEMA = "no runnerq-fast schema in {url}; create it with `runnerq-fast migrate --backend URL`"
@@ -158,10 +161,15 @@ class PriorityType(_PriorityParam):
 
 
 def parse_json(text: str, what: str) -> Any:
+    """``text`` decoded as JSON, else :class:`BadInput` naming ``what`` (too deep a nesting included)."""
     try:
         return msgspec.json.decode(text.encode())
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise BadInput(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{what} is nested too deeply to decode") from None
+    except UnicodeEncodeError as exc:
+        raise BadInput(f"{what} holds text that is not valid Unicode: {exc.reason}") from None
 
 
 def read_payload_arg(text: str) -> str:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
+import traceback
 from typing import Any
 
 import click
 
 import runnerq_fast as rq
 from runnerq_fast.cli._common import (
+    BACKEND_ENV,
     NO_BACKEND,
     BadInput,
     Fail,
@@ -19,6 +22,20 @@ from runnerq_fast.cli._common import (
     log_level_option,
     run,
 )
+from runnerq_fast.urls import redact_text
+
+
+def _where(exc: BaseException) -> str:
+    """`` (file, line N)`` of the innermost frame that raised ``exc`` outside this module, or ``""``."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f" ({exc.filename}, line {exc.lineno})"
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__]
+    return f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+
+
+def _describe(exc: BaseException) -> str:
+    text = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+    return f"{type(exc).__name__}: {text}{_where(exc)}" if text else f"{type(exc).__name__}{_where(exc)}"
 
 
 def load_engine(spec: str) -> rq.WorkerEngine:
@@ -29,8 +46,14 @@ def load_engine(spec: str) -> rq.WorkerEngine:
 
     Raises
     ------
-    click.ClickException
-        If the module cannot be imported or the attribute is not an engine.
+    BadInput
+        (exit 2) If ``spec`` is malformed, the module cannot be found or does
+        not compile, the attribute is missing, or it is neither an engine nor
+        a zero-argument factory returning one.
+    Fail
+        (exit 1) If the module's code raises while it is imported, or the
+        factory raises (``SystemExit`` included); the message names the
+        exception and the file and line it came from.
     """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -40,18 +63,37 @@ def load_engine(spec: str) -> rq.WorkerEngine:
         sys.path.insert(0, cwd)
     try:
         obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise BadInput(f"cannot import module {module_name!r}: {exc}") from None
+    except (ImportError, SyntaxError) as exc:
+        raise BadInput(f"cannot import module {module_name!r}: {_describe(exc)}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the module's own code failed (SystemExit included: it must not exit 0)
+        raise Fail(f"importing module {module_name!r} failed: {_describe(exc)}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
             raise BadInput(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(obj, rq.WorkerEngine) and callable(obj):
-        obj = obj()
-    if not isinstance(obj, rq.WorkerEngine):
+    if isinstance(obj, rq.WorkerEngine):
+        return obj
+    if not callable(obj):
         raise BadInput(f"{spec} is a {type(obj).__name__}, not a runnerq_fast.WorkerEngine")
-    return obj
+    try:
+        inspect.signature(obj).bind()
+    except TypeError:
+        raise BadInput(f"{spec} is a {type(obj).__name__} that needs arguments: not a runnerq_fast.WorkerEngine "
+                       "nor a zero-argument factory returning one") from None
+    except ValueError:
+        pass  # no signature to read (some builtins): call it and see
+    try:
+        made = obj()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise Fail(f"calling {spec}() to make the engine failed: {_describe(exc)}") from None
+    if not isinstance(made, rq.WorkerEngine):
+        raise BadInput(f"{spec}() returned a {type(made).__name__}, not a runnerq_fast.WorkerEngine")
+    return made
 
 
 
@@ -105,6 +147,8 @@ def worker(
     except rq.RunnerQError as exc:
         raise BadInput(str(exc)) from None
 
+    shown_url = backend_url or os.environ.get(BACKEND_ENV)
+
     async def serve() -> None:
         # run_until_stopped() installs the SIGTERM/SIGINT handlers before it
         # starts the engine, so a signal during connect/migrate stops cleanly.
@@ -113,8 +157,8 @@ def worker(
         except rq.ConfigError as exc:
             if not backend_url and "no backend" in str(exc):
                 raise BadInput(NO_BACKEND) from None
-            raise BadInput(str(exc)) from None
+            raise BadInput(redact_text(str(exc), shown_url)) from None
         except Exception as exc:
-            raise Fail(f"worker failed: {type(exc).__name__}: {exc}") from None
+            raise Fail(redact_text(f"worker failed: {type(exc).__name__}: {exc}", shown_url)) from None
 
     run(serve())

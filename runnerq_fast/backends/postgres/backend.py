@@ -44,6 +44,7 @@ from runnerq_fast.models import (
     ReapReport,
 )
 from runnerq_fast.storage import Backend
+from runnerq_fast.urls import redact_text, redact_url
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
 
@@ -122,18 +123,6 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
     transaction-scoped advisory lock, LISTEN runs on the dedicated listener
     connection, and no statement uses cursors or SET.
     """
-
-
-def _redact(url: str) -> str:
-    """``url`` without its password, for error messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return parts._replace(netloc=netloc).geturl()
-    except ValueError:
-        return "<unparsable URL>"
 
 
 async def apply_migrations(conn: _Conn) -> list[int]:
@@ -311,17 +300,21 @@ class PostgresBackend(Backend):
         BackendError
             If the server cannot be reached or refuses the connection.
         """
-        scheme = urlsplit(url).scheme.lower()
+        try:
+            scheme = urlsplit(url).scheme.lower()
+        except ValueError as exc:
+            raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}") from None
         if scheme not in ("postgresql", "postgres"):
-            raise ConfigError(f"not a PostgreSQL URL: {_redact(url)!r}")
+            raise ConfigError(f"not a PostgreSQL URL: {redact_url(url)!r}")
         try:
             pool = await asyncpg.create_pool(
                 url, min_size=min_size, max_size=max_size, timeout=connect_timeout, reset=_no_reset, **kw
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
-            raise ConfigError(f"invalid PostgreSQL URL {_redact(url)!r}: {exc}") from exc
+            raise ConfigError(f"invalid PostgreSQL URL {redact_url(url)!r}: {redact_text(str(exc), url)}") from exc
         except (socket.gaierror, *_CONNECT_ERRORS) as exc:
-            raise BackendError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from exc
+            shown = redact_text(str(exc), url)
+            raise BackendError(f"cannot connect to PostgreSQL at {redact_url(url)}: {shown}") from exc
         self = cls(url, pool, notify_interval=notify_interval, stream_poll_interval=stream_poll_interval)
         try:
             if migrate:
@@ -339,7 +332,9 @@ class PostgresBackend(Backend):
         except BaseException as exc:
             await self.close()
             if isinstance(exc, _CONNECT_ERRORS):
-                raise BackendError(f"PostgreSQL at {_redact(url)} failed while opening: {exc}") from exc
+                raise BackendError(
+                    f"PostgreSQL at {redact_url(url)} failed while opening: {redact_text(str(exc), url)}"
+                ) from exc
             raise
         return self
 

@@ -52,6 +52,7 @@ from runnerq_fast.models import (
     ReapReport,
 )
 from runnerq_fast.storage import Backend
+from runnerq_fast.urls import redact_url
 
 __all__ = ["SqliteBackend", "apply_migrations", "sqlite_path"]
 
@@ -110,24 +111,24 @@ def sqlite_path(url: str) -> str:
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise ConfigError(f"malformed SQLite URL {url!r}: {exc}") from None
+        raise ConfigError(f"malformed SQLite URL {redact_url(url)!r}: {exc}") from None
     if parts.scheme.lower() != "sqlite":
-        raise ConfigError(f"not a SQLite URL: {url!r}")
+        raise ConfigError(f"not a SQLite URL: {redact_url(url)!r}")
     if not url[len(parts.scheme) + 1 :].startswith("//"):
         # sqlite:/x.db or sqlite:x.db: relative or absolute? Refuse rather than guess.
         raise ConfigError(
-            f"malformed SQLite URL {url!r}: expected sqlite:// followed by the path; "
+            f"malformed SQLite URL {redact_url(url)!r}: expected sqlite:// followed by the path; "
             "use sqlite:///relative/file.db or sqlite:////absolute/file.db"
         )
     if parts.netloc:
         raise ConfigError(
-            f"SQLite URL {url!r} names a host ({parts.netloc!r}); use sqlite:///relative/file.db "
+            f"SQLite URL {redact_url(url)!r} names a host ({parts.netloc!r}); use sqlite:///relative/file.db "
             "or sqlite:////absolute/file.db"
         )
     path = unquote(parts.path[1:]) if parts.path.startswith("/") else ""
     if not path or path.endswith("/"):
         raise ConfigError(
-            f"SQLite URL {url!r} names no file; use sqlite:///relative/file.db or sqlite:////absolute/file.db"
+            f"SQLite URL {redact_url(url)!r} names no file; use sqlite:///relative/file.db or sqlite:////absolute/file.db"
         )
     if path == ":memory:":
         raise ConfigError("an in-memory SQLite database cannot be shared by workers; use memory:// instead")
@@ -138,7 +139,7 @@ def _options(url: str) -> dict[str, str]:
     query = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
     unknown = set(query) - {"synchronous"}
     if unknown:
-        raise ConfigError(f"unknown SQLite URL option(s) {sorted(unknown)} in {url!r}; known: synchronous")
+        raise ConfigError(f"unknown SQLite URL option(s) {sorted(unknown)} in {redact_url(url)!r}; known: synchronous")
     return query
 
 
