@@ -9,7 +9,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from runnerq_fast.codec import decode_json, encode_json, encode_metadata
-from runnerq_fast.config import MAX_ACTIVITY_TYPE_LENGTH, WorkerConfig
+from runnerq_fast.config import (
+    MAX_ACTIVITY_TYPE_LENGTH,
+    MAX_DELAY_SECONDS,
+    MAX_TIMEOUT_SECONDS,
+    WorkerConfig,
+)
 from runnerq_fast.errors import (
     ActivityCancelled,
     ActivityFailed,
@@ -29,11 +34,19 @@ from runnerq_fast.storage import Backend
 
 __all__ = ["ActivityBuilder", "ActivityExecutor", "ActivityFuture", "validate_activity_type", "validate_queue_name"]
 
-MAX_DELAY_SECONDS = 100 * 365.25 * 86400.0
-"""Longest accepted delay (100 years); far enough for any schedule, small enough for every store."""
+MAX_IDEMPOTENCY_KEY_LENGTH = 1024
+"""Longest accepted idempotency key, in characters."""
 
-MAX_TIMEOUT_SECONDS = 365.25 * 86400.0
-"""Longest accepted handler timeout (one year)."""
+
+def _check_encodable(value: str, what: str) -> None:
+    """Refuse text that has no UTF-8 form (a lone surrogate such as ``"\\udcff"``): no store can hold it."""
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidActivityError(
+                f"{what} holds text that cannot be encoded as UTF-8 ({exc.reason} at index {exc.start}): {value!r}"
+            ) from None
 
 
 def _validate_name(value: object, what: str) -> str:
@@ -43,6 +56,7 @@ def _validate_name(value: object, what: str) -> str:
         raise InvalidActivityError(f"{what} is {len(value)} characters, over the limit of {MAX_ACTIVITY_TYPE_LENGTH}")
     if "\x00" in value:
         raise InvalidActivityError(f"{what} must not contain NUL")
+    _check_encodable(value, what)
     return value
 
 
@@ -61,7 +75,8 @@ def validate_queue_name(queue_name: object) -> str:
     Raises
     ------
     InvalidActivityError
-        If it is not a string, is blank, longer than 255 characters or holds NUL.
+        If it is not a string, is blank, longer than 255 characters, holds
+        NUL or has no UTF-8 form (a lone surrogate).
     """
     return _validate_name(queue_name, "queue name")
 
@@ -72,7 +87,8 @@ def validate_activity_type(activity_type: object) -> str:
     Raises
     ------
     InvalidActivityError
-        If it is not a string, is blank, longer than 255 characters or holds NUL.
+        If it is not a string, is blank, longer than 255 characters, holds
+        NUL or has no UTF-8 form (a lone surrogate).
     """
     return _validate_name(activity_type, "activity type")
 
@@ -224,7 +240,12 @@ class ActivityBuilder:
         return self
 
     def metadata(self, metadata: dict[str, str]) -> ActivityBuilder:
-        """Attach string key/value metadata, visible to the handler and inspector."""
+        """Attach string key/value metadata, visible to the handler and inspector.
+
+        Keys and values must be strings that encode to UTF-8; the encoded
+        object is capped by ``max_payload_bytes`` like the payload (checked
+        by :meth:`build`).
+        """
         if not isinstance(metadata, dict):
             raise InvalidActivityError("metadata must be a dict of str to str")
         self._metadata = dict(metadata)
@@ -232,10 +253,13 @@ class ActivityBuilder:
 
     def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> ActivityBuilder:
         """Deduplicate on ``key`` within (queue, activity type), see :class:`OnDuplicate`."""
-        if not isinstance(key, str) or not key or len(key) > 1024:
-            raise InvalidActivityError("idempotency key must be a non-empty string of at most 1024 characters")
+        if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+            raise InvalidActivityError(
+                f"idempotency key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_LENGTH} characters"
+            )
         if "\x00" in key:
             raise InvalidActivityError("idempotency key must not contain NUL")
+        _check_encodable(key, "idempotency key")
         try:
             self._on_duplicate = OnDuplicate(on_duplicate)
         except ValueError:
@@ -249,7 +273,9 @@ class ActivityBuilder:
         Raises
         ------
         InvalidActivityError
-            If the payload or metadata cannot be stored.
+            If the payload or metadata cannot be stored: see
+            :func:`runnerq_fast.codec.encode_json` for the accepted values;
+            either is capped at ``max_payload_bytes``.
         """
         cfg = self._executor.config
         if self._run_at is not None:
@@ -267,7 +293,7 @@ class ActivityBuilder:
             max_retries=cfg.default_max_retries if self._max_retries is None else self._max_retries,
             timeout_ms=round(timeout * 1000),
             run_at_ms=run_at_ms,
-            metadata=encode_metadata(self._metadata),
+            metadata=encode_metadata(self._metadata, cfg.max_payload_bytes),
             idempotency_key=self._idem_key,
             on_duplicate=int(self._on_duplicate),
             idempotency_ttl_ms=round(cfg.idempotency_ttl * 1000),
