@@ -14,6 +14,7 @@ __all__ = [
     "BackendError",
     "ConfigError",
     "DuplicateActivityError",
+    "EventLoopMismatchError",
     "InvalidActivityError",
     "NonRetryableError",
     "RetryableError",
@@ -115,3 +116,12 @@ class DuplicateActivityError(RunnerQError):
 
 class BackendError(RunnerQError):
     """A backend could not be reached or answered in a way it must not."""
+
+
+class EventLoopMismatchError(RunnerQError, RuntimeError):
+    """A backend was used from an event loop other than the one it was opened in.
+
+    Its connections, locks and background tasks belong to that loop (which
+    may even be closed), so every backend refuses the call, the same way,
+    before touching the store. Open one backend per event loop.
+    """

@@ -242,6 +242,8 @@ class WorkerEngine:
         ------
         ConfigError
             If no handler is registered, or a declared activity type has none.
+        EventLoopMismatchError
+            If the backend given belongs to another event loop.
         """
         if self._started:
             raise ConfigError("engine already started")
@@ -252,6 +254,7 @@ class WorkerEngine:
                 raise ConfigError("no backend given (pass a Backend or URL, or set RUNNERQ_BACKEND)")
             self._backend = await open_backend(url)
             self._owns_backend = True
+        self._backend.ensure_loop()  # a backend of another event loop fails here, not in every loop below
         self._reset_runtime()
         self._started = True
         self._stopping = False
@@ -512,10 +515,12 @@ class WorkerEngine:
         """Flush every buffered ack, retrying on backend errors until it lands.
 
         After three failed attempts a batch is retried one ack at a time: acks
-        that then land are done, and an ack that still fails while others
-        land is one the store can never take (a poison ack); it is logged and
-        dropped, and its activity runs again after its lease expires. During
-        :meth:`stop`, retries end at ``self._flush_deadline``.
+        that then land are done, and an ack that still fails while the store
+        answers (other acks land or, when nothing landed, a lease renewal of
+        the same activity does) is one the store can never take (a poison ack); it is
+        logged and dropped, taken out of the heartbeat, and its activity runs
+        again after its lease expires. During :meth:`stop`, retries end at
+        ``self._flush_deadline``.
         """
         out = self._outcomes
         assert out is not None
@@ -526,7 +531,7 @@ class WorkerEngine:
             out.ack_ready.clear()
             out.ack_full.clear()
             try:
-                if failures >= 3 and len(acks) > 1:
+                if failures >= 3:
                     rejected, unsent = await self._ack_one_by_one(acks)
                 else:
                     rejected, unsent = await self.backend.ack(self.config.queue_name, acks), []
@@ -565,11 +570,19 @@ class WorkerEngine:
             except Exception as exc:
                 failed.append((ack, exc))
         if len(failed) == len(acks):
-            raise failed[0][1]  # nothing landed: the store is down, not the acks
+            # nothing landed: the store is down, or it refuses every one of these acks. A write on the same
+            # activity tells which: renewing its lease (a no-op for the outcome) lands only if the store is up.
+            probe = acks[0]
+            try:
+                await self.backend.extend_leases(queue, [LeaseRef(probe.id, probe.claim_token)], self._lease_ms)
+            except Exception:
+                raise failed[0][1] from None  # the store is down, not the acks: keep them
         for ack, err in failed:
             log.error("dropping an ack the store refuses (%s: %s); activity %s runs again after its lease",
                       type(err).__name__, describe_error(err, prefix=False), ack.id)
-            self._inflight.pop(ack.id, None)
+            held = self._inflight.get(ack.id)
+            if held is not None and held.claim_token == ack.claim_token:
+                del self._inflight[ack.id]  # no longer heartbeated: its lease runs out
         return rejected, []
 
     def _acked(self, acks: list[Ack], unsent: list[Ack], rejected: list[str]) -> None:
