@@ -180,9 +180,10 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
     except RetryableError as exc:
         out.retry_or_dead(a, describe_error(exc), exc.retry_after)
         return
-    except (Exception, GeneratorExit, SystemExit) as exc:
-        # any other failure is retryable; GeneratorExit and SystemExit (from a thread it would
-        # end the process) must not end this worker either
+    except BaseException as exc:
+        # any other failure is retryable; KeyboardInterrupt, SystemExit, GeneratorExit or any other
+        # BaseException raised by a handler must end neither this worker nor the process (a real
+        # SIGINT reaches the engine through its signal handler, never through a handler's frame)
         out.retry_or_dead(a, describe_error(exc), None)
         return
     duration = time.perf_counter() - started
@@ -206,8 +207,9 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
 async def worker_loop(out: Outcomes, local: Handoff) -> None:
     """One worker task: run activities from ``local`` until it hands out ``None``.
 
-    An exception escaping :func:`run_one` (an engine bug) is logged and the
-    attempt counted as failed; the worker keeps going. Every activity taken
+    An exception escaping :func:`run_one` (an engine bug; any BaseException
+    but a cancellation) is logged and the attempt counted as failed; the
+    worker keeps going. Every activity taken
     frees its slot (``out.busy``, ``out.slot_free``) when it ends.
     """
     me = asyncio.current_task()
@@ -218,7 +220,9 @@ async def worker_loop(out: Outcomes, local: Handoff) -> None:
             return
         try:
             await run_one(out, a, me)
-        except Exception:
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
             # an engine bug must neither kill this worker nor strand the activity
             log.exception("engine error while running activity %s; it will be retried", a.id)
             out.retry_or_dead(a, "engine error (see the worker log)", None)

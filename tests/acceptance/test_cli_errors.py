@@ -3,12 +3,14 @@ traceback, and never prints a credential (issue 11, items 13 and 14)."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.acceptance.helpers import run_cli
+from tests.acceptance.helpers import WorkerProcess, run_cli
 
 SECRET = "s3cr3t-Pw"
 
@@ -101,3 +103,44 @@ def test_bench_title_hides_a_query_password(fresh_pg_url: str) -> None:
     assert res.returncode == 0, res.stderr
     assert "password=***" in res.stdout
     assert SECRET not in res.stderr + res.stdout
+
+
+# ------------------------------------------------------------------ item 6: KeyboardInterrupt in a handler
+_INTERRUPTING_APP = '''
+import runnerq_fast as rq
+
+engine = rq.WorkerEngine(None, queue_name="ki", retry_delay=0.05, max_retry_delay=0.05, poll_interval=0.05)
+
+
+@engine.activity("ki_async")
+async def ki_async(payload, ctx):
+    if ctx.retry_count == 0:
+        raise KeyboardInterrupt("from a handler")
+    return {"retry_count": ctx.retry_count}
+
+
+@engine.activity("ki_plain")
+def ki_plain(payload, ctx):
+    if ctx.retry_count == 0:
+        raise KeyboardInterrupt("from a thread")
+    return {"retry_count": ctx.retry_count}
+'''
+
+
+def test_a_handler_raising_keyboard_interrupt_fails_the_attempt_and_sigint_still_stops_gracefully(
+    tmp_path: Path, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    (tmp_path / "interrupting_app.py").write_text(_INTERRUPTING_APP)
+    url = f"sqlite:///{tmp_path / 'ki.db'}"
+    w = start_worker("interrupting_app:engine", "--backend", url, cwd=tmp_path)
+    w.wait_for_log("started on sqlite queue='ki'")
+    for activity_type in ("ki_async", "ki_plain"):
+        res = run_cli("enqueue", activity_type, "--queue", "ki", "--max-retries", "1", "--wait", "15",
+                      "--backend", url)
+        assert res.returncode == 0, (res.stderr, w.log())
+        assert res.stdout.splitlines()[-1] == '{"retry_count":1}'
+    assert w.proc.poll() is None, w.log()  # the worker lived through both
+    assert "KeyboardInterrupt: from a handler" in w.log() and "KeyboardInterrupt: from a thread" in w.log()
+    w.signal(signal.SIGINT)
+    assert w.wait() == 0, w.log()
+    assert "received SIGINT; stopping gracefully" in w.log()

@@ -134,11 +134,10 @@ cdef bint _failed(out, a, exc, double started, timeout) except -1:
         out.retry_or_dead(a, f"TimeoutError: {msg}", None)
     elif isinstance(exc, _RetryableError):
         out.retry_or_dead(a, _describe_error(exc), exc.retry_after)
-    elif isinstance(exc, (Exception, GeneratorExit, SystemExit)):
-        # any other failure is retryable; GeneratorExit and SystemExit must not end this worker either
-        out.retry_or_dead(a, _describe_error(exc), None)
     else:
-        return True
+        # any other failure is retryable; KeyboardInterrupt, SystemExit or any other BaseException
+        # raised by a handler must end neither this worker nor the process
+        out.retry_or_dead(a, _describe_error(exc), None)
     return False
 
 
@@ -264,7 +263,9 @@ async def worker_loop(out, Handoff local):
                             raise
                     else:
                         _completed(out, a, result, _perf_counter() - started)
-        except Exception:
+        except _CancelledError:
+            raise
+        except BaseException:
             # an engine bug must neither kill this worker nor strand the activity
             log.exception("engine error while running activity %s; it will be retried", a.id)
             out.retry_or_dead(a, "engine error (see the worker log)", None)
