@@ -90,10 +90,12 @@ class ConfigError(RunnerQError):
 class InvalidActivityError(RunnerQError, ValueError):
     """An activity was refused at enqueue; nothing was stored.
 
-    Raised for a payload that does not encode to JSON, contains NaN or
-    Infinity or a NUL character, or exceeds ``max_payload_bytes``; for an
-    empty or over-long activity type; for a negative delay, retry count or
-    timeout; and for an unknown priority.
+    Raised for a payload (or a result, metadata) that holds anything but the
+    JSON types (so it would not arrive equal; the message names the path of
+    the offending value), NaN or Infinity, a NUL character or a lone
+    surrogate, or that exceeds ``max_payload_bytes``; for an empty, over-long
+    or unencodable activity type, queue name or idempotency key; for a delay,
+    retry count or timeout out of range; and for an unknown priority.
     """
 
 
