@@ -9,7 +9,14 @@ refusal is explained by the twin's ``explain`` (the slow path), so both
 give the same message.
 """
 
+from cpython.bool cimport PyBool_Check
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_CheckExact, PyDict_Next
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_CheckExact
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_CheckExact
 from libc.math cimport isfinite
 from libc.string cimport memchr
 
@@ -46,8 +53,50 @@ cdef bint _has(const char* buf, Py_ssize_t n, const char* needle, Py_ssize_t m) 
     return False
 
 
-cdef bint _is_plain_json(object obj) except -1:
-    """Whether ``obj`` holds only the JSON types (exact) and finite floats (see ``_codec_py.is_plain_json``)."""
+cdef int _DEPTH = 400  # deeper nesting is walked by the explicit-stack twin below (no C recursion limit)
+
+
+cdef inline int _scalar_ok(PyObject* v) noexcept:
+    """1: an accepted scalar; 0: not accepted; -1: a container to look into."""
+    if PyUnicode_CheckExact(<object>v) or PyLong_CheckExact(<object>v) or v == <PyObject*>None \
+            or PyBool_Check(<object>v):
+        return 1
+    if PyFloat_CheckExact(<object>v):
+        return 1 if isfinite(PyFloat_AS_DOUBLE(<object>v)) else 0
+    if PyDict_CheckExact(<object>v) or PyList_CheckExact(<object>v):
+        return -1
+    return 0
+
+
+cdef bint _plain(object o, int depth) except -1:
+    """Whether the dict or list ``o`` holds only accepted values; recursive in C up to ``_DEPTH``."""
+    cdef Py_ssize_t pos = 0, i, n
+    cdef PyObject* key
+    cdef PyObject* value
+    cdef int r
+    if depth > _DEPTH:
+        return _plain_stack(o)
+    if PyDict_CheckExact(o):
+        while PyDict_Next(o, &pos, &key, &value):
+            if not PyUnicode_CheckExact(<object>key):
+                return False
+            r = _scalar_ok(value)
+            if r == 0 or (r < 0 and not _plain(<object>value, depth + 1)):
+                return False
+        return True
+    n = PyList_GET_SIZE(o)
+    for i in range(n):
+        if i >= PyList_GET_SIZE(o):  # shrunk meanwhile (a handler thread): stop where it ends
+            break
+        value = PyList_GET_ITEM(o, i)
+        r = _scalar_ok(value)
+        if r == 0 or (r < 0 and not _plain(<object>value, depth + 1)):
+            return False
+    return True
+
+
+cdef bint _plain_stack(object obj) except -1:
+    """The same check with an explicit stack (see ``_codec_py.is_plain_json``), for very deep nesting."""
     cdef list stack = [obj]
     cdef object o
     cdef type t
@@ -69,6 +118,14 @@ cdef bint _is_plain_json(object obj) except -1:
         else:
             return False
     return True
+
+
+cdef bint _is_plain_json(object obj) except -1:
+    """Whether ``obj`` holds only the JSON types (exact) and finite floats (see ``_codec_py.is_plain_json``)."""
+    cdef int r = _scalar_ok(<PyObject*>obj)
+    if r >= 0:
+        return r == 1
+    return _plain(obj, 0)
 
 
 def is_plain_json(obj):
