@@ -51,7 +51,9 @@ NEW = [NewActivity(u.hex, "send_email", b'{"to":"a@b.c"}') for u in UUIDS]
 
 
 @pytest.mark.parametrize("impl", _pair("_codec"))
-@pytest.mark.parametrize(("label", "payload"), [("small", SMALL), ("with-null", WITH_NULL), ("medium", MEDIUM), ("large", LARGE)])
+@pytest.mark.parametrize(
+    ("label", "payload"), [("small", SMALL), ("with-null", WITH_NULL), ("medium", MEDIUM), ("large", LARGE)]
+)
 def test_encode_json(benchmark: Any, impl: ModuleType, label: str, payload: Any) -> None:
     benchmark.group = f"codec.encode_json {label}"
     assert benchmark(impl.encode_json, payload, 1 << 20) == impl.encode_json(payload, 0)
