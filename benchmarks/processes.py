@@ -10,9 +10,13 @@ Redis queue (its keys deleted afterwards), a fresh SQLite file — then starts
 ``runnerq-fast worker benchmarks.noop_app:engine --processes P`` as a real
 subprocess (a supervisor and P spawned children) and polls the store's
 ``completed`` count every ``--poll`` seconds. The drain rate is the slope
-between 10 % and 90 % completed, so the children's start-up (spawn, import,
-connect) and the tail are left out. Runs are interleaved: for each round, for
-each backend, P = 1 then P = 2, so a change in the machine's load hits both.
+from the first sample taken once every child's engine has started (and at
+least 10 % is completed) to 90 % completed, so the children's start-up (spawn,
+import, connect; the first child may drain alone meanwhile) and the tail are
+left out. Runs are interleaved: for each round, for each backend, P = 1 then
+P = 2, so a change in the machine's load hits both. Each run also records the
+CPU seconds its processes used (supervisor and children, start-up included)
+and the 1-minute load average when it began.
 
 PostgreSQL comes from ``--pg`` (the maintenance database; default
 ``postgresql://postgres@127.0.0.1:5432/postgres``), Redis from ``--redis``;
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -59,9 +64,15 @@ class Run(msgspec.Struct, kw_only=True, frozen=True):
     n : int
         Activities drained.
     drain_per_s : float
-        Activities completed per second between 10 % and 90 % completed.
+        Activities completed per second over ``window``.
     wall_s : float
         Seconds from starting the supervisor to the last activity completed (includes start-up).
+    window : tuple of int
+        Completed counts at the start and the end of the measured window.
+    worker_cpu_s : float
+        User + system CPU seconds of the supervisor and its children.
+    load_1m : float
+        1-minute load average when the run began (other processes on the machine).
     """
 
     backend: str
@@ -70,6 +81,9 @@ class Run(msgspec.Struct, kw_only=True, frozen=True):
     n: int
     drain_per_s: float
     wall_s: float
+    window: tuple[int, int]
+    worker_cpu_s: float
+    load_1m: float
 
 
 class Report(msgspec.Struct, kw_only=True, frozen=True):
@@ -96,33 +110,50 @@ async def _completed(backend: rq.Backend, queue: str) -> int:
     return (await backend.stats(queue)).completed
 
 
-def _drain(url: str, queue: str, n: int, processes: int, poll: float, log: Path) -> tuple[float, float]:
-    """Start the supervisor, watch the store until ``n`` completed; return (drain/s, wall seconds)."""
+def _drain(
+    url: str, queue: str, n: int, processes: int, poll: float, log: Path
+) -> tuple[float, float, tuple[int, int], float]:
+    """Start the supervisor, watch the store until ``n`` completed.
+
+    Returns
+    -------
+    tuple
+        (drain/s, wall seconds, measured window, CPU seconds of the workers).
+    """
     asyncio.run(_enqueue(url, queue, n))
     cmd = [sys.executable, "-m", "runnerq_fast.cli", "worker", APP, "--backend", url, "--queue", queue,
-           "--processes", str(processes), "--log-level", "warning"]
+           "--processes", str(processes), "--log-level", "info"]
     env = {k: v for k, v in os.environ.items() if k != "RUNNERQ_BACKEND"}
+    log.write_bytes(b"")
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with log.open("ab") as out:
         began = time.monotonic()
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
         try:
-            samples = asyncio.run(_watch(url, queue, n, poll, proc))
+            samples = asyncio.run(_watch(url, queue, n, poll, proc, log, processes))
         finally:
             proc.terminate()
             proc.wait(60)
-    lo = next(s for s in samples if s[1] >= 0.1 * n)
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    lo = next((s for s in samples if s[2] and s[1] >= 0.1 * n), samples[-1])
     hi = next(s for s in samples if s[1] >= 0.9 * n)
-    rate = (hi[1] - lo[1]) / (hi[0] - lo[0]) if hi[0] > lo[0] else float("nan")
-    return rate, samples[-1][0] - began
+    rate = (hi[1] - lo[1]) / (hi[0] - lo[0]) if hi[0] > lo[0] and hi[1] > lo[1] else float("nan")
+    return rate, samples[-1][0] - began, (lo[1], hi[1]), cpu
 
 
-async def _watch(url: str, queue: str, n: int, poll: float, proc: subprocess.Popen[bytes]) -> list[tuple[float, int]]:
+async def _watch(url: str, queue: str, n: int, poll: float, proc: subprocess.Popen[bytes], log: Path,
+                 processes: int) -> list[tuple[float, int, bool]]:
+    """Samples (monotonic time, completed, every child's engine had started)."""
     backend = await rq.connect(url)
-    samples: list[tuple[float, int]] = []
+    samples: list[tuple[float, int, bool]] = []
+    all_up = False
     try:
         while True:
+            if not all_up:
+                all_up = log.read_bytes().count(b"] runnerq_fast.engine: engine ") >= processes
             done = await _completed(backend, queue)
-            samples.append((time.monotonic(), done))
+            samples.append((time.monotonic(), done, all_up))
             if done >= n:
                 return samples
             if proc.poll() is not None:
@@ -152,14 +183,14 @@ async def _pg_admin(admin_url: str, sql: str) -> None:
 def main(n: int, rounds: int, backends: str, pg_admin: str, redis_url: str, poll: float,
          output_json: Path | None) -> None:
     """Drain n no-op activities with 1 and with 2 worker processes on each backend, interleaved."""
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)
     chosen = [b.strip() for b in backends.split(",") if b.strip()]
     unknown = set(chosen) - {"postgresql", "redis", "sqlite"}
     if unknown:
         raise click.BadParameter(f"unknown backends: {', '.join(sorted(unknown))}", param_hint="--backends")
     runs: list[Run] = []
     tmp = Path(tempfile.mkdtemp(prefix="rq-procbench-"))
-    log = tmp / "workers.log"
+    log = tmp / "worker.log"
     r = redis.Redis.from_url(redis_url)
     try:
         for rnd in range(1, rounds + 1):
@@ -174,8 +205,9 @@ def main(n: int, rounds: int, backends: str, pg_admin: str, redis_url: str, poll
                         url = redis_url
                     else:
                         url = f"sqlite:///{tmp / (queue + '.db')}"
+                    load = os.getloadavg()[0]
                     try:
-                        rate, wall = _drain(url, queue, n, processes, poll, log)
+                        rate, wall, window, cpu = _drain(url, queue, n, processes, poll, log)
                     finally:
                         if backend == "postgresql":
                             asyncio.run(_pg_admin(pg_admin, f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)'))
@@ -184,9 +216,10 @@ def main(n: int, rounds: int, backends: str, pg_admin: str, redis_url: str, poll
                                 r.unlink(key)
                             r.srem("rq:queues", queue)
                     runs.append(Run(backend=backend, processes=processes, round=rnd, n=n, drain_per_s=rate,
-                                    wall_s=wall))
-                    console.print(f"round {rnd} {backend:<10} processes={processes}: {rate:,.0f}/s "
-                                  f"(wall {wall:.1f} s)")
+                                    wall_s=wall, window=window, worker_cpu_s=cpu, load_1m=load))
+                    console.print(f"round {rnd} {backend:<10} processes={processes}: {rate:,.0f}/s over "
+                                  f"{window[0]:,}..{window[1]:,} (wall {wall:.1f} s, workers' CPU {cpu:.1f} s, "
+                                  f"load {load:.1f})")
     finally:
         r.close()
     table = Table(title=f"drain/s, n={n:,}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")

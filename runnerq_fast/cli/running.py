@@ -21,7 +21,9 @@ from runnerq_fast.cli._common import (
     log_level_option,
     run,
 )
-from runnerq_fast.supervisor import ChildLink, Supervisor, SupervisorConfig, serve_child
+
+if TYPE_CHECKING:
+    from runnerq_fast.supervisor import ChildLink
 
 
 def load_engine(spec: str) -> rq.WorkerEngine:
@@ -150,6 +152,8 @@ async def serve_engine(engine: rq.WorkerEngine, backend_url: str | None, link: C
         if link is None:
             await engine.run_until_stopped()
         else:
+            from runnerq_fast.supervisor import serve_child
+
             await serve_child(engine, link)
     except rq.ConfigError as exc:
         if not backend_url and "no backend" in str(exc):
@@ -240,6 +244,8 @@ def worker(
     if processes is None and max_activities_per_child is None and max_memory_per_child is None:
         run(serve_engine(engine, backend_url))
         return
+    from runnerq_fast.supervisor import Supervisor, SupervisorConfig  # only here: the other commands start faster
+
     if restart_backoff_max < restart_backoff:
         raise BadInput(f"--restart-backoff-max ({restart_backoff_max:g}) is below --restart-backoff "
                        f"({restart_backoff:g})")

@@ -198,8 +198,8 @@ class Supervisor(Generic[A]):
         os.set_blocking(wake_w, False)
         previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         old_wakeup = signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
-        self.metrics = MetricsDirectory()
         try:
+            self.metrics = MetricsDirectory()
             if self.config.metrics_port is not None:
                 self.metrics_port = self.metrics.serve(self.config.metrics_port, self.config.metrics_host)
                 log.info("supervisor %d: metrics of all worker processes at http://%s:%d/metrics", os.getpid(),
@@ -220,7 +220,8 @@ class Supervisor(Generic[A]):
                 signal.signal(sig, handler)
             os.close(wake_r)
             os.close(wake_w)
-            self.metrics.close()
+            if self.metrics is not None:
+                self.metrics.close()
         if st.result is not None:
             return st.result
         if st.stop_failures:
