@@ -333,9 +333,9 @@ def test_max_activities_per_child_recycles_with_new_pids_and_loses_nothing(
     url = sqlite_url(tmp_path)
     run_dir = tmp_path / "ran"
     run_dir.mkdir()
-    w = start("--backend", url, "--processes", "2", "--concurrency", "4", "--max-activities-per-child", "60")
+    w = start("--backend", url, "--processes", "2", "--concurrency", "4", "--max-activities-per-child", "40")
     wait_for_engines(w, 2)
-    ids = asyncio.run(_enqueue(url, QUEUE, 400, run_dir, sleep=0.05))
+    ids = asyncio.run(_enqueue(url, QUEUE, 400, run_dir, sleep=0.08))  # >= 4 s: time for replacements to start
     wait_drained(url, QUEUE, 400, timeout=60)
     by_pid = assert_each_ran_once(url, ids, run_dir)
     assert len(by_pid) >= 3, by_pid.keys()  # replacements (new pids) did part of the work
@@ -372,7 +372,7 @@ def test_metrics_of_every_child_are_aggregated_and_dead_children_folded(
     found = re.search(r"metrics of all worker processes at http://127\.0\.0\.1:(\d+)/metrics", w.log())
     assert found, w.log()
     port = int(found[1])
-    asyncio.run(_enqueue(url, QUEUE, 250, run_dir, sleep=0.05))
+    asyncio.run(_enqueue(url, QUEUE, 250, run_dir, sleep=0.1))  # >= 3 s: time for replacements to start
     wait_drained(url, QUEUE, 250, timeout=60)
     assert len(ran(run_dir)) >= 3  # children were recycled: their counts must survive them
     deadline = time.monotonic() + 5
