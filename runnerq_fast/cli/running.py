@@ -244,8 +244,10 @@ def worker(
     if processes is None and max_activities_per_child is None and max_memory_per_child is None:
         run(serve_engine(engine, backend_url))
         return
-    from runnerq_fast.supervisor import Supervisor, SupervisorConfig  # only here: the other commands start faster
+    from runnerq_fast.supervisor import Supervisor, SupervisorConfig, rss_bytes  # here: other commands start faster
 
+    if max_memory_per_child is not None and rss_bytes(os.getpid()) is None:
+        raise BadInput("--max-memory-per-child reads /proc/<pid>/statm, which this system does not have")
     if restart_backoff_max < restart_backoff:
         raise BadInput(f"--restart-backoff-max ({restart_backoff_max:g}) is below --restart-backoff "
                        f"({restart_backoff:g})")

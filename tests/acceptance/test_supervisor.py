@@ -12,6 +12,7 @@ import asyncio
 import os
 import re
 import signal
+import subprocess
 import time
 import urllib.request
 import uuid
@@ -25,7 +26,7 @@ from prometheus_client import CollectorRegistry
 
 import runnerq_fast as rq
 from runnerq_fast.supervisor.metrics import MultiProcessCollector
-from tests.acceptance.helpers import HERE, WorkerProcess, run_cli
+from tests.acceptance.helpers import HERE, WorkerProcess, cli_command, run_cli, subprocess_env
 
 APP = "supervised_app:engine"
 QUEUE = "supervised"
@@ -175,6 +176,9 @@ def test_bad_processes_exit_2_before_anything_starts() -> None:
         assert res.returncode == 2, (value, res.stderr)
         assert message in res.stderr, res.stderr
         assert "Traceback" not in res.stderr
+    backoff = run_cli("worker", APP, "--backend", "memory://", "--processes", "2", "--restart-backoff", "5",
+                      "--restart-backoff-max", "1", cwd=HERE)
+    assert backoff.returncode == 2 and "--restart-backoff-max (1) is below --restart-backoff (5)" in backoff.stderr
     bad_target = run_cli("worker", "no_such_module:engine", "--backend", "memory://", "--processes", "2")
     assert bad_target.returncode == 2
     assert "cannot import module 'no_such_module'" in bad_target.stderr
@@ -255,10 +259,36 @@ def test_sigterm_stops_every_child_gracefully_and_nothing_stays_processing(
     assert w.wait(20) == 0, w.log()
     wait_gone(pids)
     log = w.log()
-    assert all(f"[{pid}] runnerq_fast.supervisor: worker process {pid} received SIGTERM" in log for pid in pids)
+    # forwarded once: one SIGTERM per child
+    assert all(log.count(f"worker process {pid} received SIGTERM") == 1 for pid in pids), log
     assert log.count("stopped (exit code 0)") == 2
     stats = asyncio.run(_stats(url, QUEUE))
     assert stats.processing == 0 and stats.completed >= 4 and stats.pending + stats.completed == 8, stats
+
+
+def test_ctrl_c_to_the_whole_process_group_is_one_graceful_stop(tmp_path: Path) -> None:
+    # a terminal's Ctrl-C sends SIGINT to every process of the group: children ignore it and get one SIGTERM
+    log_path = tmp_path / "group.log"
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen([*cli_command(), "worker", APP, "--backend", sqlite_url(tmp_path), "--processes", "2"],
+                                cwd=HERE, env=subprocess_env(), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            deadline = time.monotonic() + 20
+            while log_path.read_text().count("] runnerq_fast.engine: engine ") < 2:
+                assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()
+                time.sleep(0.05)
+            os.killpg(proc.pid, signal.SIGINT)
+            assert proc.wait(20) == 0, log_path.read_text()
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)
+    log = log_path.read_text()
+    pids = [int(m.group(2)) for m in _STARTED.finditer(log)]
+    assert len(pids) == 2
+    assert all(log.count(f"worker process {pid} received SIGTERM") == 1 for pid in pids), log
+    assert log.count("stopped (exit code 0)") == 2 and "KeyboardInterrupt" not in log
 
 
 def test_a_second_signal_kills_every_child_at_once(start: Callable[..., WorkerProcess], tmp_path: Path) -> None:
@@ -310,6 +340,19 @@ def test_a_killed_child_is_restarted_and_the_queue_still_drains(
     assert stats.completed == 200
     done = [i for ids_ in ran(run_dir).values() for i in ids_]
     assert set(done) == set(ids)  # every activity ran; those the killed child held ran again
+    w.signal(signal.SIGTERM)
+    assert w.wait(20) == 0, w.log()
+
+
+def test_a_child_stopped_by_someone_else_is_replaced(start: Callable[..., WorkerProcess], tmp_path: Path) -> None:
+    w = start("--backend", sqlite_url(tmp_path), "--processes", "2")
+    wait_for_engines(w, 2)
+    first = child_pids(w)
+    os.kill(first[1], signal.SIGTERM)  # e.g. an operator's kill: a graceful stop, exit 0, not a crash
+    w.wait_for_log(f"worker process 1 (pid {first[1]}) stopped without being asked to; starting a new one in 0.5 s")
+    wait_for_engines(w, 3)
+    assert len(child_pids(w)) == 3 and child_pids(w)[2] not in first
+    assert "crashed" not in w.log()
     w.signal(signal.SIGTERM)
     assert w.wait(20) == 0, w.log()
 
