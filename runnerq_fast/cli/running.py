@@ -110,27 +110,25 @@ def prepare_engine(args: WorkerArgs) -> rq.WorkerEngine:
         If the engine cannot be loaded or an override is refused.
     """
     engine = load_engine(args.engine_spec)
-    concurrency, queue, lease_timeout = args.concurrency, args.queue, args.lease_timeout
-    shutdown_grace, activity_types, backend_url = args.shutdown_grace, args.activity_types, args.backend_url
     overrides: dict[str, Any] = {}
-    if concurrency is not None:
-        overrides["max_workers"] = concurrency
-    if queue is not None:
-        overrides["queue_name"] = queue
-    if lease_timeout is not None:
-        overrides["lease_timeout"] = lease_timeout
-        if engine.config.heartbeat_interval >= lease_timeout:
+    if args.concurrency is not None:
+        overrides["max_workers"] = args.concurrency
+    if args.queue is not None:
+        overrides["queue_name"] = args.queue
+    if args.lease_timeout is not None:
+        overrides["lease_timeout"] = args.lease_timeout
+        if engine.config.heartbeat_interval >= args.lease_timeout:
             overrides["heartbeat_interval"] = 0.0  # back to lease_timeout / 3
-    if shutdown_grace is not None:
-        overrides["shutdown_grace"] = shutdown_grace
-    if activity_types is not None:
-        text = activity_types.strip()
+    if args.shutdown_grace is not None:
+        overrides["shutdown_grace"] = args.shutdown_grace
+    if args.activity_types is not None:
+        text = args.activity_types.strip()
         overrides["activity_types"] = "*" if text == "*" else [t.strip() for t in text.split(",") if t.strip()]
     try:
         if overrides:
             engine.configure(**overrides)
-        if backend_url:
-            engine.use_backend(backend_url)
+        if args.backend_url:
+            engine.use_backend(args.backend_url)
     except rq.RunnerQError as exc:
         raise BadInput(str(exc)) from None
     return engine
