@@ -13,6 +13,7 @@ import click
 
 import runnerq_fast as rq
 from runnerq_fast.cli._common import (
+    BACKEND_ENV,
     NO_BACKEND,
     BadInput,
     Fail,
@@ -244,6 +245,10 @@ def worker(
         return
     from runnerq_fast.supervisor import Supervisor, SupervisorConfig, rss_bytes  # here: other commands start faster
 
+    url = backend_url or os.environ.get(BACKEND_ENV, "")
+    if url.lower().startswith("memory:"):
+        raise BadInput("memory:// lives inside one process: worker processes would each serve an empty store of "
+                       "their own; use sqlite:///file.db, postgresql:// or redis:// with --processes")
     if max_memory_per_child is not None and rss_bytes(os.getpid()) is None:
         raise BadInput("--max-memory-per-child reads /proc/<pid>/statm, which this system does not have")
     if restart_backoff_max < restart_backoff:

@@ -176,13 +176,16 @@ def test_bad_processes_exit_2_before_anything_starts() -> None:
         assert res.returncode == 2, (value, res.stderr)
         assert message in res.stderr, res.stderr
         assert "Traceback" not in res.stderr
-    backoff = run_cli("worker", APP, "--backend", "memory://", "--processes", "2", "--restart-backoff", "5",
+    backoff = run_cli("worker", APP, "--backend", "sqlite:///unused.db", "--processes", "2", "--restart-backoff", "5",
                       "--restart-backoff-max", "1", cwd=HERE)
     assert backoff.returncode == 2 and "--restart-backoff-max (1) is below --restart-backoff (5)" in backoff.stderr
+    memory = run_cli("worker", APP, "--backend", "memory://", "--processes", "2", cwd=HERE)
+    assert memory.returncode == 2 and "memory:// lives inside one process" in memory.stderr
+    assert "started (pid" not in memory.stderr
     bad_target = run_cli("worker", "no_such_module:engine", "--backend", "memory://", "--processes", "2")
     assert bad_target.returncode == 2
     assert "cannot import module 'no_such_module'" in bad_target.stderr
-    assert "worker process" not in bad_target.stderr  # refused in the supervisor, no child started
+    assert "started (pid" not in bad_target.stderr  # refused in the supervisor, no child started
 
 
 def test_a_child_refusing_its_configuration_stops_the_supervisor_with_exit_2(tmp_path: Path) -> None:
