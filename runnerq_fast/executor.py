@@ -273,8 +273,18 @@ class ActivityBuilder:
             idempotency_ttl_ms=round(cfg.idempotency_ttl * 1000),
         )
 
-    async def execute(self) -> ActivityFuture:
+    async def execute(self, *, connection: object | None = None) -> ActivityFuture:
         """Enqueue the activity.
+
+        Parameters
+        ----------
+        connection : asyncpg.Connection or sqlite3.Connection, optional
+            Enqueue inside the caller's open transaction on this connection
+            (the outbox pattern): the activity exists if and only if that
+            transaction commits, and workers are woken when it commits.
+            PostgreSQL takes an asyncpg connection (or a pool's) to the same
+            database, SQLite a ``sqlite3.Connection`` to the same file; see
+            the backend's ``enqueue``. Default: the backend's own transaction.
 
         Returns
         -------
@@ -286,10 +296,14 @@ class ActivityBuilder:
             Bad input; nothing was stored.
         DuplicateActivityError
             The idempotency key is taken and the behaviour is ``NO_REUSE``.
+        ConfigError
+            ``connection`` is given to a backend that cannot use it (memory,
+            Redis), is of the wrong kind, or is not inside a transaction.
         """
         item = self.build()
-        (res,) = await self._executor.backend.enqueue(self._executor.queue_name, [item])
-        return self._executor._future(item, res)
+        ex = self._executor
+        (res,) = await ex.backend.enqueue(ex.queue_name, [item], connection=connection)
+        return ex._future(item, res)
 
 
 class ActivityExecutor:
@@ -329,13 +343,18 @@ class ActivityExecutor:
             raise DuplicateActivityError(item.idempotency_key or "", res.activity_id)
         return ActivityFuture(self.backend, res.activity_id, res.outcome == EnqueueOutcome.CREATED)
 
-    async def enqueue_many(self, items: Iterable[ActivityBuilder | tuple[str, Any]]) -> list[str]:
+    async def enqueue_many(
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
+    ) -> list[str]:
         """Enqueue a batch in one backend round trip.
 
         Parameters
         ----------
         items : iterable of ActivityBuilder or (activity_type, payload)
             Builders carry every option; tuples use the defaults.
+        connection : asyncpg.Connection or sqlite3.Connection, optional
+            Enqueue inside the caller's open transaction on this connection;
+            see :meth:`ActivityBuilder.execute`.
 
         Returns
         -------
@@ -349,6 +368,8 @@ class ActivityExecutor:
             If any item is invalid; nothing of the batch is stored.
         DuplicateActivityError
             If an item's ``NO_REUSE`` key is taken (the other items are stored).
+        ConfigError
+            If ``connection`` cannot be used (see :meth:`ActivityBuilder.execute`).
         """
         built: list[NewActivity] = []
         for it in items:
@@ -359,15 +380,17 @@ class ActivityExecutor:
                 built.append(ActivityBuilder(self, activity_type).payload(payload).build())
         if not built:
             return []
-        results = await self.backend.enqueue(self.queue_name, built)
+        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
         return [self._future(item, res).activity_id for item, res in zip(built, results, strict=True)]
 
-    async def enqueue_many_futures(self, items: Sequence[ActivityBuilder]) -> list[ActivityFuture]:
+    async def enqueue_many_futures(
+        self, items: Sequence[ActivityBuilder], *, connection: object | None = None
+    ) -> list[ActivityFuture]:
         """Like :meth:`enqueue_many` but returns futures."""
         built = [b.build() for b in items]
         if not built:
             return []
-        results = await self.backend.enqueue(self.queue_name, built)
+        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
         return [self._future(item, res) for item, res in zip(built, results, strict=True)]
 
     async def cancel(self, activity_id: str) -> bool:

@@ -532,3 +532,13 @@ async def test_stop_withdraws_plain_def_calls_that_have_not_started() -> None:
 def test_retry_after_must_be_a_sane_number_of_seconds(bad: float) -> None:
     with pytest.raises(ValueError, match="retry_after"):
         rq.RetryableError("x", retry_after=bad)
+
+
+async def test_memory_backend_refuses_a_callers_connection_and_stores_nothing() -> None:
+    backend = rq.MemoryBackend()
+    executor = rq.ActivityExecutor(backend, "u")
+    with pytest.raises(rq.ConfigError, match="memory backend cannot enqueue inside the caller's transaction"):
+        await executor.activity("t").execute(connection=object())
+    with pytest.raises(rq.ConfigError, match="memory backend"):
+        await executor.enqueue_many([("t", 1)], connection=object())
+    assert (await backend.stats("u")).total == 0
