@@ -9,7 +9,15 @@ from runnerq_fast import speedups
 from runnerq_fast.backends import connect
 from runnerq_fast.backends.memory import MemoryBackend
 from runnerq_fast.config import WorkerConfig
-from runnerq_fast.engine import ActivityContext, LifecycleHooks, WorkerEngine
+from runnerq_fast.engine import (
+    ActivityContext,
+    ActivityInfo,
+    ActivityLogFilter,
+    LifecycleHooks,
+    WorkerEngine,
+    current_activity,
+    install_log_context,
+)
 from runnerq_fast.errors import (
     ActivityCancelled,
     ActivityFailed,
@@ -48,6 +56,8 @@ __all__ = [
     "ActivityExecutor",
     "ActivityFailed",
     "ActivityFuture",
+    "ActivityInfo",
+    "ActivityLogFilter",
     "ActivityResult",
     "ActivitySnapshot",
     "ActivityStatus",
@@ -72,5 +82,7 @@ __all__ = [
     "WorkerEngine",
     "__version__",
     "connect",
+    "current_activity",
+    "install_log_context",
     "speedups",
 ]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -154,6 +155,7 @@ class ActivityBuilder:
         "_delay",
         "_executor",
         "_idem_key",
+        "_inherit",
         "_max_retries",
         "_metadata",
         "_on_duplicate",
@@ -174,6 +176,7 @@ class ActivityBuilder:
         self._max_retries: int | None = None
         self._timeout: float | None = None
         self._metadata: dict[str, str] | None = None
+        self._inherit = True
         self._idem_key: str | None = None
         self._on_duplicate = OnDuplicate.RETURN_EXISTING
 
@@ -223,12 +226,36 @@ class ActivityBuilder:
         self._timeout = _seconds(seconds, "timeout", MAX_TIMEOUT_SECONDS, " (0 = none)")
         return self
 
-    def metadata(self, metadata: dict[str, str]) -> ActivityBuilder:
-        """Attach string key/value metadata, visible to the handler and inspector."""
+    def metadata(self, metadata: dict[str, str], *, inherit: bool = True) -> ActivityBuilder:
+        """Attach string key/value metadata, visible to the handler and inspector.
+
+        Parameters
+        ----------
+        metadata : dict of str to str
+            The keys to set.
+        inherit : bool
+            For a child activity (enqueued through ``ctx.executor``): keep the
+            parent's metadata and update it with ``metadata`` (default), or
+            store ``metadata`` alone (``False``). No effect elsewhere.
+        """
         if not isinstance(metadata, dict):
             raise InvalidActivityError("metadata must be a dict of str to str")
         self._metadata = dict(metadata)
+        self._inherit = bool(inherit)
         return self
+
+    def _encoded_metadata(self) -> bytes:
+        """The metadata to store: the parent's (if inherited) updated with this builder's."""
+        own = self._metadata
+        inherited = self._executor.inherited_metadata if self._inherit else None
+        if inherited is None:
+            return encode_metadata(own)
+        if isinstance(inherited, Mapping):
+            return encode_metadata({**inherited, **own} if own else dict(inherited))
+        if not own:
+            return inherited.encode() if isinstance(inherited, str) else inherited  # stored as it came
+        parent = decode_json(inherited) if inherited not in (b"{}", "{}", b"", "") else {}
+        return encode_metadata({**parent, **own} if isinstance(parent, dict) else own)
 
     def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> ActivityBuilder:
         """Deduplicate on ``key`` within (queue, activity type), see :class:`OnDuplicate`."""
@@ -267,7 +294,7 @@ class ActivityBuilder:
             max_retries=cfg.default_max_retries if self._max_retries is None else self._max_retries,
             timeout_ms=round(timeout * 1000),
             run_at_ms=run_at_ms,
-            metadata=encode_metadata(self._metadata),
+            metadata=self._encoded_metadata(),
             idempotency_key=self._idem_key,
             on_duplicate=int(self._on_duplicate),
             idempotency_ttl_ms=round(cfg.idempotency_ttl * 1000),
@@ -321,12 +348,45 @@ class ActivityExecutor:
         :class:`InvalidActivityError` if blank, over 255 characters or holding NUL.
     config : WorkerConfig, optional
         Defaults for timeout, retries, payload limit and idempotency TTL.
+
+    Attributes
+    ----------
+    parent_id : str or None
+        The running activity whose handler enqueues through this executor
+        (set on the one a context hands out, see :meth:`child`), else ``None``.
+    inherited_metadata : mapping, bytes, str or None
+        Metadata every activity this executor enqueues starts from (the
+        parent's; a mapping, or JSON as stored), else ``None``.
     """
+
+    parent_id: str | None = None
+    inherited_metadata: Mapping[str, str] | bytes | str | None = None
 
     def __init__(self, backend: Backend, queue_name: str | None = None, config: WorkerConfig | None = None) -> None:
         self.backend = backend
         self.config = config or WorkerConfig()
         self.queue_name = validate_queue_name(self.config.queue_name if queue_name is None else queue_name)
+
+    def child(self, parent_id: str, metadata: Mapping[str, str] | bytes | str | None = None) -> ActivityExecutor:
+        """This executor for the handler of ``parent_id``: what it enqueues inherits ``metadata``.
+
+        Parameters
+        ----------
+        parent_id : str
+            Id of the running activity.
+        metadata : mapping of str to str, bytes, str or None
+            The parent's metadata: a mapping (read at each enqueue, so keys
+            added later are inherited too) or its stored JSON object.
+
+        Returns
+        -------
+        ActivityExecutor
+            A copy sharing the backend, queue and config.
+        """
+        ex = copy.copy(self)
+        ex.parent_id = parent_id
+        ex.inherited_metadata = metadata
+        return ex
 
     def activity(self, activity_type: str) -> ActivityBuilder:
         """Start describing an activity of ``activity_type``.

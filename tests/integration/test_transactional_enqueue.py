@@ -197,7 +197,7 @@ async def lite(tmp_path: Path) -> AsyncIterator[SqliteBackend]:
 
 
 def _user_conn(backend: SqliteBackend, **kw: Any) -> sqlite3.Connection:
-    conn = sqlite3.connect(backend.path, isolation_level=None, **kw)
+    conn: sqlite3.Connection = sqlite3.connect(backend.path, isolation_level=None, **kw)
     conn.execute("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY)")
     return conn
 
