@@ -1,0 +1,78 @@
+"""Typing tests: mypy --strict on the public API's typing cases, and on the README's examples.
+
+``cases/public_api.py`` states on each line what mypy must say about it
+(``# N:`` a ``reveal_type`` note, ``# E:`` an error); the test runs mypy on
+it and compares. Every ```` ```python ```` block of README.md that imports
+``runnerq_fast`` is type-checked the same way and must have no error. Both
+run mypy in a subprocess with a cache of their own (``.mypy_cache/typing-tests``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CASES = Path(__file__).parent / "cases"
+_EXPECT = re.compile(r"#\s*([NE]):\s*(.+?)\s*$")
+_OUTPUT = re.compile(r"^(?P<file>[^:]+):(?P<line>\d+): (?P<kind>error|note): (?P<text>.*)$")
+
+
+def _mypy(*args: str) -> list[tuple[str, int, str, str]]:
+    """Run mypy --strict on ``args``; (file, line, "error" or "note", text) for each message."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--no-pretty", "--show-absolute-path",
+         "--cache-dir", str(REPO / ".mypy_cache" / "typing-tests"), *args],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 2 would be a crash or a usage error
+    found = []
+    for line in proc.stdout.splitlines():
+        m = _OUTPUT.match(line)
+        assert m is not None, f"unexpected mypy output: {line!r}"
+        found.append((m["file"], int(m["line"]), m["kind"], m["text"]))
+    return found
+
+
+def test_public_api_types() -> None:
+    path = CASES / "public_api.py"
+    expected: dict[int, tuple[str, str]] = {}
+    for n, text in enumerate(path.read_text().splitlines(), 1):
+        m = _EXPECT.search(text)
+        if m:
+            expected[n] = ("note" if m[1] == "N" else "error", m[2])
+    assert len(expected) >= 15
+    found = _mypy(str(path))
+    problems = []
+    for n, (kind, fragment) in sorted(expected.items()):
+        texts = [t.replace("builtins.", "") for _, line, k, t in found if line == n and k == kind]
+        if not any(fragment in t for t in texts):
+            problems.append(f"line {n}: expected {kind} containing {fragment!r}, mypy said {texts}")
+    for _, line, kind, text in found:
+        if kind == "error" and expected.get(line, ("", ""))[0] != "error":
+            problems.append(f"line {line}: unexpected error {text!r}")
+    assert not problems, "\n".join(problems)
+
+
+def readme_snippets() -> list[str]:
+    """The README's python blocks that use runnerq_fast, in order."""
+    text = (REPO / "README.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
+    return [b for b in blocks if "runnerq_fast" in b]
+
+
+def test_readme_examples_pass_mypy_strict(tmp_path: Path) -> None:
+    snippets = readme_snippets()
+    assert len(snippets) >= 5
+    paths = []
+    for i, code in enumerate(snippets):
+        p = tmp_path / f"readme_{i:02d}.py"
+        p.write_text(code)
+        paths.append(str(p))
+    # short fragments await at top level, as in `python -m asyncio`; everything else is --strict
+    found = _mypy("--disable-error-code", "top-level-await", *paths)
+    errors = [f"{Path(f).name}:{line}: {text}" for f, line, kind, text in found if kind == "error"]
+    listing = "\n".join(f"--- readme_{i:02d}.py\n{code}" for i, code in enumerate(snippets))
+    assert not errors, "\n".join(errors) + "\n" + listing
