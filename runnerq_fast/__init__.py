@@ -8,7 +8,7 @@
 from runnerq_fast import speedups
 from runnerq_fast.backends import connect
 from runnerq_fast.backends.memory import MemoryBackend
-from runnerq_fast.config import WorkerConfig
+from runnerq_fast.config import WorkerConfig, WorkerSettings
 from runnerq_fast.engine import (
     ActivityContext,
     ActivityInfo,
@@ -80,6 +80,7 @@ __all__ = [
     "RunnerQError",
     "WorkerConfig",
     "WorkerEngine",
+    "WorkerSettings",
     "__version__",
     "connect",
     "current_activity",

@@ -30,7 +30,7 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar, Unpack
+from typing import TypeVar, Unpack
 
 import msgspec
 

@@ -76,3 +76,15 @@ def test_readme_examples_pass_mypy_strict(tmp_path: Path) -> None:
     errors = [f"{Path(f).name}:{line}: {text}" for f, line, kind, text in found if kind == "error"]
     listing = "\n".join(f"--- readme_{i:02d}.py\n{code}" for i, code in enumerate(snippets))
     assert not errors, "\n".join(errors) + "\n" + listing
+
+
+def test_worker_settings_name_every_worker_config_field_with_its_type() -> None:
+    """``WorkerSettings`` (the typed keyword arguments) and ``WorkerConfig`` (the defaults) never drift apart."""
+    import typing
+
+    import runnerq_fast as rq
+
+    settings = typing.get_type_hints(rq.WorkerSettings)
+    config = typing.get_type_hints(rq.WorkerConfig)
+    assert list(settings) == list(rq.WorkerConfig.__struct_fields__)
+    assert settings == {name: config[name] for name in settings}
