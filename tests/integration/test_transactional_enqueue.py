@@ -115,6 +115,7 @@ async def test_pg_rollback_leaves_no_activity_event_or_notification(pg: Postgres
 
 
 async def test_pg_enqueue_many_in_a_pool_connection_commits_all(pg: PostgresBackend, pg_url: str) -> None:
+    listener, got = await _listen(pg_url)
     executor = rq.ActivityExecutor(pg, QUEUE)
     pool = await asyncpg.create_pool(pg_url, min_size=1, max_size=1)
     try:
@@ -125,10 +126,18 @@ async def test_pg_enqueue_many_in_a_pool_connection_commits_all(pg: PostgresBack
             # the keyed batch ran under a savepoint: the caller's transaction is still open and usable
             assert conn.is_in_transaction()
             assert await conn.fetchval("SELECT count(*) FROM runnerq_activities") == 3
-        assert (await pg.stats(QUEUE)).pending == 3
-        assert [s.activity_type for s in [await pg.get_activity(i) for i in ids] if s is not None] == ["a", "b", "c"]
+            for n in range(3):
+                ids.append((await executor.activity("d").payload(n).execute(connection=conn)).activity_id)
+        assert (await pg.stats(QUEUE)).pending == 6
+        snaps = [await pg.get_activity(i) for i in ids]
+        assert [s.activity_type for s in snaps if s is not None] == ["a", "b", "c", "d", "d", "d"]
+        # four statements notified inside one transaction: PostgreSQL delivers one notification, at commit
+        assert await _eventually(lambda: got == [QUEUE])
+        await asyncio.sleep(0.2)
+        assert got == [QUEUE]
     finally:
         await pool.close()
+        await listener.close()
 
 
 @pytest.mark.parametrize("first_ends", ["commit", "rollback"])
