@@ -220,7 +220,7 @@ async def worker_loop(out: Outcomes, local: Handoff) -> None:
         a = await local.get()
         if a is None:
             return
-        token = running.set(a)
+        running.set(a)  # not reset: this task runs nothing else until the next activity sets it again
         try:
             await run_one(out, a, me)
         except Exception:
@@ -228,7 +228,6 @@ async def worker_loop(out: Outcomes, local: Handoff) -> None:
             log.exception("engine error while running activity %s; it will be retried", a.id)
             out.retry_or_dead(a, "engine error (see the worker log)", None)
         finally:
-            running.reset(token)
             out.busy -= 1
             slot_free.set()
 

@@ -1,12 +1,15 @@
 """Which activity is running here: a context variable set around each attempt, and logging on top of it.
 
 The per-activity path (:mod:`runnerq_fast.engine.worker`) sets
-:data:`running` to the claimed activity for the whole attempt — the handler,
-its lifecycle hooks and the engine's own log lines about the outcome — and
-resets it afterwards; plain ``def`` handlers run in a copy of that context
-(:meth:`~runnerq_fast.engine.outcomes.Outcomes.call_sync`), so the same is
-true in their thread. Each worker task has a context of its own, so
-activities running at once never see each other's.
+:data:`running` to the claimed activity at the start of each attempt, in the
+worker task's own context, so it holds for the whole attempt — the handler,
+its lifecycle hooks, the engine's own log lines about the outcome — and for
+whatever the attempt starts: tasks it creates and plain ``def`` handlers'
+threads (:meth:`~runnerq_fast.engine.outcomes.Outcomes.call_sync`) run in a
+copy of that context. Each worker task has a context of its own, so
+activities running at once never see each other's. It is not reset after an
+attempt (a worker task runs nothing else before the next one sets it again):
+one ``ContextVar.set`` per activity, the only cost on the hot path.
 
 On top of it:
 

@@ -149,3 +149,40 @@ async def test_install_log_context_filters_the_root_handlers(monkeypatch: pytest
         assert formatted.format(inside) == f"job {fut.activity_id} #1 inside"
     finally:
         app.setLevel(logging.NOTSET)
+
+
+async def test_tasks_and_threads_a_handler_starts_keep_its_activity(capture: Capture) -> None:
+    """What an attempt starts (gathered tasks, to_thread, a task outliving it) logs as that attempt."""
+    backend = rq.MemoryBackend()
+    engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": "u", "max_workers": 1})  # one worker: in turn
+    app = logging.getLogger("app")
+    second_done = asyncio.Event()
+    stragglers: list[asyncio.Task[None]] = []
+
+    async def part(n: int) -> None:
+        app.info("part %s", n)
+
+    async def straggler(payload: Any) -> None:
+        await second_done.wait()  # logs after its own attempt ended and the worker ran the next one
+        app.info("late %s", payload)
+
+    @engine.activity("job")
+    async def job(payload: Any, ctx: rq.ActivityContext) -> None:
+        await asyncio.gather(part(payload * 10), part(payload * 10 + 1))
+        await asyncio.to_thread(app.info, "thread %s", payload)
+        if payload == 1:
+            stragglers.append(asyncio.create_task(straggler(payload)))
+        else:
+            second_done.set()
+
+    first = await engine.executor.activity("job").payload(1).execute()
+    second = await engine.executor.activity("job").payload(2).execute()
+    async with engine:
+        await first.result(timeout=5)
+        await second.result(timeout=5)
+        await asyncio.wait_for(stragglers[0], 5)
+    one, two = (first.activity_id, "job", 1), (second.activity_id, "job", 1)
+    assert _stamps(capture.records, "part 10") == [one] and _stamps(capture.records, "part 11") == [one]
+    assert _stamps(capture.records, "part 20") == [two]
+    assert _stamps(capture.records, "thread 1") == [one] and _stamps(capture.records, "thread 2") == [two]
+    assert _stamps(capture.records, "late 1") == [one]

@@ -45,7 +45,6 @@ cdef object _ActivityContext = ActivityContext
 cdef object _call_hooks = call_hooks
 cdef object _describe_error = describe_error
 cdef object _running_set = running.set
-cdef object _running_reset = running.reset
 
 
 cdef class Handoff:
@@ -230,7 +229,7 @@ async def worker_loop(out, Handoff local):
             a = await local.get()
         if a is None:
             return
-        token = _running_set(a)
+        _running_set(a)  # not reset: this task runs nothing else until the next activity sets it again
         try:
             handler = handlers.get(a.activity_type) if inline else None
             if handler is None or not handler.is_async:
@@ -274,7 +273,6 @@ async def worker_loop(out, Handoff local):
             log.exception("engine error while running activity %s; it will be retried", a.id)
             out.retry_or_dead(a, "engine error (see the worker log)", None)
         finally:
-            _running_reset(token)
             out.busy -= 1
             slot_free.set()
 
