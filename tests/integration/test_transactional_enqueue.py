@@ -178,6 +178,26 @@ async def test_pg_one_idempotency_key_in_two_concurrent_transactions(
         await c2.close()
 
 
+async def test_pg_repeatable_read_sees_a_key_taken_after_its_snapshot_as_a_serialization_failure(
+    pg: PostgresBackend, pg_url: str
+) -> None:
+    executor = rq.ActivityExecutor(pg, QUEUE)
+    c1, c2 = await asyncpg.connect(pg_url), await asyncpg.connect(pg_url)
+    try:
+        t2 = c2.transaction(isolation="repeatable_read")
+        await t2.start()
+        await c2.fetchval("SELECT 1")  # the snapshot is taken here
+        async with c1.transaction():
+            first = await executor.activity("charge").idempotency_key("order-9").execute(connection=c1)
+        with pytest.raises(asyncpg.SerializationError):
+            await executor.activity("charge").idempotency_key("order-9").execute(connection=c2)
+        await t2.rollback()
+        assert (await pg.stats(QUEUE)).total == 1 and await pg.get_activity(first.activity_id) is not None
+    finally:
+        await c1.close()
+        await c2.close()
+
+
 async def test_pg_connection_outside_a_transaction_or_of_another_kind_is_refused(
     pg: PostgresBackend, pg_url: str
 ) -> None:
