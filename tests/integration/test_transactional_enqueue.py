@@ -20,7 +20,7 @@ import pytest
 import runnerq_fast as rq
 from runnerq_fast.backends.postgres import WORK_CHANNEL, PostgresBackend
 from runnerq_fast.backends.sqlite import SqliteBackend
-from runnerq_fast.errors import ConfigError
+from runnerq_fast.errors import BackendError, ConfigError
 
 QUEUE = "outbox"
 
@@ -209,10 +209,14 @@ async def test_pg_connection_outside_a_transaction_or_of_another_kind_is_refused
             await executor.activity("a").execute(connection=conn)
         with pytest.raises(ConfigError, match="asyncpg connection"):
             await executor.enqueue_many([("a", 1)], connection=lite)
+        assert (await pg.stats(QUEUE)).total == 0
+        async with conn.transaction():
+            await pg.close()
+            with pytest.raises(BackendError, match="closed"):
+                await executor.activity("a").execute(connection=conn)
     finally:
         await conn.close()
         lite.close()
-    assert (await pg.stats(QUEUE)).total == 0
 
 
 # -------------------------------------------------------------------- SQLite
@@ -336,10 +340,14 @@ async def test_sqlite_connection_checks(lite: SqliteBackend, tmp_path: Path) -> 
             await executor.activity("a").execute(connection=other)
         with pytest.raises(ConfigError, match=r"sqlite3\.Connection"):
             await executor.activity("a").execute(connection=object())
+        assert (await lite.stats(QUEUE)).total == 0
+        conn.execute("BEGIN IMMEDIATE")
+        await lite.close()
+        with pytest.raises(BackendError, match="is closed"):
+            await executor.activity("a").execute(connection=conn)
     finally:
         conn.close()
         other.close()
-    assert (await lite.stats(QUEUE)).total == 0
 
 
 # ---------------------------------------------------------------- the others

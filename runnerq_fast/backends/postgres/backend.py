@@ -510,8 +510,12 @@ class PostgresBackend(Backend):
         ------
         ConfigError
             If ``connection`` is not an asyncpg connection, or is not inside a transaction.
+        BackendError
+            If this backend is closed.
         """
         if connection is not None:
+            if self._closed:
+                raise BackendError("the PostgreSQL backend is closed")
             return await self._enqueue_on(_callers_connection(connection), queue, items)
         if not items:
             return []

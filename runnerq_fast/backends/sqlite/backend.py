@@ -534,6 +534,8 @@ class SqliteBackend(Backend):
         ConfigError
             If ``connection`` is not a ``sqlite3.Connection``, is not inside a
             transaction, or is open on another file.
+        BackendError
+            If this backend is closed or was opened read-only.
         """
         if connection is not None:
             results, _ = _enqueue(self._callers_cursor(connection), queue, items, _now_ms())
@@ -553,8 +555,9 @@ class SqliteBackend(Backend):
             raise ConfigError(
                 f"connection= must be a sqlite3.Connection to {self.path!r}, got {type(connection).__name__}"
             )
-        if self.read_only:
-            raise BackendError(f"SQLite database {self.path!r} was opened read-only")
+        if self._closed or self.read_only:
+            why = "is closed" if self._closed else "was opened read-only"
+            raise BackendError(f"SQLite backend {self.path!r} {why}")
         if not connection.in_transaction:
             raise ConfigError(
                 "connection= must be inside a transaction (conn.execute('BEGIN IMMEDIATE') first); "
