@@ -8,8 +8,16 @@
 from runnerq_fast import speedups
 from runnerq_fast.backends import connect
 from runnerq_fast.backends.memory import MemoryBackend
-from runnerq_fast.config import WorkerConfig
-from runnerq_fast.engine import ActivityContext, LifecycleHooks, WorkerEngine
+from runnerq_fast.config import WorkerConfig, WorkerSettings
+from runnerq_fast.engine import (
+    ActivityContext,
+    ActivityInfo,
+    ActivityLogFilter,
+    LifecycleHooks,
+    WorkerEngine,
+    current_activity,
+    install_log_context,
+)
 from runnerq_fast.errors import (
     ActivityCancelled,
     ActivityFailed,
@@ -49,6 +57,8 @@ __all__ = [
     "ActivityExecutor",
     "ActivityFailed",
     "ActivityFuture",
+    "ActivityInfo",
+    "ActivityLogFilter",
     "ActivityResult",
     "ActivitySnapshot",
     "ActivityStatus",
@@ -72,7 +82,10 @@ __all__ = [
     "RunnerQError",
     "WorkerConfig",
     "WorkerEngine",
+    "WorkerSettings",
     "__version__",
     "connect",
+    "current_activity",
+    "install_log_context",
     "speedups",
 ]

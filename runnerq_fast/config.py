@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TypedDict
 
 import msgspec
 
@@ -15,6 +16,7 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "MAX_TIMEOUT_SECONDS",
     "WorkerConfig",
+    "WorkerSettings",
     "check_name",
 ]
 
@@ -211,3 +213,33 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     def effective_sync_workers(self) -> int:
         """Threads for plain ``def`` handlers."""
         return self.sync_workers or min(32, self.max_workers)
+
+
+class WorkerSettings(TypedDict, total=False):
+    """The keyword arguments of ``WorkerEngine(...)`` and ``engine.configure(...)``: any :class:`WorkerConfig` field.
+
+    Only the names and types, so a type checker rejects a misspelt or
+    mistyped setting (``WorkerEngine(queue_nme="app")``); the defaults and the
+    range checks stay in :class:`WorkerConfig`. A test keeps both lists equal.
+    """
+
+    queue_name: str
+    max_workers: int
+    activity_types: list[str] | str | None
+    lease_timeout: float
+    heartbeat_interval: float
+    reaper_interval: float
+    reaper_batch_size: int
+    shutdown_grace: float
+    claim_batch_size: int
+    ack_batch_size: int
+    ack_flush_interval: float
+    poll_interval: float
+    default_timeout: float
+    default_max_retries: int
+    retry_delay: float
+    max_retry_delay: float
+    retry_jitter: float
+    max_payload_bytes: int
+    idempotency_ttl: float
+    sync_workers: int

@@ -47,7 +47,7 @@ from runnerq_fast.models import (
     ReapReport,
 )
 
-__all__ = ["Backend", "open_backend", "register_connector"]
+__all__ = ["Backend", "open_backend", "refuse_connection", "register_connector"]
 
 _R = TypeVar("_R")
 
@@ -170,7 +170,9 @@ class Backend(abc.ABC):
 
     # ---------------------------------------------------------------- queueing
     @abc.abstractmethod
-    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def enqueue(
+        self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
         """Store new activities, applying idempotency atomically.
 
         Parameters
@@ -179,11 +181,25 @@ class Backend(abc.ABC):
             Queue name.
         items : sequence of NewActivity
             Already validated; stored in one round trip where the store allows.
+        connection : object, optional
+            The caller's own database connection, inside a transaction the
+            caller opened: the activities are written in that transaction
+            (they exist if and only if it commits) and the work notification
+            goes out when it commits. Only the SQL backends take one (an
+            asyncpg connection for PostgreSQL, a ``sqlite3.Connection`` to the
+            same file for SQLite); ``None`` (default) writes in a transaction
+            of the backend's own.
 
         Returns
         -------
         list of EnqueueResult
             One per item, same order.
+
+        Raises
+        ------
+        ConfigError
+            If ``connection`` is given and this backend cannot write through
+            it (see :func:`refuse_connection`), or it is not inside a transaction.
         """
 
     @abc.abstractmethod
@@ -283,6 +299,22 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         """Live events of ``queue``; with ``after_id``, first replays later stored ones."""
+
+
+def refuse_connection(backend: Backend, connection: object | None) -> None:
+    """Raise unless ``connection`` is ``None``: for backends that cannot join a caller's transaction.
+
+    Raises
+    ------
+    ConfigError
+        If ``connection`` is not ``None``.
+    """
+    if connection is not None:
+        raise ConfigError(
+            f"the {backend.name} backend cannot enqueue inside the caller's transaction "
+            f"(got connection={type(connection).__name__}); only PostgreSQL (an asyncpg connection) "
+            "and SQLite (a sqlite3.Connection to the same file) can"
+        )
 
 
 _connector: Callable[[str], Awaitable[Backend]] | None = None

@@ -629,6 +629,44 @@ class BackendConformance:
             child_id = await fut.result(timeout=5)
             assert await rq.ActivityFuture(backend, child_id).result(timeout=5) == 2
 
+    async def test_children_inherit_the_parents_metadata(self, backend: Backend) -> None:
+        """The README's example: a child enqueued through ``ctx.executor`` sees its parent's metadata."""
+        engine = self.engine(backend)
+        seen: dict[str, dict[str, str]] = {}
+
+        @engine.activity("parent")
+        async def parent(payload: Any, ctx: rq.ActivityContext) -> list[str]:
+            ex = ctx.executor
+            plain = await ex.activity("child").payload("plain").execute()
+            ctx.metadata["step"] = "1"  # added by the handler after the executor was made: passed on too
+            own = await ex.activity("child").payload("own").metadata({"tenant": "t2", "k": "v"}).execute()
+            alone = await ex.activity("child").payload("alone").metadata({"k": "v"}, inherit=False).execute()
+            (batch,) = await ex.enqueue_many([("child", "batch")])
+            return [plain.activity_id, own.activity_id, alone.activity_id, batch]
+
+        @engine.activity("child")
+        async def child(payload: Any, ctx: rq.ActivityContext) -> None:
+            seen[payload] = ctx.metadata
+            if payload == "plain":
+                await ctx.executor.activity("child").payload("grandchild").execute()
+
+        fut = await engine.executor.activity("parent").metadata({"tenant": "t1"}).execute()
+        top = await engine.executor.activity("child").payload("top").execute()  # not a child: no metadata
+        async with engine:
+            ids = await fut.result(timeout=5)
+            await top.result(timeout=5)
+            for activity_id in ids:
+                await rq.ActivityFuture(backend, activity_id).result(timeout=5)
+            await eventually(lambda: asyncio.sleep(0, "grandchild" in seen), 5, "the grandchild")
+        assert seen == {
+            "plain": {"tenant": "t1"},
+            "grandchild": {"tenant": "t1"},
+            "own": {"tenant": "t2", "step": "1", "k": "v"},
+            "alone": {"k": "v"},
+            "batch": {"tenant": "t1", "step": "1"},
+            "top": {},
+        }
+
     async def test_many_activities_drain_exactly_once(self, backend: Backend) -> None:
         engine = self.engine(backend, max_workers=16, claim_batch_size=50, ack_batch_size=40)
         seen: dict[int, int] = {}

@@ -60,11 +60,27 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return box[0]
 
 
+class _ActivityTag(rq.ActivityLogFilter):
+    """The log context, plus ``activity_tag``: `` [type id #attempt]`` inside an activity, else empty."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        super().filter(record)
+        fields = record.__dict__
+        activity_id = fields["activity_id"]
+        fields["activity_tag"] = (
+            f" [{fields['activity_type']} {activity_id} #{fields['attempt']}]" if activity_id is not None else ""
+        )
+        return True
+
+
 def configure_logging(level: str) -> None:
+    """Log to stderr at ``level``; a line logged while an activity runs names it (``[type id #attempt]``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_ActivityTag())
     logging.basicConfig(
         level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-7s %(name)s:%(activity_tag)s %(message)s",
+        handlers=[handler],
     )
 
 

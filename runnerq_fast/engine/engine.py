@@ -30,11 +30,11 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar, Unpack
 
 import msgspec
 
-from runnerq_fast.config import WorkerConfig
+from runnerq_fast.config import WorkerConfig, WorkerSettings
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
@@ -60,6 +60,35 @@ log = logging.getLogger("runnerq_fast.engine")
 H = TypeVar("H", bound=Handler)
 
 
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _check_signature(activity_type: str, handler: Handler) -> None:
+    """Raise :class:`ConfigError` unless ``handler(payload, ctx)`` is a valid call of ``handler``."""
+    try:
+        sig = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return  # no signature to read (some builtins, C callables): the first call will tell
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    takes_varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    required = [p.name for p in positional if p.default is p.empty]
+    required_kw = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is p.empty]
+    if (len(positional) >= 2 or takes_varargs) and len(required) <= 2 and not required_kw:
+        return
+    name = getattr(handler, "__qualname__", type(handler).__name__)
+    if required_kw:
+        why = f"it also requires the keyword-only parameter(s) {', '.join(required_kw)}"
+    elif len(required) > 2:
+        why = f"it requires {len(required)} ({', '.join(required)})"
+    else:
+        why = f"it takes {len(positional)}"
+    raise ConfigError(
+        f"handler {name}{sig} for activity type {activity_type!r} must take two positional parameters, "
+        f"(payload, ctx) — e.g. `async def {getattr(handler, '__name__', 'handler')}(payload, ctx): ...`; {why}"
+    )
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -82,12 +111,14 @@ class WorkerEngine:
         Name recorded on claims; default ``host-pid-random``.
     **settings
         Any :class:`WorkerConfig` field, e.g. ``queue_name="app"``,
-        ``max_workers=64``, ``activity_types=["send_email"]``.
+        ``max_workers=64``, ``activity_types=["send_email"]``. Typed by
+        :class:`~runnerq_fast.config.WorkerSettings`, so a type checker rejects
+        a misspelt name or a wrong type.
 
     Raises
     ------
     ConfigError
-        If a setting is out of range.
+        If a setting is unknown or out of range.
 
     Examples
     --------
@@ -107,7 +138,7 @@ class WorkerEngine:
         metrics: MetricsSink | None = None,
         hooks: Iterable[LifecycleHooks] = (),
         worker_id: str | None = None,
-        **settings: Any,
+        **settings: Unpack[WorkerSettings],
     ) -> None:
         base = config or WorkerConfig()
         try:
@@ -147,7 +178,8 @@ class WorkerEngine:
         Raises
         ------
         ConfigError
-            If the type already has a handler or the engine has started.
+            If the type already has a handler, the engine has started, or the
+            handler cannot be called as ``handler(payload, ctx)``.
         InvalidActivityError
             If the type name is empty or too long.
         """
@@ -167,6 +199,7 @@ class WorkerEngine:
             raise ConfigError(f"activity type {activity_type!r} already has a handler")
         if not callable(handler):
             raise ConfigError(f"handler for {activity_type!r} is not callable")
+        _check_signature(activity_type, handler)
         self._handlers[activity_type] = Registered(handler)
 
     @property
@@ -340,7 +373,7 @@ class WorkerEngine:
 
         run_with_uvloop(self.run_until_stopped())
 
-    def configure(self, **settings: Any) -> None:
+    def configure(self, **settings: Unpack[WorkerSettings]) -> None:
         """Change :class:`WorkerConfig` fields before :meth:`start`.
 
         Raises

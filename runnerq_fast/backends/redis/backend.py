@@ -51,7 +51,7 @@ from runnerq_fast.models import (
     QueueStats,
     ReapReport,
 )
-from runnerq_fast.storage import Backend
+from runnerq_fast.storage import Backend, refuse_connection
 from runnerq_fast.urls import redact_text, redact_url
 
 __all__ = ["DEFAULT_RESULT_TTL", "RedisBackend", "load_script"]
@@ -413,7 +413,10 @@ class RedisBackend(Backend):
         return None
 
     # ---------------------------------------------------------------- queueing
-    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def enqueue(
+        self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
+        refuse_connection(self, connection)
         if not items:
             return []
         chunks: list[list[Any]] = []
