@@ -24,14 +24,20 @@ from runnerq_fast.errors import (
 from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture
 from runnerq_fast.metrics import MetricsSink, NoopMetrics
 from runnerq_fast.models import (
+    ActionResult,
+    ActivityCount,
     ActivityEvent,
+    ActivityFilter,
+    ActivityPage,
     ActivityResult,
     ActivitySnapshot,
     ActivityStatus,
     DeadLetterRecord,
+    LeaseReport,
     OnDuplicate,
     Priority,
     QueueStats,
+    QueueSummary,
 )
 from runnerq_fast.observability import QueueInspector
 from runnerq_fast.storage import Backend, register_connector
@@ -41,13 +47,17 @@ register_connector(connect)
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActionResult",
     "ActivityBuilder",
     "ActivityCancelled",
     "ActivityContext",
+    "ActivityCount",
     "ActivityEvent",
     "ActivityExecutor",
     "ActivityFailed",
+    "ActivityFilter",
     "ActivityFuture",
+    "ActivityPage",
     "ActivityResult",
     "ActivitySnapshot",
     "ActivityStatus",
@@ -57,6 +67,7 @@ __all__ = [
     "DeadLetterRecord",
     "DuplicateActivityError",
     "InvalidActivityError",
+    "LeaseReport",
     "LifecycleHooks",
     "MemoryBackend",
     "MetricsSink",
@@ -66,6 +77,7 @@ __all__ = [
     "Priority",
     "QueueInspector",
     "QueueStats",
+    "QueueSummary",
     "RetryableError",
     "RunnerQError",
     "WorkerConfig",
