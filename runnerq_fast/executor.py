@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -271,6 +272,7 @@ class ActivityBuilder:
             idempotency_key=self._idem_key,
             on_duplicate=int(self._on_duplicate),
             idempotency_ttl_ms=round(cfg.idempotency_ttl * 1000),
+            parent_id=self._executor.parent_id,
         )
 
     async def execute(self) -> ActivityFuture:
@@ -307,12 +309,37 @@ class ActivityExecutor:
         :class:`InvalidActivityError` if blank, over 255 characters or holding NUL.
     config : WorkerConfig, optional
         Defaults for timeout, retries, payload limit and idempotency TTL.
+
+    Attributes
+    ----------
+    parent_id : str or None
+        Recorded as the parent of everything this executor enqueues; set on
+        the executor a running activity's context hands out (:meth:`child`).
     """
+
+    parent_id: str | None = None
 
     def __init__(self, backend: Backend, queue_name: str | None = None, config: WorkerConfig | None = None) -> None:
         self.backend = backend
         self.config = config or WorkerConfig()
         self.queue_name = validate_queue_name(self.config.queue_name if queue_name is None else queue_name)
+
+    def child(self, parent_id: str) -> ActivityExecutor:
+        """This executor for the handler of ``parent_id``: what it enqueues records that parent.
+
+        Parameters
+        ----------
+        parent_id : str
+            Id of the running activity.
+
+        Returns
+        -------
+        ActivityExecutor
+            A copy sharing the backend, queue and config.
+        """
+        ex = copy.copy(self)
+        ex.parent_id = parent_id
+        return ex
 
     def activity(self, activity_type: str) -> ActivityBuilder:
         """Start describing an activity of ``activity_type``.
