@@ -36,6 +36,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
+from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, parse_member, snapshot
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
@@ -47,6 +48,7 @@ from runnerq_fast.models import (
     DeadLetterRecord,
     EnqueueResult,
     LeaseRef,
+    LeaseReport,
     NewActivity,
     QueueStats,
     ReapReport,
@@ -60,7 +62,21 @@ log = logging.getLogger(__name__)
 DEFAULT_RESULT_TTL = 86_400.0
 """Seconds a finished activity (and its result and events) is kept; dead letters are kept until pruned."""
 
-_SCRIPTS = ("enqueue", "claim", "ack", "extend", "release", "reaper", "cancel")
+_SCRIPTS = (
+    "enqueue",
+    "claim",
+    "ack",
+    "extend",
+    "release",
+    "reaper",
+    "cancel",
+    "retry",
+    "cancel_many",
+    "run_now",
+    "priority",
+    "delete",
+    "summary",
+)
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
 _STREAM_PAGE = 1000
@@ -165,6 +181,7 @@ def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySn
         lease_expires_at_ms=_i(h.get(b"l")) if status == "processing" else None,
         last_error=_s(h.get(b"e")),
         idempotency_key=_s(h.get(b"ik")),
+        parent_id=_s(h.get(b"pa")),
     )
 
 
@@ -219,7 +236,7 @@ class _HiredisPackingConnection(aioredis.Connection):
         return [b"".join(self.pack_command(*cmd)[0] for cmd in commands)]
 
 
-class RedisBackend(Backend):
+class RedisBackend(RedisOperations, Backend):
     """Backend storing activities in Redis (7.0 or later).
 
     Open it with :meth:`open` (or ``rq.connect("redis://host:port/db")``).
@@ -438,6 +455,7 @@ class RedisBackend(Backend):
                     key if key is not None else "",
                     int(it.on_duplicate) if key is not None else 0,
                     int(it.idempotency_ttl_ms),
+                    it.parent_id if it.parent_id is not None else "",
                 )
             chunks.append(args)
         replies = await self._enqueue_chunks(queue, chunks)
@@ -518,25 +536,28 @@ class RedisBackend(Backend):
         rejected = await self._run("ack", queue, args)
         return [r.decode() for r in rejected]
 
-    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:
         if not leases:
-            return []
+            return LeaseReport([], [])
         args: list[Any] = [int(lease_ms)]
         for ref in leases:
             args += (ref.id, ref.claim_token)
-        return [r.decode() for r in await self._run("extend", queue, args)]
+        lost, stop = await self._run("extend", queue, args)
+        return LeaseReport([r.decode() for r in lost], [r.decode() for r in stop])
 
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         if not leases:
             return []
-        args: list[Any] = []
+        args: list[Any] = [self._ttl_ms]
         for ref in leases:
             args += (ref.id, ref.claim_token)
         return [r.decode() for r in await self._run("release", queue, args)]
 
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
-        requeued, dead = await self._run("reaper", queue, [max(0, limit), self._ttl_ms])
-        return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead])
+        requeued, dead, cancelled = await self._run("reaper", queue, [max(0, limit), self._ttl_ms])
+        return ReapReport(
+            [r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled]
+        )
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:
         """Block in ``BLPOP`` on the wake list, at most until the next scheduled activity is due.
@@ -677,36 +698,48 @@ class RedisBackend(Backend):
             counts = await _guarded(pipe.execute())
         return QueueStats(**dict(zip(keys.STATUSES, counts, strict=True)))
 
-    async def _snapshots(self, queue: str, ids: Sequence[bytes]) -> list[ActivitySnapshot]:
+    async def _snapshots(self, queue: str, ids: Sequence[str]) -> list[ActivitySnapshot]:
+        """Snapshots of ``ids`` in order; ids whose hash is gone or unreadable are left out."""
         if not ids:
             return []
         async with self._r.pipeline(transaction=False) as pipe:
             for i in ids:
-                pipe.hgetall(keys.activity(self._ns, queue, i.decode()))
+                pipe.hmget(keys.activity(self._ns, queue, i), list(SNAPSHOT_FIELDS))
             rows = await _guarded(pipe.execute())
-        return [_snapshot(queue, i.decode(), h) for i, h in zip(ids, rows, strict=True) if h]
+        out = []
+        for i, v in zip(ids, rows, strict=True):
+            if v[0] is None:
+                continue
+            try:
+                out.append(snapshot(queue, i, v))
+            except (TypeError, ValueError, AttributeError, UnicodeDecodeError) as exc:
+                log.warning("skipping unreadable activity %r of queue %r (%s: %s)", i, queue, type(exc).__name__, exc)
+        return out
 
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50
     ) -> list[ActivitySnapshot]:
-        """Activities of ``queue``, most recently changed first.
+        """Activities of ``queue``, newest first (by creation time, then id).
 
-        With ``status=None`` the status sets are merged by the time of each
-        activity's last transition.
+        With ``status=None`` the status sets are merged. ``offset`` is skipped
+        inside Redis (``ZRANGE ... LIMIT``); :meth:`query_activities` pages with
+        a cursor instead.
         """
         if limit <= 0:
             return []
         if status is not None:
             key = keys.status_set(self._ns, queue, status)
-            ids = await _guarded(self._r.zrevrange(key, offset, offset + limit - 1))
+            members = await _guarded(
+                self._r.execute_command("ZRANGE", key, "+", "-", "BYLEX", "REV", "LIMIT", offset, limit)
+            )
         else:
             async with self._r.pipeline(transaction=False) as pipe:
                 for s in keys.STATUSES:
-                    pipe.zrevrange(keys.status_set(self._ns, queue, s), 0, offset + limit - 1, withscores=True)
+                    key = keys.status_set(self._ns, queue, s)
+                    pipe.execute_command("ZRANGE", key, "+", "-", "BYLEX", "REV", "LIMIT", 0, offset + limit)
                 replies = await _guarded(pipe.execute())
-            merged = sorted((pair for r in replies for pair in r), key=lambda p: (p[1], p[0]), reverse=True)
-            ids = [m for m, _ in merged[offset : offset + limit]]
-        return await self._snapshots(queue, ids)
+            members = sorted((m for r in replies for m in r), reverse=True)[offset : offset + limit]
+        return await self._snapshots(queue, [parse_member(m)[1] for m in members])
 
     async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
         found = await self._locate(activity_id)
@@ -726,7 +759,7 @@ class RedisBackend(Backend):
         if limit <= 0:
             return []
         ids = await _guarded(self._r.zrevrange(keys.dead_letter(self._ns, queue), offset, offset + limit - 1))
-        snaps = await self._snapshots(queue, ids)
+        snaps = await self._snapshots(queue, [i.decode() for i in ids])
         async with self._r.pipeline(transaction=False) as pipe:
             for s in snaps:
                 pipe.hget(keys.activity(self._ns, queue, s.id), "da")

@@ -17,7 +17,16 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P types``                    SET     types that ever had a ready set
 ``P sched``                    ZSET    not-yet-due activities, score = ready time (ms)
 ``P lease``                    ZSET    processing activities, score = lease deadline (ms)
-``P st:<status>``              ZSET    ids per status, score = last transition time (ms)
+``P st:<status>``              ZSET    activities per status: member ``<created ms, 15 digits>:<id>``,
+                                      score 0, so in ``(created, id)`` order (``ZRANGE BYLEX``)
+``P ty:<type>``                ZSET    every activity of one type, same members and order
+``P kids:<parent id>``         ZSET    the activities one activity enqueued (``parent_id``), same
+``P counts``                   HASH    ``<status>\\x1f<type>`` -> number of activities
+``P fin``                      ZSET    finished activities whose hash expires (completed, failed,
+                                      cancelled), score = expiry time (ms), member
+                                      ``<st member>\\x1f<status>\\x1f<parent id>\\x1f<type>``: the
+                                      reaper drops their index entries and counts when due
+``P dead``                     ZSET    dead-lettered ids, score = dead-letter time (ms)
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
 ``P wake``                     LIST    wake tokens for fetchers blocked in ``BLPOP``
@@ -25,6 +34,11 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
 ``rq:queues``                  SET     every queue name seen (outside any hash tag)
 =============================  ======  ==================================================
+
+The ``st:``, ``ty:``, ``kids:`` and ``counts`` entries change in the same script
+call as the status they index (``rq_move`` in ``lua/_common.lua``), so they
+never drift; between a finished hash's expiry and the next reaper pass they
+still hold it (a listing skips it, ``stats`` still counts it).
 """
 
 from __future__ import annotations
@@ -33,6 +47,8 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "STATUSES",
     "activity",
+    "children",
+    "counts",
     "dead_letter",
     "done_channel",
     "done_pattern",
@@ -42,6 +58,7 @@ __all__ = [
     "sched",
     "status_set",
     "stream",
+    "type_set",
     "wake",
 ]
 
@@ -62,13 +79,28 @@ def activity(ns: str, queue: str, activity_id: str) -> str:
 
 
 def status_set(ns: str, queue: str, status: str) -> str:
-    """ZSET of the ids in ``status``."""
+    """ZSET of the activities in ``status``, in ``(created, id)`` order (lex members, score 0)."""
     return f"{ns}:{{{queue}}}:st:{status}"
+
+
+def type_set(ns: str, queue: str, activity_type: str) -> str:
+    """ZSET of every activity of ``activity_type``, in ``(created, id)`` order (lex members, score 0)."""
+    return f"{ns}:{{{queue}}}:ty:{activity_type}"
+
+
+def children(ns: str, queue: str, parent_id: str) -> str:
+    """ZSET of the activities ``parent_id`` enqueued, in ``(created, id)`` order (lex members, score 0)."""
+    return f"{ns}:{{{queue}}}:kids:{parent_id}"
+
+
+def counts(ns: str, queue: str) -> str:
+    """HASH ``<status>\\x1f<type>`` -> number of activities."""
+    return f"{ns}:{{{queue}}}:counts"
 
 
 def dead_letter(ns: str, queue: str) -> str:
     """ZSET of dead-lettered ids, scored by dead-letter time (ms)."""
-    return status_set(ns, queue, "dead_letter")
+    return f"{ns}:{{{queue}}}:dead"
 
 
 def sched(ns: str, queue: str) -> str:
