@@ -21,9 +21,9 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import hiredis
@@ -36,6 +36,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
+from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, parse_member, snapshot
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
@@ -124,37 +125,6 @@ def _redact(url: str) -> str:
         return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
     except ValueError:
         return "<unparsable URL>"
-
-
-T = TypeVar("T")
-
-
-def _cancel_requests() -> int:
-    task = asyncio.current_task()
-    return 0 if task is None else task.cancelling()
-
-
-def _resist_swallowed_cancel(before: int) -> None:
-    """Re-raise a cancellation that redis-py swallowed during a call.
-
-    redis-py (8.x) can absorb a ``CancelledError`` delivered while a command
-    is in flight and return normally; the engine's loops would then never
-    stop. ``before`` is :func:`_cancel_requests` taken before the call.
-    """
-    if _cancel_requests() > before:
-        raise asyncio.CancelledError
-
-
-async def _guarded(call: Awaitable[T]) -> T:
-    """Await one redis-py call, re-raising a cancellation it swallowed.
-
-    Every await on the client goes through here, so no loop of the backend can
-    outlive a ``cancel()`` (see :func:`_resist_swallowed_cancel`).
-    """
-    before = _cancel_requests()
-    result = await call
-    _resist_swallowed_cancel(before)
-    return result
 
 
 def _now_ms() -> int:
@@ -555,9 +525,7 @@ class RedisBackend(RedisOperations, Backend):
 
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
         requeued, dead, cancelled = await self._run("reaper", queue, [max(0, limit), self._ttl_ms])
-        return ReapReport(
-            [r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled]
-        )
+        return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled])
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:
         """Block in ``BLPOP`` on the wake list, at most until the next scheduled activity is due.

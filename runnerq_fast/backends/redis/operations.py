@@ -35,6 +35,7 @@ import msgspec
 
 from runnerq_fast import filters
 from runnerq_fast.backends.redis import keys
+from runnerq_fast.backends.redis.guard import guarded
 from runnerq_fast.codec import decode_json
 from runnerq_fast.models import (
     ActionResult,
@@ -163,9 +164,7 @@ class RedisOperations:
         raise NotImplementedError
 
     # ------------------------------------------------------------ walking
-    def _bounds(
-        self, flt: ActivityFilter, cursor: filters.Cursor | None, newest_first: bool
-    ) -> tuple[bytes, bytes]:
+    def _bounds(self, flt: ActivityFilter, cursor: filters.Cursor | None, newest_first: bool) -> tuple[bytes, bytes]:
         """The ``(min, max)`` ``BYLEX`` bounds of the created range and the cursor."""
         lo = b"-" if flt.created_after_ms is None else b"[%015d" % flt.created_after_ms
         hi = b"+" if flt.created_before_ms is None else b"(%015d" % flt.created_before_ms
@@ -194,7 +193,7 @@ class RedisOperations:
                             pipe.execute_command("ZRANGE", k, b, a, "BYLEX", "REV", "LIMIT", 0, batch)
                         else:
                             pipe.execute_command("ZRANGE", k, a, b, "BYLEX", "LIMIT", 0, batch)
-                    replies = await pipe.execute()
+                    replies = await guarded(pipe.execute())
                 for k, got in zip(need, replies, strict=True):
                     bufs[k].extend(got)
                     if len(got) < batch:
@@ -226,7 +225,7 @@ class RedisOperations:
             async with self._r.pipeline(transaction=False) as pipe:
                 for k in (*by_status, *by_type):
                     pipe.zcard(k)
-                sizes = await pipe.execute()
+                sizes = await guarded(pipe.execute())
             n_status = sum(sizes[: len(by_status)])
             return (by_status if n_status <= sum(sizes[len(by_status) :]) else by_type), True
         if by_type is not None:
@@ -239,7 +238,7 @@ class RedisOperations:
         async with self._r.pipeline(transaction=False) as pipe:
             for i in ids:
                 pipe.hmget(keys.activity(self._ns, queue, i), list(fields))
-            out: list[list[bytes | None]] = await pipe.execute()
+            out: list[list[bytes | None]] = await guarded(pipe.execute())
         return out
 
     def _check(self, queue: str, flt: ActivityFilter, m: bytes, v: list[bytes | None]) -> bool | None:
@@ -362,15 +361,14 @@ class RedisOperations:
                 try:
                     items.append(snapshot(queue, aid, found.values))
                 except (TypeError, ValueError, AttributeError, UnicodeDecodeError) as exc:
-                    log.warning("skipping unreadable activity %r of queue %r (%s: %s)", aid, queue,
-                                type(exc).__name__, exc)
+                    log.warning(
+                        "skipping unreadable activity %r of queue %r (%s: %s)", aid, queue, type(exc).__name__, exc
+                    )
                     continue
                 last = found.member
         return ActivityPage(items, None)
 
-    async def count_activities(
-        self, queue: str, flt: ActivityFilter, *, cap: int = filters.COUNT_CAP
-    ) -> ActivityCount:
+    async def count_activities(self, queue: str, flt: ActivityFilter, *, cap: int = filters.COUNT_CAP) -> ActivityCount:
         flt = filters.check_filter(flt)
         cap = filters.check_cap(cap)
         n = await self._indexed_count(queue, flt)
@@ -402,7 +400,7 @@ class RedisOperations:
             if ranged:
                 return None
             pairs = [f"{s}\x1f{t}" for s in flt.statuses for t in flt.activity_types]
-            got = await self._r.hmget(keys.counts(ns, queue), pairs)
+            got = await guarded(self._r.hmget(keys.counts(ns, queue), pairs))
             return sum(int(g) for g in got if g is not None)
         elif flt.activity_types is not None:
             index = [keys.type_set(ns, queue, t) for t in flt.activity_types]
@@ -414,11 +412,11 @@ class RedisOperations:
                     pipe.zlexcount(k, lo, hi)
                 else:
                     pipe.zcard(k)
-            sizes = await pipe.execute()
+            sizes = await guarded(pipe.execute())
         return int(sum(sizes))
 
     async def list_queues(self) -> list[QueueSummary]:
-        names = sorted(m.decode() for m in await self._r.smembers(keys.queues(self._ns)))
+        names = sorted(m.decode() for m in await guarded(self._r.smembers(keys.queues(self._ns))))
         out: list[QueueSummary] = []
         for name in names:
             cards, flat, oldest = await self._run("summary", name, keys.STATUSES)
