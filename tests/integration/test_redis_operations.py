@@ -96,7 +96,7 @@ async def test_counters_and_indexes_agree_with_the_hashes_after_every_kind_of_ch
     assert again.id == roles["retried"]
     await b.release(q, [LeaseRef(again.id, again.claim_token)])
     truth = await _truth(b, q)
-    stored = await b.client.hgetall(keys.counts(b._ns, q))
+    stored: Any = await b.client.hgetall(keys.counts(b._ns, q))
     counters = Counter({tuple(f.decode().split("\x1f")): int(n) for f, n in stored.items()})
     assert counters == truth
     stats = await b.stats(q)
