@@ -191,3 +191,23 @@ async def test_oldest_ready_looks_past_priority_and_retry_bands(redis_backend: R
     retried = await b.get_activity(r)
     assert retried is not None and retried.retry_count == 1
     assert await oldest() == retried.ready_at_ms  # priority 3 with one retry: older than the priority-4 ones
+
+
+async def test_one_reaper_pass_drops_more_expired_results_than_one_script_call_takes(
+    redis_url: str, redis_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from runnerq_fast.backends.redis import backend as module
+
+    monkeypatch.setattr(module, "_EXPIRED_BATCH", 2)
+    b = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.05)
+    try:
+        q = "expiry-batches"
+        await b.enqueue(q, [new("k") for _ in range(7)])
+        held = await b.claim(q, "w", 7, None, 30_000)
+        await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.FAILED, None, "x") for c in held])
+        await asyncio.sleep(0.12)
+        await b.requeue_expired(q, 100)
+        assert await b.client.zcard(keys.prefix(redis_namespace, q) + "fin") == 0
+        assert (await b.stats(q)).total == 0 and await b.list_queues() == []
+    finally:
+        await b.close()

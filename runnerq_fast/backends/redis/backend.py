@@ -80,6 +80,8 @@ _SCRIPTS = (
 )
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
+_EXPIRED_BATCH = 10_000
+_EXPIRED_CALLS = 20
 _STREAM_PAGE = 1000
 _LOCATE_CACHE = 10_000
 _RESULT_SAFETY_NET = 5.0
@@ -524,7 +526,20 @@ class RedisBackend(RedisOperations, Backend):
         return [r.decode() for r in await self._run("release", queue, args)]
 
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
-        requeued, dead, cancelled = await self._run("reaper", queue, [max(0, limit), self._ttl_ms])
+        """The reaper pass; also drops the index entries of expired results.
+
+        Those are dropped :data:`_EXPIRED_BATCH` per script call, at most
+        :data:`_EXPIRED_CALLS` calls per pass, so one call blocks Redis for a
+        bounded time and a pass keeps up with tens of thousands of finished
+        activities per second.
+        """
+        requeued, dead, cancelled, dropped = await self._run(
+            "reaper", queue, [max(0, limit), self._ttl_ms, _EXPIRED_BATCH]
+        )
+        for _ in range(_EXPIRED_CALLS - 1):
+            if int(dropped) < _EXPIRED_BATCH:
+                break
+            *_, dropped = await self._run("reaper", queue, [0, self._ttl_ms, _EXPIRED_BATCH])
         return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled])
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:

@@ -1,13 +1,13 @@
 -- runnerq-fast: requeue activities whose lease expired (counts an attempt), dead-letter the exhausted,
 -- cancel those whose cancellation was requested; then drop the index entries of finished
--- activities whose hash expired (P.."fin", at most FIN_BATCH per run).
+-- activities whose hash expired (P.."fin", at most ARGV[3] per run).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
 --   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
 --   P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
--- ARGV: limit, result ttl ms.
--- Returns: {requeued ids, dead-lettered ids, cancelled ids}.
+-- ARGV: limit (expired leases), result ttl ms, limit (expired results).
+-- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}.
 local ttl = ARGV[2]
-local FIN_BATCH = 10000
+local FIN_BATCH = tonumber(ARGV[3])
 local requeued, dead, cancelled = {}, {}, {}
 local woke = false
 local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
@@ -52,4 +52,4 @@ local finished = {}
 for _, id in ipairs(dead) do finished[#finished + 1] = id end
 for _, id in ipairs(cancelled) do finished[#finished + 1] = id end
 if #finished > 0 then redis.call('PUBLISH', P .. 'done', table.concat(finished, ',')) end
-return {requeued, dead, cancelled}
+return {requeued, dead, cancelled, #gone}
