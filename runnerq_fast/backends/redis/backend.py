@@ -77,6 +77,7 @@ _SCRIPTS = (
     "priority",
     "delete",
     "summary",
+    "query",
 )
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000

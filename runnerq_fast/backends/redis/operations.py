@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections import deque
 from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
@@ -47,7 +46,16 @@ from runnerq_fast.models import (
     QueueSummary,
 )
 
-__all__ = ["ACTION_CHUNK", "CHECK_FIELDS", "SNAPSHOT_FIELDS", "RedisOperations", "member", "parse_member", "snapshot"]
+__all__ = [
+    "ACTION_CHUNK",
+    "CHECK_FIELDS",
+    "SNAPSHOT_FIELDS",
+    "STEP_ROWS",
+    "RedisOperations",
+    "member",
+    "parse_member",
+    "snapshot",
+]
 
 log = logging.getLogger("runnerq_fast.backends.redis")
 
@@ -60,8 +68,13 @@ SNAPSHOT_FIELDS = (*CHECK_FIELDS, "p", "rc", "mr", "to", "c", "r", "sa", "fa", "
 ACTION_CHUNK = 1000
 """Ids per action script call: each call is atomic and keeps Redis busy for a bounded time."""
 
-_WALK_BATCH = 500
-_NONE = ActivityFilter()
+STEP_ROWS = 5000
+"""Most rows one call of ``lua/query.lua`` examines (it blocks Redis for a few milliseconds)."""
+
+
+def _listed(values: Sequence[Any] | None) -> list[Any]:
+    """A list as ``lua/query.lua`` reads it: its length, then its values (``-1``: no condition)."""
+    return [-1] if values is None else [len(values), *values]
 
 
 def member(created_ms: int, activity_id: str) -> bytes:
@@ -176,49 +189,11 @@ class RedisOperations:
                 lo = b"(" + at
         return lo, hi
 
-    async def _members(
-        self, index: list[str], lo: bytes, hi: bytes, newest_first: bool, batch: int
-    ) -> AsyncGenerator[bytes, None]:
-        """Members of the ``index`` sets within ``[lo, hi]`` (``BYLEX`` bounds), merged, in order."""
-        bufs: dict[str, deque[bytes]] = {k: deque() for k in index}
-        bound = {k: (lo, hi) for k in index}
-        more = set(index)
-        while True:
-            need = [k for k in index if not bufs[k] and k in more]
-            if need:
-                async with self._r.pipeline(transaction=False) as pipe:
-                    for k in need:
-                        a, b = bound[k]
-                        if newest_first:
-                            pipe.execute_command("ZRANGE", k, b, a, "BYLEX", "REV", "LIMIT", 0, batch)
-                        else:
-                            pipe.execute_command("ZRANGE", k, a, b, "BYLEX", "LIMIT", 0, batch)
-                    replies = await guarded(pipe.execute())
-                for k, got in zip(need, replies, strict=True):
-                    bufs[k].extend(got)
-                    if len(got) < batch:
-                        more.discard(k)
-                    if got:
-                        a, b = bound[k]
-                        bound[k] = (a, b"(" + got[-1]) if newest_first else (b"(" + got[-1], b)
-            live = [k for k in index if bufs[k]]
-            if not live:
-                return
-            if len(live) == 1:
-                pick = live[0]
-            elif newest_first:
-                pick = max(live, key=lambda k: bufs[k][0])
-            else:
-                pick = min(live, key=lambda k: bufs[k][0])
-            yield bufs[pick].popleft()
-
-    async def _plan(self, queue: str, flt: ActivityFilter) -> tuple[list[str], bool]:
-        """The index sets to walk for ``flt`` and whether conditions remain to check row by row."""
+    async def _plan(self, queue: str, flt: ActivityFilter) -> list[str]:
+        """The index sets to walk for ``flt``: one parent's children, else the smaller of the status and type sets."""
         ns = self._ns
-        rows = filters.row_filters(flt)
         if flt.parent_id is not None:
-            other = flt.statuses is not None or flt.activity_types is not None
-            return [keys.children(ns, queue, flt.parent_id)], rows or other
+            return [keys.children(ns, queue, flt.parent_id)]
         by_status = None if flt.statuses is None else [keys.status_set(ns, queue, s) for s in flt.statuses]
         by_type = None if flt.activity_types is None else [keys.type_set(ns, queue, t) for t in flt.activity_types]
         if by_status is not None and by_type is not None:
@@ -227,12 +202,12 @@ class RedisOperations:
                     pipe.zcard(k)
                 sizes = await guarded(pipe.execute())
             n_status = sum(sizes[: len(by_status)])
-            return (by_status if n_status <= sum(sizes[len(by_status) :]) else by_type), True
+            return by_status if n_status <= sum(sizes[len(by_status) :]) else by_type
         if by_type is not None:
-            return by_type, rows
+            return by_type
         if by_status is not None:
-            return by_status, rows
-        return [keys.status_set(ns, queue, s) for s in keys.STATUSES], rows
+            return by_status
+        return [keys.status_set(ns, queue, s) for s in keys.STATUSES]
 
     async def _fetch(self, queue: str, ids: Sequence[str], fields: Sequence[str]) -> list[list[bytes | None]]:
         async with self._r.pipeline(transaction=False) as pipe:
@@ -265,45 +240,55 @@ class RedisOperations:
     ) -> AsyncGenerator[_Found, None]:
         """The matching rows of ``queue`` in ``(created, id)`` order after ``cursor``.
 
-        Yields at most ``want`` matches; with row-by-row conditions (or rows
-        that are gone), a :class:`_Found` without values once ``scan_limit``
-        rows were examined (the member to resume after), then stops.
+        Yields at most ``want`` matches (with the values of ``fields`` when
+        they are :data:`SNAPSHOT_FIELDS`, else none). Once ``scan_limit`` rows
+        were examined, yields a :class:`_Found` with ``stop`` set (the member
+        to resume after) and ends. The walk runs in ``lua/query.lua``, at most
+        :data:`STEP_ROWS` rows per script call.
         """
         if flt.ids is not None:
             async for row in self._rows_by_id(queue, flt, cursor, newest_first, fields, want):
                 yield row
             return
-        index, checked = await self._plan(queue, flt)
+        index = await self._plan(queue, flt)
         lo, hi = self._bounds(flt, cursor, newest_first)
-        batch = _WALK_BATCH if checked else max(8, min(want + 1, _WALK_BATCH))
-        examined = found = 0
-        walk = self._members(index, lo, hi, newest_first, batch)
-        async with contextlib.aclosing(walk):
-            while True:
-                size = batch if checked else max(1, min(want - found, batch))
-                chunk: list[bytes] = []
-                while len(chunk) < size:
-                    m = await anext(walk, None)
-                    if m is None:
-                        break
-                    chunk.append(m)
-                if not chunk:
-                    return
-                values = await self._fetch(queue, [m[16:].decode() for m in chunk], fields)
-                for m, v in zip(chunk, values, strict=True):
-                    ok = self._check(queue, flt, m, v)
-                    if checked or ok is None:
-                        examined += 1
-                    if ok:
-                        found += 1
-                        yield _Found(m, v)
-                        if found >= want:
-                            return
-                    elif scan_limit is not None and examined >= scan_limit:
-                        yield _Found(m, None)
-                        return
-                if len(chunk) < size:
-                    return
+        fetch = tuple(fields) == SNAPSHOT_FIELDS
+        head = [
+            1 if newest_first else 0,
+            lo,
+            hi,
+            0,
+            0,
+            1 if fetch else 0,
+            *_listed([k[len(keys.prefix(self._ns, queue)) :] for k in index]),
+            *_listed(flt.statuses),
+            *_listed(flt.activity_types),
+            *_listed(None if flt.priorities is None else [str(p) for p in flt.priorities]),
+            *_listed([x for pair in flt.metadata for x in pair] if flt.metadata else None),
+            flt.parent_id or "",
+            *(fields if fetch else ()),
+        ]
+        found = examined = 0
+        while True:
+            budget = STEP_ROWS if scan_limit is None else min(STEP_ROWS, scan_limit - examined)
+            head[1], head[2], head[3], head[4] = lo, hi, want - found, budget
+            matches, rows, last, ended, n, bad = await self._run("query", queue, head)
+            examined += int(n)
+            for i in bad:
+                log.warning("skipping unreadable activity %r of queue %r", i.decode(), queue)
+            width = len(fields)
+            for j, m in enumerate(matches):
+                found += 1
+                yield _Found(m, list(rows[j * width : (j + 1) * width]) if fetch else [])
+            if found >= want or int(ended):
+                return
+            if scan_limit is not None and examined >= scan_limit:
+                yield _Found(last, None)
+                return
+            if newest_first:
+                hi = b"(" + last
+            else:
+                lo = b"(" + last
 
     async def _rows_by_id(
         self,
