@@ -211,3 +211,30 @@ async def test_one_reaper_pass_drops_more_expired_results_than_one_script_call_t
         assert (await b.stats(q)).total == 0 and await b.list_queues() == []
     finally:
         await b.close()
+
+
+async def test_metadata_filter_matches_decoded_values_not_text(redis_backend: RedisBackend) -> None:
+    b, q = redis_backend, "meta"
+    escaped, plain, longer, _number, quoted = [
+        r.activity_id
+        for r in await b.enqueue(
+            q,
+            [
+                new("t", metadata=b'{"k": "caf\\u00e9"}'),  # an encoder that escapes non-ASCII
+                new("t", metadata=b'{"k": "t7"}'),
+                new("t", metadata=b'{"k": "t70", "x": "t7"}'),
+                new("t", metadata=b'{"k": 7}'),
+                new("t", metadata=b'{"k": "say \\"hi\\""}'),
+            ],
+        )
+    ]
+
+    async def ids(k: str, v: str) -> set[str]:
+        return {s.id for s in (await b.query_activities(q, F(metadata=((k, v),)))).items}
+
+    assert await ids("k", "café") == {escaped}
+    assert await ids("k", "t7") == {plain}
+    assert await ids("x", "t7") == {longer}
+    assert await ids("k", "7") == set()  # a number is not the string "7"
+    assert await ids("k", 'say "hi"') == {quoted}
+    assert (await b.count_activities(q, F(metadata=(("k", "t7"),)))).count == 1

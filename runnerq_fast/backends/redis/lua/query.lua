@@ -11,8 +11,9 @@
 -- Returns: {matching members (at most wanted), their snapshot field values (flat, when asked),
 --   last member examined ("" if none), 1 if the sets were walked to the end else 0,
 --   rows examined, ids of unreadable hashes}.
--- Members are compared by created time (numbers), then by id bytes (memcmp, as Redis orders
--- them): Lua's string "<" follows the server's locale, so it is not used.
+-- Members must be compared in byte order (memcmp, as Redis orders them). Lua's string "<" follows
+-- the server's collation locale: it is used only when it orders a few telling pairs of characters
+-- as bytes do (the "C" locale); else members are compared by created time (numbers), then by id.
 local newest = ARGV[1] == '1'
 local lo, hi = ARGV[2], ARGV[3]
 local want, budget = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -48,8 +49,33 @@ for j = at, #ARGV do fields[#fields + 1] = ARGV[j] end
 if parent == '' then parent = nil end
 if meta and #meta == 0 then meta = nil end
 
+-- An entry: {member, created ms, then (lazily) the id as three numbers when it is 32 lowercase
+-- hex digits (their numeric order is their byte order), else false}.
+local function entry(m)
+  return {m, tonumber(string.sub(m, 1, 15))}
+end
+
+local function hexkey(e)
+  if e[3] == nil then
+    local id = string.sub(e[1], 17)
+    if #id == 32 and not string.find(id, '[^0-9a-f]') then
+      e[3] = tonumber(string.sub(id, 1, 13), 16)
+      e[4] = tonumber(string.sub(id, 14, 26), 16)
+      e[5] = tonumber(string.sub(id, 27, 32), 16)
+    else
+      e[3] = false
+    end
+  end
+  return e[3]
+end
+
 local function before(a, b) -- a sorts before b in (created, id) byte order
   if a[2] ~= b[2] then return a[2] < b[2] end
+  if hexkey(a) and hexkey(b) then
+    if a[3] ~= b[3] then return a[3] < b[3] end
+    if a[4] ~= b[4] then return a[4] < b[4] end
+    return a[5] < b[5]
+  end
   local x, y = a[1], b[1]
   local n = math.min(#x, #y)
   for i = 17, n do
@@ -59,9 +85,22 @@ local function before(a, b) -- a sorts before b in (created, id) byte order
   return #x < #y
 end
 
+local BYTE_ORDER = ('B' < 'a') and ('Z' < '_') and ('_' < 'a') and ('9' < ':') and (':' < 'A')
+  and ('-' < '0') and ('a' < 'b') and not ('b' < 'a')
+
 local function first(a, b) -- a comes first in the walk's direction
+  if BYTE_ORDER then
+    if newest then return b[1] < a[1] end
+    return a[1] < b[1]
+  end
   if newest then return before(b, a) end
   return before(a, b)
+end
+
+-- metadata values any JSON encoder writes verbatim (printable ASCII but for quote, backslash, slash)
+local PLAIN = {}
+if meta then
+  for j = 2, #meta, 2 do PLAIN[j] = not string.find(meta[j], '[^%w !#-.0-~]') and not string.find(meta[j], '[\\/"]') end
 end
 
 local wanted_fields = {'s', 't', 'pr', 'pa'}
@@ -70,7 +109,7 @@ if meta then wanted_fields[5] = 'm' end
 -- nil: unreadable; false: no match; true: match
 local function check(id)
   local h = redis.call('HMGET', P .. 'a:' .. id, unpack(wanted_fields))
-  if not h[1] then return false, false end -- gone (an expired result): not a match, not unreadable
+  if not h[1] then return false end -- gone (an expired result): not a match, not unreadable
   if not h[2] then return nil end
   if statuses and not statuses[h[1]] then return false end
   if types and not types[h[2]] then return false end
@@ -82,6 +121,9 @@ local function check(id)
   end
   if meta then
     if not h[5] then return nil end
+    for j = 2, #meta, 2 do -- cheap test first: a plain value must appear as such in the JSON text
+      if PLAIN[j] and not string.find(h[5], meta[j], 1, true) then return false end
+    end
     local ok, doc = pcall(cjson.decode, h[5])
     if not ok then return nil end
     if type(doc) ~= 'table' then return false end
@@ -93,62 +135,58 @@ local function check(id)
   return true
 end
 
+-- Conditions the index sets do not answer make the walk examine rows that do not match.
+local checked = priorities or meta or (statuses and types) or (parent and (statuses or types))
 local B = 200
+if not checked then B = math.max(8, math.min(200, want + 1)) end
+
+-- k-way merge of the index sets, each read B members at a time from its own bound
+local sets = {}
+for _, k in ipairs(index) do sets[#sets + 1] = {key = P .. k, buf = {}, pos = 1, more = true, lo = lo, hi = hi} end
+
+local function refill(s)
+  local got
+  if newest then
+    got = redis.call('ZRANGE', s.key, s.hi, s.lo, 'BYLEX', 'REV', 'LIMIT', 0, B)
+  else
+    got = redis.call('ZRANGE', s.key, s.lo, s.hi, 'BYLEX', 'LIMIT', 0, B)
+  end
+  s.buf, s.pos, s.more = {}, 1, #got == B
+  for j = 1, #got do s.buf[j] = entry(got[j]) end
+  if #got > 0 then
+    if newest then s.hi = '(' .. got[#got] else s.lo = '(' .. got[#got] end
+  end
+end
+
 local matches, rows, bad = {}, {}, {}
 local examined, last, ended = 0, '', 0
-local done = false
-while not done do
-  local merged = {}
-  local horizon = nil
-  local full = false
-  for _, k in ipairs(index) do
-    local got
-    if newest then
-      got = redis.call('ZRANGE', P .. k, hi, lo, 'BYLEX', 'REV', 'LIMIT', 0, B)
-    else
-      got = redis.call('ZRANGE', P .. k, lo, hi, 'BYLEX', 'LIMIT', 0, B)
-    end
-    for j = 1, #got do
-      local e = {got[j], tonumber(string.sub(got[j], 1, 15))}
-      merged[#merged + 1] = e
-      -- a full batch may hide later members of its set: the walk stops at its edge
-      if j == #got and #got == B then
-        full = true
-        if not horizon or first(e, horizon) then horizon = e end
-      end
-    end
+while true do
+  local best = nil
+  for i = 1, #sets do
+    local s = sets[i]
+    if s.pos > #s.buf and s.more then refill(s) end
+    local e = s.buf[s.pos]
+    if e and (not best or first(e, best.buf[best.pos])) then best = s end
   end
-  if #index > 1 then table.sort(merged, first) end
-  for _, e in ipairs(merged) do
-    if horizon and first(horizon, e) then break end
-    local m = e[1]
-    local id = string.sub(m, 17)
-    examined = examined + 1
-    last = m
-    local ok, unreadable = check(id)
-    if ok then
-      matches[#matches + 1] = m
-      if fetch then
-        local v = redis.call('HMGET', P .. 'a:' .. id, unpack(fields))
-        for j = 1, #fields do rows[#rows + 1] = v[j] or false end
-      end
-    elseif ok == nil then
-      bad[#bad + 1] = id
-    end
-    if #matches >= want or examined >= budget then
-      done = true
-      break
-    end
+  if not best then
+    ended = 1
+    break
   end
-  if not done then
-    if not full then
-      ended = 1
-      done = true
-    elseif newest then
-      hi = '(' .. last
-    else
-      lo = '(' .. last
+  local m = best.buf[best.pos][1]
+  best.pos = best.pos + 1
+  local id = string.sub(m, 17)
+  examined = examined + 1
+  last = m
+  local ok = check(id)
+  if ok then
+    matches[#matches + 1] = m
+    if fetch then
+      local v = redis.call('HMGET', P .. 'a:' .. id, unpack(fields))
+      for j = 1, #fields do rows[#rows + 1] = v[j] or false end
     end
+  elseif ok == nil then
+    bad[#bad + 1] = id
   end
+  if #matches >= want or examined >= budget then break end
 end
 return {matches, rows, last, ended, examined, bad}
