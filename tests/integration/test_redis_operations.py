@@ -108,7 +108,9 @@ async def test_counters_and_indexes_agree_with_the_hashes_after_every_kind_of_ch
     assert summary.by_type == {t: {s: n for (s, tt), n in truth.items() if tt == t} for t in {t for _, t in truth}}
 
 
-async def test_the_reaper_drops_the_index_entries_of_expired_results(redis_url: str, redis_namespace: str) -> None:
+async def test_the_reaper_removes_expired_results_with_their_index_entries(
+    redis_url: str, redis_namespace: str
+) -> None:
     b = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.05)
     try:
         q = "expiry"
@@ -118,9 +120,11 @@ async def test_the_reaper_drops_the_index_entries_of_expired_results(redis_url: 
         await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1") for c in held])
         assert (await b.count_activities(q, F(parent_id=parent))).count == 3
         await asyncio.sleep(0.12)
-        page = await b.query_activities(q, F(statuses=("completed",)))  # hashes gone, entries not yet
-        assert page.items == [] and page.next_cursor is None
+        page = await b.query_activities(q, F(statuses=("completed",)))  # kept until the reaper runs
+        assert len(page.items) == 3
         await b.requeue_expired(q, 100)
+        page = await b.query_activities(q, F(statuses=("completed",)))
+        assert page.items == [] and page.next_cursor is None
         ns = redis_namespace
         assert await b.client.zcard(keys.status_set(ns, q, "completed")) == 0
         assert await b.client.zcard(keys.type_set(ns, q, "k")) == 0

@@ -61,7 +61,10 @@ __all__ = ["DEFAULT_RESULT_TTL", "RedisBackend", "load_script"]
 log = logging.getLogger(__name__)
 
 DEFAULT_RESULT_TTL = 86_400.0
-"""Seconds a finished activity (and its result and events) is kept; dead letters are kept until pruned."""
+"""Seconds a finished activity (and its result and events) is kept; dead letters are kept until deleted.
+
+The reaper of any running worker of the queue removes it once that time has passed
+(:meth:`RedisBackend.requeue_expired`), with its index entries and counts."""
 
 _SCRIPTS = (
     "enqueue",
@@ -527,12 +530,12 @@ class RedisBackend(RedisOperations, Backend):
         return [r.decode() for r in await self._run("release", queue, args)]
 
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
-        """The reaper pass; also drops the index entries of expired results.
+        """The reaper pass; also removes finished activities kept longer than ``result_ttl``.
 
-        Those are dropped :data:`_EXPIRED_BATCH` per script call, at most
-        :data:`_EXPIRED_CALLS` calls per pass, so one call blocks Redis for a
-        bounded time and a pass keeps up with tens of thousands of finished
-        activities per second.
+        Those go (hash, index entries, counts) ``_EXPIRED_BATCH`` (10,000) per
+        script call, at most ``_EXPIRED_CALLS`` (20) calls per pass, so one
+        call blocks Redis for a bounded time and a pass every 5 s keeps up with
+        ~40,000 finished activities per second.
         """
         requeued, dead, cancelled, dropped = await self._run(
             "reaper", queue, [max(0, limit), self._ttl_ms, _EXPIRED_BATCH]

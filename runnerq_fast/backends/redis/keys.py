@@ -22,10 +22,8 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P ty:<type>``                ZSET    every activity of one type, same members and order
 ``P kids:<parent id>``         ZSET    the activities one activity enqueued (``parent_id``), same
 ``P counts``                   HASH    ``<status>\\x1f<type>`` -> number of activities
-``P fin``                      ZSET    finished activities whose hash expires (completed, failed,
-                                      cancelled), score = expiry time (ms), member
-                                      ``<st member>\\x1f<status>\\x1f<parent id>\\x1f<type>``: the
-                                      reaper drops their index entries and counts when due
+``P fin``                      ZSET    finished ids the reaper removes (completed, failed, cancelled),
+                                      score = finish time + result ttl (ms)
 ``P dead``                     ZSET    dead-lettered ids, score = dead-letter time (ms)
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
@@ -37,8 +35,8 @@ key (``P = rq:{<queue>}:``)    type    contents
 
 The ``st:``, ``ty:``, ``kids:`` and ``counts`` entries change in the same script
 call as the status they index (``rq_move`` in ``lua/_common.lua``), so they
-never drift; between a finished hash's expiry and the next reaper pass they
-still hold it (a listing skips it, ``stats`` still counts it).
+never drift. Finished activities do not expire by themselves: the reaper
+removes each (hash, index entries, counts) once its ``result_ttl`` passed.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ the type sets, one parent's children, or the given ids), merging several sets
 by member, and checks the remaining conditions on the activity hashes it
 fetches. When a condition is checked row by row, a request examines at most
 :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows (a count: ``cap`` + that);
-it then returns a short page with a cursor. A member whose hash is gone (its
-result expired and the reaper has not yet dropped the entry) or unreadable is
-skipped, the latter with a warning.
+it then returns a short page with a cursor. A member whose hash is gone
+(removed outside the scripts) or unreadable is skipped, the latter with a
+warning.
 
 Actions select their ids the same way (newest first) and apply them with one
 Lua script per action and chunk of ids; each script re-checks every status
@@ -219,7 +219,7 @@ class RedisOperations:
     def _check(self, queue: str, flt: ActivityFilter, m: bytes, v: list[bytes | None]) -> bool | None:
         """Whether the row matches; ``None`` for a row that is gone or unreadable (logged)."""
         if v[0] is None:
-            log.debug("activity %r of queue %r is gone (expired); its index entry waits for the reaper", m, queue)
+            log.debug("activity %r of queue %r is gone; its index entry stays", m, queue)
             return None
         try:
             created, _ = parse_member(m)

@@ -8,8 +8,8 @@
 --   P.."st:"..status   ZSET   ids per status, all scores 0, member rq_member(created, id) (lex order)
 --   P.."ty:"..type     ZSET   every activity of one type, same members (lex order)
 --   P.."kids:"..parent ZSET   the activities enqueued by one activity, same members (lex order)
---   P.."fin"           ZSET   finished activities whose hash expires (completed, failed, cancelled),
---                             scored by expiry time (ms), member rq_fin_member(...)
+--   P.."fin"           ZSET   finished ids the reaper removes (completed, failed, cancelled),
+--                             scored by the time they expire (finished ms + result ttl ms)
 --   P.."dead"          ZSET   dead-lettered ids, scored by dead-letter time (ms)
 --   P.."counts"        HASH   "<status>\31<type>" -> number of activities
 --   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
@@ -23,7 +23,7 @@
 --   and one field per event:
 --   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
 -- The st:, ty:, kids: and counts indexes change in the same script as the status, so they never
--- drift; the reaper drops the index entries of expired hashes (P.."fin").
+-- drift; the reaper removes expired finished activities with their entries (P.."fin").
 local P = KEYS[1]
 local TIME = redis.call('TIME')
 local NOW = tonumber(TIME[1]) * 1000 + math.floor(tonumber(TIME[2]) / 1000)
@@ -74,12 +74,6 @@ local CHUNK = 4000
 -- The member of an activity in the lex-ordered indexes: created ms as 15 digits, ':', id.
 local function rq_member(created, id)
   return string.format('%015d', tonumber(created)) .. ':' .. id
-end
-
--- The member of a finished activity in P.."fin": everything needed to drop its index entries
--- once its hash expired (the type comes last: it may contain anything).
-local function rq_fin_member(mem, status, parent, typ)
-  return mem .. '\31' .. status .. '\31' .. (parent or '') .. '\31' .. typ
 end
 
 -- Buffered change of the per (status, type) counters, flushed by rq_flush.
@@ -148,10 +142,11 @@ local function rq_wake()
   redis.call('LTRIM', P .. 'wake', 0, WAKE_TOKENS - 1)
 end
 
--- Terminal transition from status `old`; results expire after ttl_ms except dead letters.
+-- Terminal transition from status `old`; the reaper removes the activity ttl_ms later, except
+-- a dead letter.
 -- The claim token and lease stay in the hash: the status guards every ack and extension.
 -- `detail` is the event's detail (default: `err`, which also becomes the last error).
-local function rq_finish(id, typ, mem, parent, old, status, result, err, ttl_ms, detail)
+local function rq_finish(id, typ, mem, old, status, result, err, ttl_ms, detail)
   local k = P .. 'a:' .. id
   local ef, ev = rq_event(id, status, detail or err)
   local args = {'s', status, 'fa', NOW, ef, ev}
@@ -172,7 +167,6 @@ local function rq_finish(id, typ, mem, parent, old, status, result, err, ttl_ms,
   if status == 'dead_letter' then
     rq_zadd(P .. 'dead', NOW, id)
   else
-    redis.call('PEXPIRE', k, ttl_ms)
-    rq_zadd(P .. 'fin', NOW + tonumber(ttl_ms), rq_fin_member(mem, status, parent, typ))
+    rq_zadd(P .. 'fin', NOW + tonumber(ttl_ms), id)
   end
 end

@@ -17,14 +17,14 @@ for b = 1, #ARGV - 1, 7 do
   if flags % 2 == 1 then result = ARGV[b + 4] end
   if flags >= 2 then err = ARGV[b + 5] end
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'c', 'pa', 'cr')
+  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'c', 'cr')
   if h[1] ~= 'processing' or h[2] ~= token then
     rejected[#rejected + 1] = id
   else
     rq_zrem(P .. 'lease', id)
     local mem = rq_member(h[6], id)
-    if outcome == 5 or (outcome == 2 and h[8]) then
-      rq_finish(id, h[3], mem, h[7], 'processing', 'cancelled', nil, nil, ttl)
+    if outcome == 5 or (outcome == 2 and h[7]) then
+      rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
       done[#done + 1] = id
     elseif outcome == 2 then
       local rc = tonumber(h[5]) + 1
@@ -41,7 +41,7 @@ for b = 1, #ARGV - 1, 7 do
       local status = 'completed'
       if outcome == 3 then status = 'failed' elseif outcome == 4 then status = 'dead_letter' end
       if outcome ~= 1 then result = nil end
-      rq_finish(id, h[3], mem, h[7], 'processing', status, result, err, ttl)
+      rq_finish(id, h[3], mem, 'processing', status, result, err, ttl)
       done[#done + 1] = id
     end
   end

@@ -19,11 +19,7 @@ for i = 1, #ARGV do
     rq_count(h[1], h[2], -1)
     rq_zrem(P .. 'ty:' .. h[2], mem)
     if h[4] then rq_zrem(P .. 'kids:' .. h[4], mem) end
-    if h[1] == 'dead_letter' then
-      rq_zrem(P .. 'dead', id)
-    else
-      rq_zrem(P .. 'fin', rq_fin_member(mem, h[1], h[4], h[2]))
-    end
+    if h[1] == 'dead_letter' then rq_zrem(P .. 'dead', id) else rq_zrem(P .. 'fin', id) end
     if h[5] then
       local ikey = P .. 'idem:' .. #h[2] .. ':' .. h[2] .. ':' .. h[5]
       if redis.call('GET', ikey) == id then redis.call('DEL', ikey) end

@@ -1,6 +1,6 @@
 -- runnerq-fast: requeue activities whose lease expired (counts an attempt), dead-letter the exhausted,
--- cancel those whose cancellation was requested; then drop the index entries of finished
--- activities whose hash expired (P.."fin", at most ARGV[3] per run).
+-- cancel those whose cancellation was requested; then remove finished activities whose result
+-- ttl passed, with their index entries and counts (P.."fin", at most ARGV[3] per run).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
 --   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
 --   P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
@@ -14,16 +14,16 @@ local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'pa', 'cr')
+  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr')
   if h[1] == 'processing' then
     local mem = rq_member(h[7], id)
     local rc = tonumber(h[2]) + 1
-    if h[9] then
-      rq_finish(id, h[4], mem, h[8], 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
+    if h[8] then
+      rq_finish(id, h[4], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
       cancelled[#cancelled + 1] = id
     elseif rc > tonumber(h[3]) then
       redis.call('HSET', k, 'rc', rc)
-      rq_finish(id, h[4], mem, h[8], 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
+      rq_finish(id, h[4], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
       dead[#dead + 1] = id
     else
       local ef, ev = rq_event(id, 'requeued', 'lease expired')
@@ -34,17 +34,20 @@ for _, id in ipairs(expired) do
     end
   end
 end
--- finished activities whose hash expired: their index entries and counts go too
+-- finished activities whose result ttl passed go, with their index entries and counts
 local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
-for _, f in ipairs(gone) do
-  local mem, status, parent, typ = string.match(f, '^([^\31]*)\31([^\31]*)\31([^\31]*)\31(.*)$')
-  if mem then
-    rq_zrem(P .. 'st:' .. status, mem)
-    rq_count(status, typ, -1)
-    rq_zrem(P .. 'ty:' .. typ, mem)
-    if parent ~= '' then rq_zrem(P .. 'kids:' .. parent, mem) end
+for _, id in ipairs(gone) do
+  local k = P .. 'a:' .. id
+  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa')
+  if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
+    local mem = rq_member(h[3], id)
+    redis.call('UNLINK', k)
+    rq_zrem(P .. 'st:' .. h[1], mem)
+    rq_count(h[1], h[2], -1)
+    rq_zrem(P .. 'ty:' .. h[2], mem)
+    if h[4] then rq_zrem(P .. 'kids:' .. h[4], mem) end
   end
-  rq_zrem(P .. 'fin', f)
+  rq_zrem(P .. 'fin', id)
 end
 rq_flush()
 if woke then rq_wake() end

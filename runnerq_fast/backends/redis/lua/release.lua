@@ -11,12 +11,12 @@ local woke = false
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'r', 'c', 'pa', 'cr')
+  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'r', 'c', 'cr')
   if h[1] == 'processing' and h[2] == ARGV[i + 1] then
     local mem = rq_member(h[7], id)
     rq_zrem(P .. 'lease', id)
-    if h[9] then
-      rq_finish(id, h[3], mem, h[8], 'processing', 'cancelled', nil, nil, ttl)
+    if h[8] then
+      rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
       done[#done + 1] = id
     else
       local ef, ev = rq_event(id, 'requeued', 'released at shutdown')

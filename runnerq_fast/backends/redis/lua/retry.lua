@@ -9,18 +9,13 @@ local changed, skipped = {}, 0
 for i = 1, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'pr', 'c', 'pa')
+  local h = redis.call('HMGET', k, 's', 't', 'pr', 'c')
   if h[1] and RETRYABLE[h[1]] then
     local mem = rq_member(h[4], id)
     local ef, ev = rq_event(id, 'retry_requested', h[1])
     redis.call('HSET', k, 's', 'pending', 'rc', 0, 'r', NOW, ef, ev)
     redis.call('HDEL', k, 'fa', 'da', 'res', 'tk', 'l', 'cr')
-    redis.call('PERSIST', k)
-    if h[1] == 'dead_letter' then
-      rq_zrem(P .. 'dead', id)
-    else
-      rq_zrem(P .. 'fin', rq_fin_member(mem, h[1], h[5], h[2]))
-    end
+    if h[1] == 'dead_letter' then rq_zrem(P .. 'dead', id) else rq_zrem(P .. 'fin', id) end
     rq_move(id, h[2], mem, h[1], 'pending')
     rq_make_ready(id, h[2], tonumber(h[3]), 0, NOW)
     changed[#changed + 1] = id
