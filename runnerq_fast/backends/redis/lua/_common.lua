@@ -71,8 +71,10 @@ end
 local ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
 local CHUNK = 4000
 
--- The member of an activity in the lex-ordered indexes: created ms as 15 digits, ':', id.
+-- The member of an activity in the lex-ordered indexes: created ms as 15 digits, ':', id
+-- (`created` is the decimal text of the hash field c).
 local function rq_member(created, id)
+  if #created == 13 then return '00' .. created .. ':' .. id end -- the usual case, cheaply
   return string.format('%015d', tonumber(created)) .. ':' .. id
 end
 

@@ -7,6 +7,7 @@
 --   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms, parent id ("" = none).
 -- Returns: 2 per item: outcome (1 created, 2 existing, 3 rejected), activity id.
 local REUSABLE = {failed = true, dead_letter = true, cancelled = true}
+local NOWTEXT = string.format('%d', NOW)
 local out = {}
 local woke = false
 for b = 0, #ARGV - 1, 12 do
@@ -56,7 +57,7 @@ for b = 0, #ARGV - 1, 12 do
       args[#args + 1] = parent
     end
     redis.call('HSET', k, unpack(args))
-    local mem = rq_member(NOW, id)
+    local mem = rq_member(NOWTEXT, id)
     rq_move(id, typ, mem, nil, status)
     rq_zadd(P .. 'ty:' .. typ, 0, mem)
     if parent ~= '' then rq_zadd(P .. 'kids:' .. parent, 0, mem) end
