@@ -13,7 +13,7 @@ from redis.exceptions import ResponseError
 
 from runnerq_fast.backends.redis import RedisBackend, keys
 from runnerq_fast.backends.redis.operations import member
-from runnerq_fast.models import Ack, AckOutcome, ActivityFilter, LeaseRef
+from runnerq_fast.models import Ack, AckOutcome, ActivityCount, ActivityFilter, LeaseRef
 from tests.conformance import new, now_ms
 
 F = ActivityFilter
@@ -242,3 +242,33 @@ async def test_metadata_filter_matches_decoded_values_not_text(redis_backend: Re
     assert await ids("k", "7") == set()  # a number is not the string "7"
     assert await ids("k", 'say "hi"') == {quoted}
     assert (await b.count_activities(q, F(metadata=(("k", "t7"),)))).count == 1
+
+
+async def test_processing_is_listed_from_the_lease_set_in_creation_order(redis_backend: RedisBackend) -> None:
+    b, q = redis_backend, "running"
+    ids = [r.activity_id for r in await b.enqueue(q, [new("t") for _ in range(5)])]
+    await asyncio.sleep(0.01)
+    late = [r.activity_id for r in await b.enqueue(q, [new("u") for _ in range(2)])]
+    await b.claim(q, "w", 10, None, 30_000)
+    assert await b.client.exists(keys.status_set(b._ns, q, "processing")) == 0  # not kept: the lease set is
+    everything = list(reversed(ids + late))
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = await b.query_activities(q, F(statuses=("processing",)), limit=3, cursor=cursor)
+        seen += [s.id for s in page.items]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == everything
+    oldest = await b.query_activities(q, F(statuses=("processing", "pending")), newest_first=False, limit=2)
+    assert [s.id for s in oldest.items] == ids[:2]
+    snap = await b.get_activity(late[0])
+    assert snap is not None
+    ranged = F(statuses=("processing",), created_after_ms=snap.created_at_ms)
+    assert [s.id for s in (await b.query_activities(q, ranged)).items] == list(reversed(late))
+    assert await b.count_activities(q, ranged) == ActivityCount(2, True)
+    assert await b.count_activities(q, F(statuses=("processing",))) == ActivityCount(7, True)
+    assert [s.id for s in await b.list_activities(q, "processing", 1, 3)] == everything[1:4]
+    assert [s.id for s in await b.list_activities(q, None, 0, 2)] == everything[:2]
+    assert (await b.stats(q)).processing == 7

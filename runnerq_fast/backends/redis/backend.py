@@ -37,7 +37,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.backends.redis.guard import guarded as _guarded
-from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, parse_member, snapshot
+from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
@@ -681,7 +681,7 @@ class RedisBackend(RedisOperations, Backend):
     async def stats(self, queue: str) -> QueueStats:
         async with self._r.pipeline(transaction=False) as pipe:
             for status in keys.STATUSES:
-                pipe.zcard(keys.status_set(self._ns, queue, status))
+                pipe.zcard(keys.count_key(self._ns, queue, status))
             counts = await _guarded(pipe.execute())
         return QueueStats(**dict(zip(keys.STATUSES, counts, strict=True)))
 
@@ -714,18 +714,24 @@ class RedisBackend(RedisOperations, Backend):
         """
         if limit <= 0:
             return []
-        if status is not None:
-            key = keys.status_set(self._ns, queue, status)
-            members = await _guarded(
-                self._r.execute_command("ZRANGE", key, "+", "-", "BYLEX", "REV", "LIMIT", offset, limit)
-            )
-        else:
-            async with self._r.pipeline(transaction=False) as pipe:
-                for s in keys.STATUSES:
+        wanted = keys.STATUSES if status is None else (status,)
+        async with self._r.pipeline(transaction=False) as pipe:
+            for s in wanted:
+                if s == "processing":
+                    pipe.zrange(keys.lease(self._ns, queue), 0, -1)
+                else:
                     key = keys.status_set(self._ns, queue, s)
                     pipe.execute_command("ZRANGE", key, "+", "-", "BYLEX", "REV", "LIMIT", 0, offset + limit)
-                replies = await _guarded(pipe.execute())
-            members = sorted((m for r in replies for m in r), reverse=True)[offset : offset + limit]
+            replies = await _guarded(pipe.execute())
+        members = [m for s, r in zip(wanted, replies, strict=True) if s != "processing" for m in r]
+        if "processing" in wanted:
+            held = replies[wanted.index("processing")]
+            async with self._r.pipeline(transaction=False) as pipe:
+                for i in held:
+                    pipe.hget(keys.activity(self._ns, queue, i.decode()), "c")
+                created = await _guarded(pipe.execute())
+            members += [member(int(c), i.decode()) for i, c in zip(held, created, strict=True) if c is not None]
+        members = sorted(members, reverse=True)[offset : offset + limit]
         return await self._snapshots(queue, [parse_member(m)[1] for m in members])
 
     async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:

@@ -17,8 +17,9 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P types``                    SET     types that ever had a ready set
 ``P sched``                    ZSET    not-yet-due activities, score = ready time (ms)
 ``P lease``                    ZSET    processing activities, score = lease deadline (ms)
-``P st:<status>``              ZSET    activities per status: member ``<created ms, 15 digits>:<id>``,
-                                      score 0, so in ``(created, id)`` order (``ZRANGE BYLEX``)
+``P st:<status>``              ZSET    activities per status but processing (that is ``P lease``): member
+                                      ``<created ms, 15 digits>:<id>``, score 0, so in
+                                      ``(created, id)`` order (``ZRANGE BYLEX``)
 ``P ty:<type>``                ZSET    every activity of one type, same members and order
 ``P kids:<parent id>``         ZSET    the activities one activity enqueued (``parent_id``), same
 ``P counts``                   HASH    ``<status>\\x1f<type>`` -> number of activities
@@ -46,10 +47,12 @@ __all__ = [
     "STATUSES",
     "activity",
     "children",
+    "count_key",
     "counts",
     "dead_letter",
     "done_channel",
     "done_pattern",
+    "lease",
     "prefix",
     "queue_of_channel",
     "queues",
@@ -77,8 +80,22 @@ def activity(ns: str, queue: str, activity_id: str) -> str:
 
 
 def status_set(ns: str, queue: str, status: str) -> str:
-    """ZSET of the activities in ``status``, in ``(created, id)`` order (lex members, score 0)."""
+    """ZSET of the activities in ``status``, in ``(created, id)`` order (lex members, score 0).
+
+    ``processing`` has none (the name is only passed to ``lua/query.lua``, which
+    reads :func:`lease` instead): see :func:`count_key`.
+    """
     return f"{ns}:{{{queue}}}:st:{status}"
+
+
+def lease(ns: str, queue: str) -> str:
+    """ZSET of the processing ids, scored by lease deadline (ms)."""
+    return f"{ns}:{{{queue}}}:lease"
+
+
+def count_key(ns: str, queue: str, status: str) -> str:
+    """The sorted set whose ``ZCARD`` is the number of activities in ``status``."""
+    return lease(ns, queue) if status == "processing" else status_set(ns, queue, status)
 
 
 def type_set(ns: str, queue: str, activity_type: str) -> str:

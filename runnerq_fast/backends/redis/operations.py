@@ -198,7 +198,9 @@ class RedisOperations:
         by_type = None if flt.activity_types is None else [keys.type_set(ns, queue, t) for t in flt.activity_types]
         if by_status is not None and by_type is not None:
             async with self._r.pipeline(transaction=False) as pipe:
-                for k in (*by_status, *by_type):
+                for st in flt.statuses or ():
+                    pipe.zcard(keys.count_key(ns, queue, st))
+                for k in by_type:
                     pipe.zcard(k)
                 sizes = await guarded(pipe.execute())
             n_status = sum(sizes[: len(by_status)])
@@ -390,7 +392,10 @@ class RedisOperations:
         elif flt.activity_types is not None:
             index = [keys.type_set(ns, queue, t) for t in flt.activity_types]
         else:
-            index = [keys.status_set(ns, queue, s) for s in flt.statuses or keys.STATUSES]
+            statuses = flt.statuses or keys.STATUSES
+            if ranged and "processing" in statuses:
+                return None  # no lex index of the processing ids: walk
+            index = [keys.count_key(ns, queue, s) for s in statuses]
         async with self._r.pipeline(transaction=False) as pipe:
             for k in index:
                 if ranged:

@@ -5,7 +5,8 @@
 --   P.."types"         SET    activity types that ever had a ready set
 --   P.."sched"         ZSET   not-yet-due activities, scored by ready time (ms)
 --   P.."lease"         ZSET   processing activities, scored by lease deadline (ms)
---   P.."st:"..status   ZSET   ids per status, all scores 0, member rq_member(created, id) (lex order)
+--   P.."st:"..status   ZSET   ids per status but processing (that is P.."lease"), all scores 0,
+--                             member rq_member(created, id) (lex order)
 --   P.."ty:"..type     ZSET   every activity of one type, same members (lex order)
 --   P.."kids:"..parent ZSET   the activities enqueued by one activity, same members (lex order)
 --   P.."fin"           ZSET   finished ids the reaper removes (completed, failed, cancelled),
@@ -117,12 +118,14 @@ local function rq_flush()
 end
 
 -- Status change of activity `id` (type `typ`, index member `mem`) from `old` (nil: new) to `new`.
+-- There is no P.."st:processing": the lease set holds the processing ids, and claim and ack
+-- already write it (one sorted-set write less per claim and per ack).
 local function rq_move(id, typ, mem, old, new)
   if old then
-    rq_zrem(P .. 'st:' .. old, mem)
+    if old ~= 'processing' then rq_zrem(P .. 'st:' .. old, mem) end
     rq_count(old, typ, -1)
   end
-  rq_zadd(P .. 'st:' .. new, 0, mem)
+  if new ~= 'processing' then rq_zadd(P .. 'st:' .. new, 0, mem) end
   rq_count(new, typ, 1)
 end
 

@@ -2,7 +2,8 @@
 -- lex-ordered index sets, merged in (created, id) order between two BYLEX bounds, checked
 -- against the filter on their hashes.
 -- KEYS[1] = P = "rq:{<queue>}:"; reads the given index sets (P.."st:"..status, P.."ty:"..type,
---   P.."kids:"..parent) and P.."a:"..id.
+--   P.."kids:"..parent), P.."lease" (for "st:processing", which is not kept: the processing ids
+--   are read from the lease set, sorted here) and P.."a:"..id.
 -- ARGV: newest first (1/0), min bound, max bound (BYLEX syntax: "-", "+", "[x", "(x"),
 --   matches wanted, rows to examine at most, return snapshot fields (1/0),
 --   then lists, each as a count followed by that many values (count -1 = no condition):
@@ -88,13 +89,36 @@ end
 local BYTE_ORDER = ('B' < 'a') and ('Z' < '_') and ('_' < 'a') and ('9' < ':') and (':' < 'A')
   and ('-' < '0') and ('a' < 'b') and not ('b' < 'a')
 
-local function first(a, b) -- a comes first in the walk's direction
-  if BYTE_ORDER then
-    if newest then return b[1] < a[1] end
-    return a[1] < b[1]
-  end
-  if newest then return before(b, a) end
+local function lt(a, b)
+  if BYTE_ORDER then return a[1] < b[1] end
   return before(a, b)
+end
+
+local function first(a, b) -- a comes first in the walk's direction
+  if newest then return lt(b, a) end
+  return lt(a, b)
+end
+
+-- whether entry e lies within the BYLEX bounds lo and hi
+local LO, HI = nil, nil
+if lo ~= '-' then LO = entry(string.sub(lo, 2)) end
+if hi ~= '+' then HI = entry(string.sub(hi, 2)) end
+local function inrange(e)
+  if LO then
+    if string.sub(lo, 1, 1) == '[' then
+      if lt(e, LO) then return false end
+    elseif not lt(LO, e) then
+      return false
+    end
+  end
+  if HI then
+    if string.sub(hi, 1, 1) == '[' then
+      if lt(HI, e) then return false end
+    elseif not lt(e, HI) then
+      return false
+    end
+  end
+  return true
 end
 
 -- metadata values any JSON encoder writes verbatim (printable ASCII but for quote, backslash, slash)
@@ -142,7 +166,23 @@ if not checked then B = math.max(8, math.min(200, want + 1)) end
 
 -- k-way merge of the index sets, each read B members at a time from its own bound
 local sets = {}
-for _, k in ipairs(index) do sets[#sets + 1] = {key = P .. k, buf = {}, pos = 1, more = true, lo = lo, hi = hi} end
+for _, k in ipairs(index) do
+  if k == 'st:processing' then
+    -- the processing ids: every member of the lease set within the bounds, sorted here
+    local buf = {}
+    for _, id in ipairs(redis.call('ZRANGE', P .. 'lease', 0, -1)) do
+      local c = redis.call('HGET', P .. 'a:' .. id, 'c')
+      if c then
+        local e = entry(rq_member(c, id))
+        if inrange(e) then buf[#buf + 1] = e end
+      end
+    end
+    table.sort(buf, first)
+    sets[#sets + 1] = {buf = buf, pos = 1, more = false}
+  else
+    sets[#sets + 1] = {key = P .. k, buf = {}, pos = 1, more = true, lo = lo, hi = hi}
+  end
+end
 
 local function refill(s)
   local got

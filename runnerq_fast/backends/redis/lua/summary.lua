@@ -1,6 +1,6 @@
 -- runnerq-fast: one queue at a glance (read only): activities by status, by (status, type), and
 -- the ready time of the oldest activity a worker could claim now.
--- KEYS[1] = P = "rq:{<queue>}:"; reads P.."st:"..status, P.."counts", P.."sched", P.."types",
+-- KEYS[1] = P = "rq:{<queue>}:"; reads P.."st:"..status, P.."lease", P.."counts", P.."sched", P.."types",
 --   P.."ready:"..type.
 -- ARGV: the statuses, in the order wanted.
 -- Returns: {ZCARD per status, HGETALL of P.."counts", oldest ready ms or -1}.
@@ -8,7 +8,11 @@
 -- (priority, retry count) band present (a ready set is ordered by priority, then retries, then
 -- ready time: rq_score), reached by jumping from band to band.
 local cards = {}
-for i = 1, #ARGV do cards[i] = redis.call('ZCARD', P .. 'st:' .. ARGV[i]) end
+for i = 1, #ARGV do
+  local key = P .. 'st:' .. ARGV[i]
+  if ARGV[i] == 'processing' then key = P .. 'lease' end
+  cards[i] = redis.call('ZCARD', key)
+end
 local best = nil
 local head = redis.call('ZRANGE', P .. 'sched', 0, 0, 'WITHSCORES')
 if head[1] and tonumber(head[2]) <= NOW then best = tonumber(head[2]) end
