@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 import msgspec
 
 from runnerq_fast import filters, speedups
+from runnerq_fast.backends import keyset
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.codec import decode_json
 from runnerq_fast.models import (
@@ -430,25 +431,11 @@ class MemoryBackend(StoreCore, Backend):
         q = self._queues.get(queue)
         if q is None:
             return ActivityPage([], None)
-        checked = filters.row_filters(flt)
-        items: list[Row] = []
-        examined = 0
-        for row in self._scan(q, flt, at, newest_first):
-            if not self._indexed_match(row, flt):
-                continue
-            if checked:
-                examined += 1
-                if not self._row_match(row, flt):
-                    if examined >= filters.ROW_SCAN_LIMIT:
-                        nxt = filters.encode_cursor(row.created_at_ms, row.id, newest_first)
-                        return ActivityPage([r.snapshot() for r in items], nxt)
-                    continue
-            if len(items) == limit:
-                last = items[-1]
-                nxt = filters.encode_cursor(last.created_at_ms, last.id, newest_first)
-                return ActivityPage([r.snapshot() for r in items], nxt)
-            items.append(row)
-        return ActivityPage([r.snapshot() for r in items], None)
+        rows = (r for r in self._scan(q, flt, at, newest_first) if self._indexed_match(r, flt))
+        ok = (lambda r: self._row_match(r, flt)) if filters.row_filters(flt) else None
+        items, last = keyset.page(rows, limit, _key, ok)
+        nxt = None if last is None else filters.encode_cursor(last[0], last[1], newest_first)
+        return ActivityPage([r.snapshot() for r in items], nxt)
 
     async def count_activities(
         self, queue: str, flt: ActivityFilter, *, cap: int = filters.COUNT_CAP
@@ -464,21 +451,8 @@ class MemoryBackend(StoreCore, Backend):
         if flt == ActivityFilter(statuses=flt.statuses):
             n = sum(len(q.by_status[s]) for s in flt.statuses or filters.ALL_STATUSES)
             return ActivityCount(min(n, cap), n <= cap)
-        checked = filters.row_filters(flt)
-        n = examined = 0
-        for row in self._scan(q, flt, None, True):
-            if not self._indexed_match(row, flt):
-                continue
-            if checked:
-                examined += 1
-                if examined > cap + filters.ROW_SCAN_LIMIT:
-                    return ActivityCount(n, False)
-                if not self._row_match(row, flt):
-                    continue
-            if n == cap:
-                return ActivityCount(n, False)
-            n += 1
-        return ActivityCount(n, True)
+        rows = (r for r in self._scan(q, flt, None, True) if self._indexed_match(r, flt))
+        return keyset.count(rows, cap, (lambda r: self._row_match(r, flt)) if filters.row_filters(flt) else None)
 
     def _select(self, q: QueueState, flt: ActivityFilter, action: str, limit: int) -> tuple[list[Row], int]:
         """Up to ``limit`` rows ``action`` applies to (newest first), and how many matched but are skipped."""
