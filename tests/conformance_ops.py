@@ -175,7 +175,7 @@ class OperationsConformance:
         assert page.items == [] and page.next_cursor is not None  # stopped after ROW_SCAN_LIMIT rows
         assert await _all_pages(backend, self.queue, flt, 10) == [wanted]
         # a count examines at most cap + ROW_SCAN_LIMIT candidates: the match lies beyond them
-        assert await backend.count_activities(self.queue, flt, cap=10) == rq.ActivityCount(0, False)
+        assert (await backend.count_activities(self.queue, flt, cap=10)).exact is False
         assert await backend.count_activities(self.queue, flt, cap=ROW_SCAN_LIMIT * 4) == rq.ActivityCount(1, True)
 
     async def test_count_is_exact_below_the_cap_and_says_so_above(self, backend: Backend) -> None:
@@ -206,6 +206,28 @@ class OperationsConformance:
         mine = {s.queue: s for s in await backend.list_queues()}[self.queue]
         assert mine.oldest_ready_ms is None  # only a scheduled one is left, not due
         assert mine.by_type["x"] == {"processing": 3}
+
+    async def test_oldest_ready_looks_past_priority_and_retry_groups(self, backend: Backend) -> None:
+        (due,) = await self._enqueue(backend, 1, "s", priority=1, run_at_ms=now_ms() + 30)
+        await asyncio.sleep(0.06)  # due now, but nothing claimed it: still scheduled
+        (low,) = await self._enqueue(backend, 1, "a", priority=1)
+        (r,) = await self._enqueue(backend, 1, "r", priority=3)
+        (c,) = await backend.claim(self.queue, "w", 1, ["r"], 30_000)
+        await backend.ack(self.queue, [Ack(c.id, c.claim_token, AckOutcome.RETRY, None, "x", 0)])
+        await self._enqueue(backend, 2, "b", priority=4)
+
+        async def oldest() -> int | None:
+            return {s.queue: s for s in await backend.list_queues()}[self.queue].oldest_ready_ms
+
+        snaps = {a: await backend.get_activity(a) for a in (due, low, r)}
+        ready = {a: s.ready_at_ms for a, s in snaps.items() if s is not None}
+        assert await oldest() == ready[due]
+        await backend.cancel_activities(self.queue, F(ids=(due,)))
+        assert await oldest() == ready[low]
+        await backend.cancel_activities(self.queue, F(ids=(low,)))
+        retried = await backend.get_activity(r)
+        assert retried is not None and retried.retry_count == 1
+        assert await oldest() == retried.ready_at_ms  # priority 3, one retry: older than the priority-4 ones
 
     @pytest.mark.parametrize(
         ("call", "message"),
