@@ -407,6 +407,56 @@ class OperationsConformance:
         snap = await backend.get_activity(c)
         assert snap is not None and snap.status == "processing"
 
+    async def test_engine_cancels_a_running_handler_on_request(self, backend: Backend) -> None:
+        engine = self.engine(backend, heartbeat_interval=0.05, lease_timeout=5.0)
+        started = asyncio.Event()
+        seen: list[str] = []
+
+        @engine.activity("long")
+        async def long(payload: Any, ctx: rq.ActivityContext) -> str:
+            started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+            return "finished"
+
+        @engine.activity("plain")
+        def plain(payload: Any, ctx: rq.ActivityContext) -> str:  # a thread cannot be interrupted: it polls
+            deadline = time.monotonic() + 10
+            while not ctx.cancel_requested and time.monotonic() < deadline:
+                time.sleep(0.005)
+            seen.append(f"plain saw the flag: {ctx.cancel_requested}")
+            return "stopped early"
+
+        @engine.activity("quick")
+        async def quick(payload: Any, ctx: rq.ActivityContext) -> int:
+            return 7
+
+        fut = await engine.executor.activity("long").execute()
+        sync_fut = await engine.executor.activity("plain").execute()
+        async with engine:
+            await asyncio.wait_for(started.wait(), 5)
+            await wait_status_of(backend, sync_fut.activity_id, "processing")
+            t0 = time.monotonic()
+            res = await backend.cancel_activities(self.queue, F(ids=(fut.activity_id, sync_fut.activity_id)))
+            assert sorted(res.changed) == sorted([fut.activity_id, sync_fut.activity_id])
+            with pytest.raises(rq.ActivityCancelled):
+                await fut.result(timeout=5)
+            with pytest.raises(rq.ActivityCancelled):
+                await sync_fut.result(timeout=5)
+            assert time.monotonic() - t0 < 2.0  # about one heartbeat (0.05 s), not the 30 s handler
+            after = await engine.executor.activity("quick").execute()
+            assert await after.result(timeout=5) == 7  # the worker that ran it carries on
+        assert "cancelled" in seen and "plain saw the flag: True" in seen
+        assert engine.stats["cancelled"] == 2
+        for aid in (fut.activity_id, sync_fut.activity_id):
+            kinds = await _kinds(backend, aid)
+            assert kinds.index("cancel_requested") < kinds.index("cancelled") and kinds[-1] == "cancelled"
+            snap = await backend.get_activity(aid)
+            assert snap is not None and snap.status == "cancelled" and snap.retry_count == 0
+
     # ------------------------------------------------------------ run now
     async def test_run_now_makes_scheduled_and_retrying_ready(self, backend: Backend) -> None:
         (sched,) = await self._enqueue(backend, 1, "s", run_at_ms=now_ms() + 600_000)
@@ -550,3 +600,11 @@ class OperationsConformance:
 
 async def _count(backend: Backend, queue: str, status: str, n: int) -> bool:
     return getattr(await backend.stats(queue), status) >= n
+
+
+async def wait_status_of(backend: Backend, activity_id: str, status: str) -> None:
+    async def check() -> bool:
+        snap = await backend.get_activity(activity_id)
+        return snap is not None and snap.status == status
+
+    await eventually(check, 5.0, f"{activity_id} to be {status}")

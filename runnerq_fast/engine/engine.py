@@ -591,10 +591,14 @@ class WorkerEngine:
                 continue
             refs = [LeaseRef(a.id, a.claim_token) for a in self._inflight.values()]
             try:
-                lost = (await self.backend.extend_leases(cfg.queue_name, refs, self._lease_ms)).lost
+                report = await self.backend.extend_leases(cfg.queue_name, refs, self._lease_ms)
             except Exception as exc:
                 log.warning("lease heartbeat for %d activities failed (%s: %s)", len(refs), type(exc).__name__, exc)
                 continue
+            lost = report.lost
+            if report.cancel_requested and self._outcomes is not None:
+                # an operator cancelled running activities: stop their handlers (ack CANCELLED)
+                self._outcomes.request_cancel(report.cancel_requested, self._inflight)
             if lost:
                 log.warning("%d leases were lost before the heartbeat (reclaimed elsewhere): %s",
                             len(lost), ", ".join(lost[:10]))
