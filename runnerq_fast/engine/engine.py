@@ -50,6 +50,7 @@ from runnerq_fast.metrics import (
     NoopMetrics,
 )
 from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef
+from runnerq_fast.observability.admin import QueueAdmin
 from runnerq_fast.observability.inspector import QueueInspector
 from runnerq_fast.storage import Backend, open_backend
 
@@ -197,6 +198,10 @@ class WorkerEngine:
     def inspector(self) -> QueueInspector:
         """A read-only view of this engine's queue."""
         return QueueInspector(self.backend, self.config.queue_name)
+
+    def admin(self) -> QueueAdmin:
+        """Operator actions (retry, cancel, run now, priority, delete) on this engine's queue."""
+        return QueueAdmin(self.backend, self.config.queue_name)
 
     def use_backend(self, backend: Backend | str) -> None:
         """Replace the backend before :meth:`start` (the CLI's ``--backend``)."""
