@@ -255,7 +255,8 @@ async def test_reaper_prunes_the_index_entries_of_expired_results(redis_url: str
         assert await r.zcard(keys.by_type(redis_namespace, q, "k")) == 0
         assert await r.zcard(keys.children(redis_namespace, q, parent.activity_id)) == 0
         assert await r.zcard(keys.finished(redis_namespace, q)) == 0
-        counts = {k.decode(): int(v) for k, v in (await r.hgetall(keys.counts(redis_namespace, q))).items()}
+        raw = await r.hgetall(keys.counts(redis_namespace, q))
+        counts = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
         assert counts == {"pending:p": 1, "pending:k": 0, "processing:k": 0, "completed:k": 0}
         (summary,) = await backend.list_queues()
         assert summary.by_type == {"p": {"pending": 1}} and summary.counts.total == 1
