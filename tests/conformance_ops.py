@@ -599,7 +599,7 @@ class OperationsConformance:
 
 
 async def _count(backend: Backend, queue: str, status: str, n: int) -> bool:
-    return getattr(await backend.stats(queue), status) >= n
+    return bool(getattr(await backend.stats(queue), status) >= n)
 
 
 async def wait_status_of(backend: Backend, activity_id: str, status: str) -> None:
