@@ -48,7 +48,8 @@ SELECT md5($1::text || i)::uuid, $1::text, 't' || (i % 10),
             WHEN i % 1000 = 18 THEN 'scheduled' WHEN i % 2000 = 1019 THEN 'retrying' ELSE 'completed' END,
        1 + i % 4, i % 3, 3, 300000, '{"n":' || i || '}', '{"tenant":"t' || (i % 100) || '"}',
        now() - ($2::integer - i) * interval '2 milliseconds',
-       CASE WHEN i % 1000 = 18 THEN now() + interval '1 hour' ELSE now() - ($2::integer - i) * interval '2 milliseconds' END,
+       CASE WHEN i % 1000 = 18 THEN now() + interval '1 hour'
+            ELSE now() - ($2::integer - i) * interval '2 milliseconds' END,
        now() - ($2::integer - i) * interval '2 milliseconds', now() - ($2::integer - i) * interval '2 milliseconds',
        CASE WHEN i % 1000 < 15 THEN 'boom' END,
        CASE WHEN i % 5000 BETWEEN 1 AND 20 AND i > 5000 THEN md5($1::text || (i - i % 5000))::uuid END
