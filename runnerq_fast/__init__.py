@@ -39,7 +39,7 @@ from runnerq_fast.models import (
     QueueStats,
     QueueSummary,
 )
-from runnerq_fast.observability import QueueInspector
+from runnerq_fast.observability import QueueAdmin, QueueInspector
 from runnerq_fast.storage import Backend, register_connector
 
 register_connector(connect)
@@ -75,6 +75,7 @@ __all__ = [
     "NoopMetrics",
     "OnDuplicate",
     "Priority",
+    "QueueAdmin",
     "QueueInspector",
     "QueueStats",
     "QueueSummary",

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 import msgspec
 
 from runnerq_fast import filters, speedups
+from runnerq_fast.backends import keyset
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.codec import decode_json
 from runnerq_fast.models import (
@@ -346,7 +347,7 @@ class MemoryBackend(StoreCore, Backend):
             out.append(QueueSummary(name, await self.stats(name), by_type, min(due) if due else None))
         return out
 
-    def _source(self, q: QueueState, flt: ActivityFilter) -> list[Row] | None:
+    def _source(self, q: QueueState, flt: ActivityFilter, limit: int = 50) -> list[Row] | None:
         """The rows an index serves for ``flt`` (smallest choice), or ``None`` for "walk the queue in order"."""
         if flt.ids is not None:
             return [r for i in flt.ids if (r := q.rows.get(i)) is not None]
@@ -365,16 +366,16 @@ class MemoryBackend(StoreCore, Backend):
         if best is None:
             return None
         # Sorting the candidates costs about their number; walking the queue's order
-        # costs about (rows / candidates) per item found. Take the cheaper.
-        if size <= 20_000 or size * size <= 4 * 50 * len(q.order):
+        # costs about (rows / candidates) per item found, for `limit` items. Take the cheaper.
+        if size * size <= 4 * limit * len(q.order):
             return [r for d in best for r in d.values()]
         return None
 
     def _scan(
-        self, q: QueueState, flt: ActivityFilter, cursor: filters.Cursor | None, newest_first: bool
+        self, q: QueueState, flt: ActivityFilter, cursor: filters.Cursor | None, newest_first: bool, limit: int = 50
     ) -> Iterator[Row]:
         """Rows of ``q`` in (created, id) order after ``cursor``, pre-selected by an index where one helps."""
-        source = self._source(q, flt)
+        source = self._source(q, flt, limit)
         keys: list[tuple[int, str]]
         if source is None:
             keys, rows = q.order, q.rows
@@ -430,25 +431,11 @@ class MemoryBackend(StoreCore, Backend):
         q = self._queues.get(queue)
         if q is None:
             return ActivityPage([], None)
-        checked = filters.row_filters(flt)
-        items: list[Row] = []
-        examined = 0
-        for row in self._scan(q, flt, at, newest_first):
-            if not self._indexed_match(row, flt):
-                continue
-            if checked:
-                examined += 1
-                if not self._row_match(row, flt):
-                    if examined >= filters.ROW_SCAN_LIMIT:
-                        nxt = filters.encode_cursor(row.created_at_ms, row.id, newest_first)
-                        return ActivityPage([r.snapshot() for r in items], nxt)
-                    continue
-            if len(items) == limit:
-                last = items[-1]
-                nxt = filters.encode_cursor(last.created_at_ms, last.id, newest_first)
-                return ActivityPage([r.snapshot() for r in items], nxt)
-            items.append(row)
-        return ActivityPage([r.snapshot() for r in items], None)
+        rows = (r for r in self._scan(q, flt, at, newest_first, limit) if self._indexed_match(r, flt))
+        ok = (lambda r: self._row_match(r, flt)) if filters.row_filters(flt) else None
+        items, last = keyset.page(rows, limit, _key, ok)
+        nxt = None if last is None else filters.encode_cursor(last[0], last[1], newest_first)
+        return ActivityPage([r.snapshot() for r in items], nxt)
 
     async def count_activities(
         self, queue: str, flt: ActivityFilter, *, cap: int = filters.COUNT_CAP
@@ -464,21 +451,28 @@ class MemoryBackend(StoreCore, Backend):
         if flt == ActivityFilter(statuses=flt.statuses):
             n = sum(len(q.by_status[s]) for s in flt.statuses or filters.ALL_STATUSES)
             return ActivityCount(min(n, cap), n <= cap)
-        checked = filters.row_filters(flt)
-        n = examined = 0
-        for row in self._scan(q, flt, None, True):
-            if not self._indexed_match(row, flt):
-                continue
-            if checked:
-                examined += 1
-                if examined > cap + filters.ROW_SCAN_LIMIT:
-                    return ActivityCount(n, False)
-                if not self._row_match(row, flt):
-                    continue
-            if n == cap:
-                return ActivityCount(n, False)
-            n += 1
-        return ActivityCount(n, True)
+        rows = (r for r in self._unordered(q, flt) if self._indexed_match(r, flt))
+        return keyset.count(rows, cap, (lambda r: self._row_match(r, flt)) if filters.row_filters(flt) else None)
+
+    def _unordered(self, q: QueueState, flt: ActivityFilter) -> Iterator[Row]:
+        """The rows the smallest index holds for ``flt`` (in no particular order: counting needs none)."""
+        if flt.ids is not None:
+            sets: list[dict[str, Row]] = [{i: r for i in flt.ids if (r := q.rows.get(i)) is not None}]
+        elif flt.parent_id is not None:
+            sets = [q.children.get(flt.parent_id, {})]
+        else:
+            sets = [q.rows]
+            if flt.statuses is not None:
+                sets = [q.by_status[s] for s in flt.statuses]
+            if flt.activity_types is not None:
+                typed = [d for t in flt.activity_types if (d := q.type_rows.get(t)) is not None]
+                if sum(len(d) for d in typed) <= sum(len(d) for d in sets):
+                    sets = typed
+        lo, hi = flt.created_after_ms, flt.created_before_ms
+        for rows in sets:
+            for r in rows.values():
+                if (lo is None or r.created_at_ms >= lo) and (hi is None or r.created_at_ms < hi):
+                    yield r
 
     def _select(self, q: QueueState, flt: ActivityFilter, action: str, limit: int) -> tuple[list[Row], int]:
         """Up to ``limit`` rows ``action`` applies to (newest first), and how many matched but are skipped."""
