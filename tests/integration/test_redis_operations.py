@@ -272,3 +272,23 @@ async def test_processing_is_listed_from_the_lease_set_in_creation_order(redis_b
     assert [s.id for s in await b.list_activities(q, "processing", 1, 3)] == everything[1:4]
     assert [s.id for s in await b.list_activities(q, None, 0, 2)] == everything[:2]
     assert (await b.stats(q)).processing == 7
+
+
+async def test_a_retried_activity_is_not_removed_when_its_old_result_expires(
+    redis_url: str, redis_namespace: str
+) -> None:
+    b = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.05)
+    try:
+        q = "retried"
+        (aid,) = [r.activity_id for r in await b.enqueue(q, [new("t")])]
+        (c,) = await b.claim(q, "w", 1, None, 30_000)
+        await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.FAILED, None, "boom")])
+        assert (await b.retry_activities(q, F(ids=(aid,)))).changed == [aid]
+        await asyncio.sleep(0.1)
+        await b.requeue_expired(q, 100)
+        snap = await b.get_activity(aid)
+        assert snap is not None and snap.status == "pending"
+        assert await b.client.zcard(keys.prefix(redis_namespace, q) + "fin") == 0
+        assert (await b.count_activities(q, F(statuses=("pending",)))).count == 1
+    finally:
+        await b.close()
