@@ -10,11 +10,11 @@ activity's status, in the same script call (see :mod:`.keys`):
 * ``counts``: a hash ``"<status>\\x1f<type>" -> n``.
 
 A listing walks the smallest index that serves the filter (the status sets,
-the type sets, one parent's children, or the given ids), merging several sets
-by member, and checks the remaining conditions on the activity hashes it
-fetches. When a condition is checked row by row, a request examines at most
-:data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows (a count: ``cap`` + that);
-it then returns a short page with a cursor. A member whose hash is gone
+the type sets, one parent's children) inside ``lua/query.lua``, merging
+several sets by member and checking the remaining conditions on the activity
+hashes there; the given ids of a filter are read here. A page examines at
+most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows (a count: ``cap`` +
+that), then returns a short page with a cursor. A member whose hash is gone
 (removed outside the scripts) or unreadable is skipped, the latter with a
 warning.
 
@@ -244,7 +244,7 @@ class RedisOperations:
 
         Yields at most ``want`` matches (with the values of ``fields`` when
         they are :data:`SNAPSHOT_FIELDS`, else none). Once ``scan_limit`` rows
-        were examined, yields a :class:`_Found` with ``stop`` set (the member
+        were examined, yields a :class:`_Found` without values (the member
         to resume after) and ends. The walk runs in ``lua/query.lua``, at most
         :data:`STEP_ROWS` rows per script call.
         """
