@@ -292,3 +292,14 @@ async def test_a_retried_activity_is_not_removed_when_its_old_result_expires(
         assert (await b.count_activities(q, F(statuses=("pending",)))).count == 1
     finally:
         await b.close()
+
+
+async def test_a_hash_without_its_creation_time_does_not_fail_the_ack_batch(redis_backend: RedisBackend) -> None:
+    b, q = redis_backend, "damaged"
+    await b.enqueue(q, [new("t"), new("t")])
+    held = await b.claim(q, "w", 2, None, 30_000)
+    await b.client.hdel(keys.activity(b._ns, q, held[0].id), "c")
+    assert await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1") for c in held]) == []
+    for c in held:
+        res = await b.get_result(c.id)
+        assert res is not None and res.status == "completed"

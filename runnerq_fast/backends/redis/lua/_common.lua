@@ -75,8 +75,9 @@ local CHUNK = 4000
 -- The member of an activity in the lex-ordered indexes: created ms as 15 digits, ':', id
 -- (`created` is the decimal text of the hash field c).
 local function rq_member(created, id)
+  if not created then return '000000000000000:' .. id end -- a hash without c (damaged): never fail a batch
   if #created == 13 then return '00' .. created .. ':' .. id end -- the usual case, cheaply
-  return string.format('%015d', tonumber(created)) .. ':' .. id
+  return string.format('%015d', tonumber(created) or 0) .. ':' .. id
 end
 
 -- Buffered change of the per (status, type) counters, flushed by rq_flush.
