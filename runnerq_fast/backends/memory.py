@@ -220,7 +220,7 @@ class MemoryBackend(StoreCore, Backend):
             if row is None:
                 continue
             if row.cancel_requested:
-                self._event(row, "cancelled", now)
+                self._event(row, "cancelled", now, "released at shutdown")
                 self._finish(row, "cancelled", now, None, None)
             else:
                 row.claim_token = None
