@@ -395,20 +395,32 @@ class MemoryBackend(StoreCore, Backend):
         self, q: QueueState, flt: ActivityFilter, cursor: filters.Cursor | None, newest_first: bool, limit: int = 50
     ) -> Iterator[Row]:
         """Rows of ``q`` in (created, id) order after ``cursor``, pre-selected by an index where one helps."""
+        lo_ms, hi_ms = flt.created_after_ms, flt.created_before_ms
+        at = None if cursor is None else (cursor.created, cursor.id)
         source = self._source(q, flt, limit)
-        keys: list[tuple[int, str]]
-        if source is None:
-            keys, rows = self._order(q), q.rows
-        else:
-            keys = sorted((r.created_at_ms, r.id) for r in source)
-            rows = {r.id: r for r in source}
+        if source is not None:
+            # few candidates: keep those every index-served condition accepts, then sort them
+            match = self._indexed_match
+            picked = [
+                (r.created_at_ms, r.id, r)
+                for r in source
+                if match(r, flt)
+                and (lo_ms is None or r.created_at_ms >= lo_ms)
+                and (hi_ms is None or r.created_at_ms < hi_ms)
+                and (at is None or ((r.created_at_ms, r.id) < at if newest_first else (r.created_at_ms, r.id) > at))
+            ]
+            picked.sort(reverse=newest_first)  # ids are unique: rows are never compared
+            for entry in picked:
+                yield entry[2]
+            return
+        keys = self._order(q)
+        rows = q.rows
         lo, hi = 0, len(keys)
-        if flt.created_after_ms is not None:
-            lo = bisect.bisect_left(keys, (flt.created_after_ms, ""))
-        if flt.created_before_ms is not None:
-            hi = bisect.bisect_left(keys, (flt.created_before_ms, ""))
-        if cursor is not None:
-            at = (cursor.created, cursor.id)
+        if lo_ms is not None:
+            lo = bisect.bisect_left(keys, (lo_ms, ""))
+        if hi_ms is not None:
+            hi = bisect.bisect_left(keys, (hi_ms, ""))
+        if at is not None:
             if newest_first:
                 hi = min(hi, bisect.bisect_left(keys, at))
             else:

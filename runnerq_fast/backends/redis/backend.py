@@ -857,10 +857,16 @@ class RedisBackend(Backend):
         plain = flt.ids is None and flt.parent_id is None and not filters.row_filters(flt) and (
             flt.created_after_ms is None and flt.created_before_ms is None
         )
-        if plain and (flt.statuses is None or flt.activity_types is None):
-            # whole sets: their sizes are the count
+        if plain:
+            # whole sets: their sizes are the count; a type and a status: their intersection,
+            # counted by the server (ZINTERCARD, stopping at cap + 1)
             async with self._r.pipeline(transaction=False) as pipe:
-                if flt.activity_types is not None:
+                if flt.activity_types is not None and flt.statuses is not None:
+                    for t in flt.activity_types:
+                        for st in flt.statuses:
+                            pipe.zintercard(2, [keys.by_type(self._ns, queue, t),
+                                                keys.status_set(self._ns, queue, st)], limit=cap + 1)
+                elif flt.activity_types is not None:
                     for t in flt.activity_types:
                         pipe.zcard(keys.by_type(self._ns, queue, t))
                 else:

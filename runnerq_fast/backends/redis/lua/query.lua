@@ -50,9 +50,11 @@ end
 -- ---------------------------------------------------------------- sources
 local sources = {}
 local CH = 256
+-- the first read of a set takes what one page can need from it; later reads CH at a time
+local FIRST = math.min(CH, limit + 1)
 
 local function zset_source(key)
-  local src = {key = key, buf = {}, i = 1, off = 0, done = false}
+  local src = {key = key, buf = {}, i = 1, off = 0, done = false, chunk = FIRST}
   if desc then
     src.from = '+inf'
     if cs and (not hi or cs < hi) then src.from = cs elseif hi then src.from = '(' .. hi end
@@ -67,13 +69,15 @@ end
 
 local function fill(src)
   local r
+  local n = src.chunk
   if desc then
-    r = redis.call('ZRANGE', src.key, src.from, src.to, 'BYSCORE', 'REV', 'LIMIT', src.off, CH, 'WITHSCORES')
+    r = redis.call('ZRANGE', src.key, src.from, src.to, 'BYSCORE', 'REV', 'LIMIT', src.off, n, 'WITHSCORES')
   else
-    r = redis.call('ZRANGE', src.key, src.from, src.to, 'BYSCORE', 'LIMIT', src.off, CH, 'WITHSCORES')
+    r = redis.call('ZRANGE', src.key, src.from, src.to, 'BYSCORE', 'LIMIT', src.off, n, 'WITHSCORES')
   end
   src.off = src.off + #r / 2
-  if #r / 2 < CH then src.done = true end
+  if #r / 2 < n then src.done = true end
+  src.chunk = CH
   src.buf, src.i = {}, 1
   for j = 1, #r, 2 do
     local score, member = tonumber(r[j + 1]), r[j]
