@@ -232,8 +232,14 @@ async def cleanup(url: str, backend: rq.Backend, queue: str, namespace: str | No
         )
     elif scheme.startswith("redis") and namespace:
         client = backend.client  # type: ignore[attr-defined]
+        batch: list[Any] = []
         async for key in client.scan_iter(match=f"{namespace}:*", count=5000):
-            await client.unlink(key)
+            batch.append(key)
+            if len(batch) == 1000:
+                await client.unlink(*batch)
+                batch = []
+        if batch:
+            await client.unlink(*batch)
 
 
 async def one(url: str, n: int, repeat: int, keep: bool) -> dict[str, Any]:

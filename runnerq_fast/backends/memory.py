@@ -101,12 +101,16 @@ class MemoryBackend(StoreCore, Backend):
         now = _now_ms()
         q = self._queue(queue)
         out: list[EnqueueResult] = []
+        rows, qrows, by_status, type_rows = self._rows, q.rows, q.by_status, q.type_rows
+        batch: list[str] = []
+        typed: dict[str, Row] | None = None
+        typed_name: str | None = None
         for item in items:
             if item.idempotency_key is not None:
                 ikey = (queue, item.activity_type, item.idempotency_key)
                 held = self._idem.get(ikey)
-                if held is not None and held[1] > now and held[0] in self._rows:
-                    holder = self._rows[held[0]]
+                if held is not None and held[1] > now and held[0] in rows:
+                    holder = rows[held[0]]
                     beh = item.on_duplicate
                     if beh == OnDuplicate.RETURN_EXISTING:
                         out.append(EnqueueResult(holder.id, EnqueueOutcome.EXISTING))
@@ -119,29 +123,45 @@ class MemoryBackend(StoreCore, Backend):
                         continue
                 self._idem[ikey] = (item.id, now + item.idempotency_ttl_ms)
             row = Row(queue, item, now)
-            self._rows[row.id] = row
-            q.rows[row.id] = row
-            q.by_status[row.status][row.id] = row
-            key = (now, row.id)
-            if not q.order or q.order[-1] <= key:
-                q.order.append(key)
-            else:  # the clock stepped back, or ids arrive out of order within a millisecond
-                bisect.insort(q.order, key)
-            typed = q.type_rows.get(row.activity_type)
-            if typed is None:
-                typed = q.type_rows[row.activity_type] = {}
-            typed[row.id] = row
+            rid = row.id
+            rows[rid] = row
+            qrows[rid] = row
+            by_status[row.status][rid] = row
+            batch.append(rid)
+            if item.activity_type != typed_name:
+                typed_name = item.activity_type
+                typed = type_rows.get(typed_name)
+                if typed is None:
+                    typed = type_rows[typed_name] = {}
+            assert typed is not None
+            typed[rid] = row
             if item.parent_id is not None:
                 kids = q.children.get(item.parent_id)
                 if kids is None:
                     kids = q.children[item.parent_id] = {}
-                kids[row.id] = row
+                kids[rid] = row
             self._event(row, "enqueued", now)
             if row.status == "scheduled":
                 self._event(row, "scheduled", now)
             self._make_ready(q, row, now)
-            out.append(EnqueueResult(row.id, EnqueueOutcome.CREATED))
+            out.append(EnqueueResult(rid, EnqueueOutcome.CREATED))
+        if batch:
+            q.order_tail.append((now, batch))  # merged into q.order by the next listing (_order)
         return out
+
+    @staticmethod
+    def _order(q: QueueState) -> list[tuple[int, str]]:
+        """``q.order`` with the enqueue batches since the last listing merged in, sorted."""
+        order = q.order
+        if q.order_tail:
+            size = len(order)
+            for now, ids in q.order_tail:
+                order.extend([(now, i) for i in ids])
+            q.order_tail.clear()
+            tail = order[size:]
+            if tail != sorted(tail) or (size and order[size - 1] > tail[0]):
+                order.sort()  # ids out of order, or the clock stepped back
+        return order
 
     def _promote_due(self, q: QueueState, now: int) -> None:
         sched = q.scheduled
@@ -200,7 +220,7 @@ class MemoryBackend(StoreCore, Backend):
             if row is None:
                 continue
             if row.cancel_requested:
-                self._event(row, "cancelled", now)
+                self._event(row, "cancelled", now, "released at shutdown")
                 self._finish(row, "cancelled", now, None, None)
             else:
                 row.claim_token = None
@@ -287,7 +307,7 @@ class MemoryBackend(StoreCore, Backend):
         q = self._queues.get(queue)
         if q is None or limit <= 0:
             return []
-        keys = q.order
+        keys = self._order(q)
         if status is None:
             end = max(len(keys) - offset, 0)
             picked = [q.rows[i] for _, i in reversed(keys[max(end - limit, 0) : end])]
@@ -354,7 +374,7 @@ class MemoryBackend(StoreCore, Backend):
         if flt.parent_id is not None:
             return list(q.children.get(flt.parent_id, {}).values())
         best: list[dict[str, Row]] | None = None
-        size = len(q.order)
+        size = len(q.rows)
         if flt.statuses is not None:
             best = [q.by_status[s] for s in flt.statuses]
             size = sum(len(d) for d in best)
@@ -367,7 +387,7 @@ class MemoryBackend(StoreCore, Backend):
             return None
         # Sorting the candidates costs about their number; walking the queue's order
         # costs about (rows / candidates) per item found, for `limit` items. Take the cheaper.
-        if size * size <= 4 * limit * len(q.order):
+        if size * size <= 4 * limit * len(q.rows):
             return [r for d in best for r in d.values()]
         return None
 
@@ -375,20 +395,32 @@ class MemoryBackend(StoreCore, Backend):
         self, q: QueueState, flt: ActivityFilter, cursor: filters.Cursor | None, newest_first: bool, limit: int = 50
     ) -> Iterator[Row]:
         """Rows of ``q`` in (created, id) order after ``cursor``, pre-selected by an index where one helps."""
+        lo_ms, hi_ms = flt.created_after_ms, flt.created_before_ms
+        at = None if cursor is None else (cursor.created, cursor.id)
         source = self._source(q, flt, limit)
-        keys: list[tuple[int, str]]
-        if source is None:
-            keys, rows = q.order, q.rows
-        else:
-            keys = sorted((r.created_at_ms, r.id) for r in source)
-            rows = {r.id: r for r in source}
+        if source is not None:
+            # few candidates: keep those every index-served condition accepts, then sort them
+            match = self._indexed_match
+            picked = [
+                (r.created_at_ms, r.id, r)
+                for r in source
+                if match(r, flt)
+                and (lo_ms is None or r.created_at_ms >= lo_ms)
+                and (hi_ms is None or r.created_at_ms < hi_ms)
+                and (at is None or ((r.created_at_ms, r.id) < at if newest_first else (r.created_at_ms, r.id) > at))
+            ]
+            picked.sort(reverse=newest_first)  # ids are unique: rows are never compared
+            for entry in picked:
+                yield entry[2]
+            return
+        keys = self._order(q)
+        rows = q.rows
         lo, hi = 0, len(keys)
-        if flt.created_after_ms is not None:
-            lo = bisect.bisect_left(keys, (flt.created_after_ms, ""))
-        if flt.created_before_ms is not None:
-            hi = bisect.bisect_left(keys, (flt.created_before_ms, ""))
-        if cursor is not None:
-            at = (cursor.created, cursor.id)
+        if lo_ms is not None:
+            lo = bisect.bisect_left(keys, (lo_ms, ""))
+        if hi_ms is not None:
+            hi = bisect.bisect_left(keys, (hi_ms, ""))
+        if at is not None:
             if newest_first:
                 hi = min(hi, bisect.bisect_left(keys, at))
             else:
@@ -569,9 +601,10 @@ class MemoryBackend(StoreCore, Backend):
             del self._rows[rid]
             del q.rows[rid]
             q.by_status[row.status].pop(rid, None)
-            at = bisect.bisect_left(q.order, (row.created_at_ms, rid))
-            if at < len(q.order) and q.order[at][1] == rid:
-                del q.order[at]
+            order = self._order(q)
+            at = bisect.bisect_left(order, (row.created_at_ms, rid))
+            if at < len(order) and order[at][1] == rid:
+                del order[at]
             q.type_rows.get(row.activity_type, {}).pop(rid, None)
             if row.parent_id is not None:
                 q.children.get(row.parent_id, {}).pop(rid, None)

@@ -96,21 +96,26 @@ def _on_activities(node: dict[str, Any]) -> bool:
     )
 
 
-def _read(plan: dict[str, Any]) -> tuple[int, set[str], list[str]]:
-    """(rows read from runnerq_activities, indexes used, node types scanning it)."""
-    rows = 0
+def _read(plan: dict[str, Any]) -> tuple[int, set[str], list[str], int]:
+    """(rows read from runnerq_activities, indexes used, node types scanning it, pages they touched).
+
+    Pages matter as much as rows: an index condition the B-tree checks entry by entry (rather
+    than starting the scan at it) filters silently, and only the pages show what it walked.
+    """
+    rows = pages = 0
     indexes: set[str] = set()
     kinds: list[str] = []
     for node in _nodes(plan["Plan"]):
         if not _on_activities(node):
             continue
         kinds.append(node["Node Type"])
+        pages += int(node.get("Shared Hit Blocks", 0)) + int(node.get("Shared Read Blocks", 0))
         loops = int(node.get("Actual Loops", 1))
         rows += int(node.get("Actual Rows", 0)) * loops + int(node.get("Rows Removed by Filter", 0))
         rows += int(node.get("Rows Removed by Index Recheck", 0))
         if "Index Name" in node:
             indexes.add(node["Index Name"])
-    return rows, indexes, kinds
+    return rows, indexes, kinds, pages
 
 
 async def _explain(conn: asyncpg.Connection, sql: str, args: list[Any]) -> dict[str, Any]:
@@ -135,7 +140,7 @@ async def _explain_generic(conn: asyncpg.Connection, sql: str, args: list[Any]) 
     await conn.execute("SET plan_cache_mode = force_generic_plan")
     await conn.execute("PREPARE generic_probe AS " + sql)
     try:
-        rows = await conn.fetch(f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic_probe({literals})")
+        rows = await conn.fetch(f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE generic_probe({literals})")
     finally:
         await conn.execute("DEALLOCATE generic_probe")
         await conn.execute("RESET plan_cache_mode")
@@ -144,11 +149,15 @@ async def _explain_generic(conn: asyncpg.Connection, sql: str, args: list[Any]) 
 
 
 def _check(plan: dict[str, Any], index: str, bound: int) -> int:
-    rows, indexes, kinds = _read(plan)
+    rows, indexes, kinds, pages = _read(plan)
     assert "Seq Scan" not in kinds, kinds
     assert index in indexes, indexes
     assert indexes <= {index, "runnerq_activities_pkey"}, indexes
-    assert rows <= bound, f"read {rows} rows (bound {bound}): {json.dumps(plan['Plan'], indent=1)[:6000]}"
+    text = json.dumps(plan["Plan"], indent=1)[:6000]
+    assert rows <= bound, f"read {rows} rows (bound {bound}): {text}"
+    # a row costs at most a heap page and a share of index pages; a scan that walks a range
+    # entry by entry touches its whole length
+    assert pages <= 2 * bound + 50, f"touched {pages} pages for at most {bound} rows: {text}"
     return rows
 
 
@@ -234,5 +243,5 @@ async def test_action_pick_and_queue_summary_reads_stay_small(conn: asyncpg.Conn
     plan = await _explain(conn, Q["oldest_ready"], [[QUEUE, "other"]])
     _check(plan, "runnerq_activities_dequeue_idx", 200)
     plan = await _explain(conn, Q["queue_names"], [])
-    rows, _, kinds = _read(plan)
+    rows, _, kinds, _pages = _read(plan)
     assert "Seq Scan" not in kinds and rows <= 10

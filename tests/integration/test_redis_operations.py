@@ -303,3 +303,18 @@ async def test_a_hash_without_its_creation_time_does_not_fail_the_ack_batch(redi
     for c in held:
         res = await b.get_result(c.id)
         assert res is not None and res.status == "completed"
+
+
+async def test_a_requested_cancel_records_why_it_ended(redis_backend: RedisBackend) -> None:
+    b, q = redis_backend, "why"
+    a, c = [r.activity_id for r in await b.enqueue(q, [new("t"), new("u")])]
+    (ha,) = await b.claim(q, "w", 1, ["t"], 30_000)
+    (hc,) = await b.claim(q, "w", 1, ["u"], 20)
+    await b.cancel_activities(q, F(ids=(a, c)))
+    assert await b.release(q, [LeaseRef(a, ha.claim_token)]) == [a]
+    await asyncio.sleep(0.05)
+    assert (await b.requeue_expired(q, 10)).cancelled == [c]
+    for aid, why in ((a, "released at shutdown"), (c, "lease expired")):
+        last = (await b.get_events(aid))[-1]
+        assert (last.event_type, last.detail) == ("cancelled", why)
+    assert hc.id == c

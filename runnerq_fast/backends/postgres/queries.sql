@@ -24,6 +24,10 @@
 --     through LATERAL joins, so each range is an ordered index scan that stops
 --     at its LIMIT; absent bounds are -infinity/infinity, never
 --     "$n IS NULL OR ...", so every statement keeps one plan (generic or custom).
+--     The bound on the side the scan starts from is ONE row comparison on
+--     (created_at, id) that folds the cursor and the created range together
+--     (least/greatest): with a second bound on that side the B-tree may start
+--     from the looser one and read the whole range up to the tighter one.
 
 -- name: lock_migrations
 -- Serialises concurrent migrate() calls until the transaction ends.
@@ -477,9 +481,9 @@ WITH cand AS MATERIALIZED (
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.status = s.st
           AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
         ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
@@ -527,10 +531,10 @@ WITH cand AS MATERIALIZED (
                AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
           AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) > (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'),
-                                     coalesce($8::uuid, '00000000-0000-0000-0000-000000000000'))
+          AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                           THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
         ORDER BY a.created_at, a.id
         LIMIT $3::integer
     ) x
@@ -579,9 +583,9 @@ WITH cand AS MATERIALIZED (
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
           AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
         ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
@@ -629,10 +633,10 @@ WITH cand AS MATERIALIZED (
                AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
           AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) > (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'),
-                                     coalesce($8::uuid, '00000000-0000-0000-0000-000000000000'))
+          AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                           THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
         ORDER BY a.created_at, a.id
         LIMIT $3::integer
     ) x
@@ -679,9 +683,9 @@ WITH cand AS MATERIALIZED (
     WHERE a.parent_id = $11::uuid AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
       AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
       AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+      AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                  CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                       THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
     ORDER BY a.created_at DESC, a.id DESC
     LIMIT $3::integer
 ), hits AS (
@@ -724,10 +728,10 @@ WITH cand AS MATERIALIZED (
     FROM runnerq_activities a
     WHERE a.parent_id = $11::uuid AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
       AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
-      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-      AND (a.created_at, a.id) > (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'),
-                                     coalesce($8::uuid, '00000000-0000-0000-0000-000000000000'))
+      AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                  CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                       THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
     ORDER BY a.created_at, a.id
     LIMIT $3::integer
 ), hits AS (
@@ -771,9 +775,9 @@ WITH cand AS MATERIALIZED (
     WHERE a.id = ANY ($11::uuid[]) AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
       AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
       AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+      AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                  CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                       THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
     ORDER BY a.created_at DESC, a.id DESC
     LIMIT $3::integer
 ), hits AS (
@@ -816,10 +820,10 @@ WITH cand AS MATERIALIZED (
     FROM runnerq_activities a
     WHERE a.id = ANY ($11::uuid[]) AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
       AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
-      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-      AND (a.created_at, a.id) > (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'),
-                                     coalesce($8::uuid, '00000000-0000-0000-0000-000000000000'))
+      AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                  CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                       THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
     ORDER BY a.created_at, a.id
     LIMIT $3::integer
 ), hits AS (
@@ -867,9 +871,9 @@ WITH cand AS MATERIALIZED (
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.status = s.st
           AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
         ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
@@ -898,9 +902,9 @@ WITH cand AS MATERIALIZED (
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
           AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
         ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
@@ -927,9 +931,9 @@ WITH cand AS MATERIALIZED (
     WHERE a.parent_id = $11::uuid AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
       AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
       AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+      AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                  CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                       THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
     ORDER BY a.created_at DESC, a.id DESC
     LIMIT $3::integer
 )
@@ -954,9 +958,9 @@ WITH cand AS MATERIALIZED (
     WHERE a.id = ANY ($11::uuid[]) AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
       AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
       AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+      AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                  CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                       THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
     LIMIT $3::integer
 )
 SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
@@ -973,9 +977,9 @@ WITH cand AS MATERIALIZED (
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.status = s.st
           AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
         ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
@@ -996,9 +1000,9 @@ WITH cand AS MATERIALIZED (
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
           AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
         ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
@@ -1027,9 +1031,9 @@ WITH cand AS MATERIALIZED (
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.status = s.st
           AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
         ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
@@ -1068,9 +1072,9 @@ WITH cand AS MATERIALIZED (
         FROM runnerq_activities a
         WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
           AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
         ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
@@ -1107,9 +1111,9 @@ WITH cand AS MATERIALIZED (
     WHERE a.parent_id = $11::uuid AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
       AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
       AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+      AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                  CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                       THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
     ORDER BY a.created_at DESC, a.id DESC
     LIMIT $3::integer
 ), hits AS (
@@ -1143,9 +1147,9 @@ WITH cand AS MATERIALIZED (
     WHERE a.id = ANY ($11::uuid[]) AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
       AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
       AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
-                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+      AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                  CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                       THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
     ORDER BY a.created_at DESC, a.id DESC
     LIMIT $3::integer
 ), hits AS (

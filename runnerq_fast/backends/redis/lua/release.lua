@@ -16,7 +16,7 @@ for i = 2, #ARGV, 2 do
     local mem = rq_member(h[7], id)
     rq_zrem(P .. 'lease', id)
     if h[8] then
-      rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
+      rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl, 'released at shutdown')
       done[#done + 1] = id
     else
       local ef, ev = rq_event(id, 'requeued', 'released at shutdown')
