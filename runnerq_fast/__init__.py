@@ -33,16 +33,22 @@ from runnerq_fast.errors import (
 from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture
 from runnerq_fast.metrics import MetricsSink, NoopMetrics
 from runnerq_fast.models import (
+    ActionResult,
+    ActivityCount,
     ActivityEvent,
+    ActivityFilter,
+    ActivityPage,
     ActivityResult,
     ActivitySnapshot,
     ActivityStatus,
     DeadLetterRecord,
+    LeaseReport,
     OnDuplicate,
     Priority,
     QueueStats,
+    QueueSummary,
 )
-from runnerq_fast.observability import QueueInspector
+from runnerq_fast.observability import QueueAdmin, QueueInspector
 from runnerq_fast.storage import Backend, register_connector
 
 register_connector(connect)
@@ -50,15 +56,19 @@ register_connector(connect)
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActionResult",
     "ActivityBuilder",
     "ActivityCancelled",
     "ActivityContext",
+    "ActivityCount",
     "ActivityEvent",
     "ActivityExecutor",
     "ActivityFailed",
+    "ActivityFilter",
     "ActivityFuture",
     "ActivityInfo",
     "ActivityLogFilter",
+    "ActivityPage",
     "ActivityResult",
     "ActivitySnapshot",
     "ActivityStatus",
@@ -69,6 +79,7 @@ __all__ = [
     "DuplicateActivityError",
     "EventLoopMismatchError",
     "InvalidActivityError",
+    "LeaseReport",
     "LifecycleHooks",
     "MemoryBackend",
     "MetricsSink",
@@ -76,8 +87,10 @@ __all__ = [
     "NoopMetrics",
     "OnDuplicate",
     "Priority",
+    "QueueAdmin",
     "QueueInspector",
     "QueueStats",
+    "QueueSummary",
     "RetryableError",
     "RunnerQError",
     "WorkerConfig",

@@ -324,6 +324,7 @@ class ActivityBuilder:
             idempotency_key=self._idem_key,
             on_duplicate=int(self._on_duplicate),
             idempotency_ttl_ms=round(cfg.idempotency_ttl * 1000),
+            parent_id=self._executor.parent_id,
         )
 
     async def execute(self, *, connection: object | None = None) -> ActivityFuture:

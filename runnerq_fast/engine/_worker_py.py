@@ -145,6 +145,12 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
     if handler is None:
         out.fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
         return
+    cancel_ids = out.cancel_ids
+    if cancel_ids and a.id in cancel_ids:
+        # an operator cancelled it while it waited for a worker
+        cancel_ids.discard(a.id)
+        out.cancelled(a)
+        return
     try:
         payload = decode_json(a.payload)
     except Exception as exc:
@@ -156,37 +162,26 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         await call_hooks(hooks, "on_processing", a)
     started = time.perf_counter()
     timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
+    ctx.task = task if task is not None else asyncio.current_task()
+    running = out.running
+    running[a.id] = ctx  # from here until the handler ends, an operator's cancel can reach it
     try:
-        if handler.is_async:
-            result = await out.deadlines.call(handler.fn, payload, ctx, timeout, task)
-        else:
-            result = await out.call_sync(handler.fn, payload, ctx, timeout)
-    except asyncio.CancelledError as exc:
-        current = asyncio.current_task()
-        if (current is not None and current.cancelling()) or out.stopping:
-            if out.stopping:
-                # shutdown grace ran out: back to pending, no attempt counted
-                out.release.append(LeaseRef(a.id, a.claim_token))
-            raise
-        # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        out.retry_or_dead(a, describe_error(exc), None)
-        return
-    except NonRetryableError as exc:
-        out.fail(a, describe_error(exc))
-        return
-    except TimeoutError as exc:
-        elapsed = time.perf_counter() - started
-        msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        out.retry_or_dead(a, f"TimeoutError: {msg}", None)
-        return
-    except RetryableError as exc:
-        out.retry_or_dead(a, describe_error(exc), exc.retry_after)
-        return
+        try:
+            if handler.is_async:
+                result = await out.deadlines.call(handler.fn, payload, ctx, timeout, task)
+            else:
+                result = await out.call_sync(handler.fn, payload, ctx, timeout)
+        finally:
+            del running[a.id]
     except BaseException as exc:
-        # any other failure is retryable; KeyboardInterrupt, SystemExit, GeneratorExit or any other
-        # BaseException raised by a handler must end neither this worker nor the process (a real
-        # SIGINT reaches the engine through its signal handler, never through a handler's frame)
-        out.retry_or_dead(a, describe_error(exc), None)
+        if ctx.cancel_requested:
+            out.cancelled(a, ctx)  # whatever the stopped handler raised
+            return
+        if _failed(out, a, exc, started, timeout):
+            raise
+        return
+    if ctx.cancel_requested:
+        out.cancelled(a, ctx)  # it returned (or swallowed the cancellation) after the request
         return
     duration = time.perf_counter() - started
     if result is None:
@@ -204,6 +199,33 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         out.metrics.observe_duration(ACTIVITY_DURATION, duration)
     if hooks:
         await call_hooks(hooks, "on_processed", a, duration)
+
+
+def _failed(out: Outcomes, a: ClaimedActivity, exc: BaseException, started: float, timeout: float | None) -> bool:
+    """Buffer the ack of a handler that raised ``exc``; ``True`` if ``exc`` must propagate instead."""
+    if isinstance(exc, asyncio.CancelledError):
+        current = asyncio.current_task()
+        if (current is not None and current.cancelling()) or out.stopping:
+            if out.stopping:
+                # shutdown grace ran out: back to pending, no attempt counted
+                out.release.append(LeaseRef(a.id, a.claim_token))
+            return True
+        # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
+        out.retry_or_dead(a, describe_error(exc), None)
+    elif isinstance(exc, NonRetryableError):
+        out.fail(a, describe_error(exc))
+    elif isinstance(exc, TimeoutError):
+        elapsed = time.perf_counter() - started
+        msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None)
+    elif isinstance(exc, RetryableError):
+        out.retry_or_dead(a, describe_error(exc), exc.retry_after)
+    else:
+        # any other failure is retryable; KeyboardInterrupt, SystemExit, GeneratorExit or any other
+        # BaseException raised by a handler must end neither this worker nor the process (a real
+        # SIGINT reaches the engine through its signal handler, never through a handler's frame)
+        out.retry_or_dead(a, describe_error(exc), None)
+    return False
 
 
 async def worker_loop(out: Outcomes, local: Handoff) -> None:

@@ -35,20 +35,29 @@ class ActivityContext:
         Set when the engine begins to shut down; a long handler may check
         :attr:`is_cancelled` and return early (it is cancelled anyway once
         ``shutdown_grace`` has passed).
+    cancel_requested : bool
+        Set when an operator cancelled this running activity (the engine
+        learns it on its next lease heartbeat). An ``async def`` handler is
+        cancelled as well; a plain ``def`` one cannot be interrupted and
+        should check this flag and return. Either way the activity ends
+        ``cancelled``.
     """
 
     __slots__ = (
+        "_cancel_sent",
         "_child_executor",
         "_executor",
         "_metadata",
         "_raw_metadata",
         "activity_id",
         "activity_type",
+        "cancel_requested",
         "cancellation",
         "enqueued_at",
         "max_retries",
         "priority",
         "retry_count",
+        "task",
     )
 
     def __init__(self, activity: ClaimedActivity, executor: ActivityExecutor, cancellation: asyncio.Event) -> None:
@@ -61,6 +70,10 @@ class ActivityContext:
         self._executor = executor
         self._child_executor: ActivityExecutor | None = None
         self.cancellation = cancellation
+        self.cancel_requested = False
+        #: the task awaiting the handler (set by the engine for the attempt; ``None`` outside one)
+        self.task: asyncio.Task[Any] | None = None
+        self._cancel_sent = False
         self._raw_metadata = activity.metadata
         self._metadata: dict[str, str] | None = None
 

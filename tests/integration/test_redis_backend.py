@@ -90,7 +90,7 @@ async def test_every_key_of_a_queue_shares_its_hash_tag(redis_backend: RedisBack
 
 
 async def test_finished_results_expire_and_dead_letters_stay(redis_url: str, redis_namespace: str) -> None:
-    backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=60)
+    backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.2)
     try:
         q = "ttl"
         done, dead = await backend.enqueue(q, [new("t"), new("t")])
@@ -105,9 +105,13 @@ async def test_finished_results_expire_and_dead_letters_stay(redis_url: str, red
             ],
         )
         r = backend.client
-        ttl_done = await r.pttl(f"{redis_namespace}:{{{q}}}:a:{c1.id}")
-        assert 0 < ttl_done <= 60_000
-        assert await r.pttl(f"{redis_namespace}:{{{q}}}:a:{c2.id}") == -1
+        await backend.requeue_expired(q, 100)  # not yet due
+        assert await r.exists(f"{redis_namespace}:{{{q}}}:a:{c1.id}") == 1
+        await asyncio.sleep(0.25)
+        await backend.requeue_expired(q, 100)  # the reaper removes the finished one
+        assert await r.exists(f"{redis_namespace}:{{{q}}}:a:{c1.id}") == 0
+        assert await backend.get_result(c1.id) is None
+        assert await r.exists(f"{redis_namespace}:{{{q}}}:a:{c2.id}") == 1
         [record] = await backend.list_dead_letter(q)
         assert record.activity.id == c2.id and record.error == "gave up" and record.dead_lettered_at_ms > 0
     finally:

@@ -8,9 +8,10 @@ import pytest
 
 from runnerq_fast.backends.redis import RedisBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
+from tests.conformance_ops import OperationsConformance
 
 
-class TestRedisConformance(BackendConformance, ErrorTextConformance, HardeningConformance):
+class TestRedisConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:
         yield redis_backend

@@ -8,9 +8,10 @@ import pytest
 
 from runnerq_fast.backends.memory import MemoryBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
+from tests.conformance_ops import OperationsConformance
 
 
-class TestMemoryConformance(BackendConformance, ErrorTextConformance, HardeningConformance):
+class TestMemoryConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:
         b = MemoryBackend()

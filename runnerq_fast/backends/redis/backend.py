@@ -21,9 +21,9 @@ import hashlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 import hiredis
@@ -36,6 +36,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
+from runnerq_fast.backends.redis.guard import guarded as _guarded
+from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
@@ -47,6 +49,7 @@ from runnerq_fast.models import (
     DeadLetterRecord,
     EnqueueResult,
     LeaseRef,
+    LeaseReport,
     NewActivity,
     QueueStats,
     ReapReport,
@@ -59,11 +62,31 @@ __all__ = ["DEFAULT_RESULT_TTL", "RedisBackend", "load_script"]
 log = logging.getLogger(__name__)
 
 DEFAULT_RESULT_TTL = 86_400.0
-"""Seconds a finished activity (and its result and events) is kept; dead letters are kept until pruned."""
+"""Seconds a finished activity (and its result and events) is kept; dead letters are kept until deleted.
 
-_SCRIPTS = ("enqueue", "claim", "ack", "extend", "release", "reaper", "cancel")
+The reaper of any running worker of the queue removes it once that time has passed
+(:meth:`RedisBackend.requeue_expired`), with its index entries and counts."""
+
+_SCRIPTS = (
+    "enqueue",
+    "claim",
+    "ack",
+    "extend",
+    "release",
+    "reaper",
+    "cancel",
+    "retry",
+    "cancel_many",
+    "run_now",
+    "priority",
+    "delete",
+    "summary",
+    "query",
+)
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
+_EXPIRED_BATCH = 10_000
+_EXPIRED_CALLS = 20
 _STREAM_PAGE = 1000
 _LOCATE_CACHE = 10_000
 _RESULT_SAFETY_NET = 5.0
@@ -101,35 +124,6 @@ def _i(value: bytes | None) -> int | None:
     return None if value is None else int(value)
 
 
-T = TypeVar("T")
-
-
-def _cancel_requests() -> int:
-    task = asyncio.current_task()
-    return 0 if task is None else task.cancelling()
-
-
-def _resist_swallowed_cancel(before: int) -> None:
-    """Re-raise a cancellation that redis-py swallowed during a call.
-
-    redis-py (8.x) can absorb a ``CancelledError`` delivered while a command
-    is in flight and return normally; the engine's loops would then never
-    stop. ``before`` is :func:`_cancel_requests` taken before the call.
-    """
-    if _cancel_requests() > before:
-        raise asyncio.CancelledError
-
-
-async def _guarded(call: Awaitable[T]) -> T:
-    """Await one redis-py call, re-raising a cancellation it swallowed.
-
-    Every await on the client goes through here, so no loop of the backend can
-    outlive a ``cancel()`` (see :func:`_resist_swallowed_cancel`).
-    """
-    before = _cancel_requests()
-    result = await call
-    _resist_swallowed_cancel(before)
-    return result
 
 
 def _now_ms() -> int:
@@ -156,6 +150,7 @@ def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySn
         lease_expires_at_ms=_i(h.get(b"l")) if status == "processing" else None,
         last_error=_s(h.get(b"e")),
         idempotency_key=_s(h.get(b"ik")),
+        parent_id=_s(h.get(b"pa")),
     )
 
 
@@ -210,7 +205,7 @@ class _HiredisPackingConnection(aioredis.Connection):
         return [b"".join(self.pack_command(*cmd)[0] for cmd in commands)]
 
 
-class RedisBackend(Backend):
+class RedisBackend(RedisOperations, Backend):
     """Backend storing activities in Redis (7.0 or later).
 
     Open it with :meth:`open` (or ``rq.connect("redis://host:port/db")``).
@@ -436,6 +431,7 @@ class RedisBackend(Backend):
                     key if key is not None else "",
                     int(it.on_duplicate) if key is not None else 0,
                     int(it.idempotency_ttl_ms),
+                    it.parent_id if it.parent_id is not None else "",
                 )
             chunks.append(args)
         replies = await self._enqueue_chunks(queue, chunks)
@@ -516,25 +512,39 @@ class RedisBackend(Backend):
         rejected = await self._run("ack", queue, args)
         return [r.decode() for r in rejected]
 
-    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:
         if not leases:
-            return []
+            return LeaseReport([], [])
         args: list[Any] = [int(lease_ms)]
         for ref in leases:
             args += (ref.id, ref.claim_token)
-        return [r.decode() for r in await self._run("extend", queue, args)]
+        lost, stop = await self._run("extend", queue, args)
+        return LeaseReport([r.decode() for r in lost], [r.decode() for r in stop])
 
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         if not leases:
             return []
-        args: list[Any] = []
+        args: list[Any] = [self._ttl_ms]
         for ref in leases:
             args += (ref.id, ref.claim_token)
         return [r.decode() for r in await self._run("release", queue, args)]
 
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
-        requeued, dead = await self._run("reaper", queue, [max(0, limit), self._ttl_ms])
-        return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead])
+        """The reaper pass; also removes finished activities kept longer than ``result_ttl``.
+
+        Those go (hash, index entries, counts) ``_EXPIRED_BATCH`` (10,000) per
+        script call, at most ``_EXPIRED_CALLS`` (20) calls per pass, so one
+        call blocks Redis for a bounded time and a pass every 5 s keeps up with
+        ~40,000 finished activities per second.
+        """
+        requeued, dead, cancelled, dropped = await self._run(
+            "reaper", queue, [max(0, limit), self._ttl_ms, _EXPIRED_BATCH]
+        )
+        for _ in range(_EXPIRED_CALLS - 1):
+            if int(dropped) < _EXPIRED_BATCH:
+                break
+            *_, dropped = await self._run("reaper", queue, [0, self._ttl_ms, _EXPIRED_BATCH])
+        return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled])
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:
         """Block in ``BLPOP`` on the wake list, at most until the next scheduled activity is due.
@@ -671,40 +681,58 @@ class RedisBackend(Backend):
     async def stats(self, queue: str) -> QueueStats:
         async with self._r.pipeline(transaction=False) as pipe:
             for status in keys.STATUSES:
-                pipe.zcard(keys.status_set(self._ns, queue, status))
+                pipe.zcard(keys.count_key(self._ns, queue, status))
             counts = await _guarded(pipe.execute())
         return QueueStats(**dict(zip(keys.STATUSES, counts, strict=True)))
 
-    async def _snapshots(self, queue: str, ids: Sequence[bytes]) -> list[ActivitySnapshot]:
+    async def _snapshots(self, queue: str, ids: Sequence[str]) -> list[ActivitySnapshot]:
+        """Snapshots of ``ids`` in order; ids whose hash is gone or unreadable are left out."""
         if not ids:
             return []
         async with self._r.pipeline(transaction=False) as pipe:
             for i in ids:
-                pipe.hgetall(keys.activity(self._ns, queue, i.decode()))
+                pipe.hmget(keys.activity(self._ns, queue, i), list(SNAPSHOT_FIELDS))
             rows = await _guarded(pipe.execute())
-        return [_snapshot(queue, i.decode(), h) for i, h in zip(ids, rows, strict=True) if h]
+        out = []
+        for i, v in zip(ids, rows, strict=True):
+            if v[0] is None:
+                continue
+            try:
+                out.append(snapshot(queue, i, v))
+            except (TypeError, ValueError, AttributeError, UnicodeDecodeError) as exc:
+                log.warning("skipping unreadable activity %r of queue %r (%s: %s)", i, queue, type(exc).__name__, exc)
+        return out
 
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50
     ) -> list[ActivitySnapshot]:
-        """Activities of ``queue``, most recently changed first.
+        """Activities of ``queue``, newest first (by creation time, then id).
 
-        With ``status=None`` the status sets are merged by the time of each
-        activity's last transition.
+        With ``status=None`` the status sets are merged. ``offset`` is skipped
+        inside Redis (``ZRANGE ... LIMIT``); :meth:`query_activities` pages with
+        a cursor instead.
         """
         if limit <= 0:
             return []
-        if status is not None:
-            key = keys.status_set(self._ns, queue, status)
-            ids = await _guarded(self._r.zrevrange(key, offset, offset + limit - 1))
-        else:
+        wanted = keys.STATUSES if status is None else (status,)
+        async with self._r.pipeline(transaction=False) as pipe:
+            for s in wanted:
+                if s == "processing":
+                    pipe.zrange(keys.lease(self._ns, queue), 0, -1)
+                else:
+                    key = keys.status_set(self._ns, queue, s)
+                    pipe.execute_command("ZRANGE", key, "+", "-", "BYLEX", "REV", "LIMIT", 0, offset + limit)
+            replies = await _guarded(pipe.execute())
+        members = [m for s, r in zip(wanted, replies, strict=True) if s != "processing" for m in r]
+        if "processing" in wanted:
+            held = replies[wanted.index("processing")]
             async with self._r.pipeline(transaction=False) as pipe:
-                for s in keys.STATUSES:
-                    pipe.zrevrange(keys.status_set(self._ns, queue, s), 0, offset + limit - 1, withscores=True)
-                replies = await _guarded(pipe.execute())
-            merged = sorted((pair for r in replies for pair in r), key=lambda p: (p[1], p[0]), reverse=True)
-            ids = [m for m, _ in merged[offset : offset + limit]]
-        return await self._snapshots(queue, ids)
+                for i in held:
+                    pipe.hget(keys.activity(self._ns, queue, i.decode()), "c")
+                created = await _guarded(pipe.execute())
+            members += [member(int(c), i.decode()) for i, c in zip(held, created, strict=True) if c is not None]
+        members = sorted(members, reverse=True)[offset : offset + limit]
+        return await self._snapshots(queue, [parse_member(m)[1] for m in members])
 
     async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
         found = await self._locate(activity_id)
@@ -724,7 +752,7 @@ class RedisBackend(Backend):
         if limit <= 0:
             return []
         ids = await _guarded(self._r.zrevrange(keys.dead_letter(self._ns, queue), offset, offset + limit - 1))
-        snaps = await self._snapshots(queue, ids)
+        snaps = await self._snapshots(queue, [i.decode() for i in ids])
         async with self._r.pipeline(transaction=False) as pipe:
             for s in snaps:
                 pipe.hget(keys.activity(self._ns, queue, s.id), "da")

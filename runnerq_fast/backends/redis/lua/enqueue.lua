@@ -1,14 +1,16 @@
 -- runnerq-fast: enqueue a batch of activities, applying idempotency atomically.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type,
---   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."events", P.."wake",
+--   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."ty:"..type,
+--   P.."kids:"..parent, P.."counts", P.."events", P.."wake",
 --   P.."idem:"..#type..":"..type..":"..key (STRING: holder id, PX = idempotency ttl).
--- ARGV: 11 per item: id, type, payload, priority, max_retries, timeout_ms, run_at_ms,
---   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms.
+-- ARGV: 12 per item: id, type, payload, priority, max_retries, timeout_ms, run_at_ms,
+--   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms, parent id ("" = none).
 -- Returns: 2 per item: outcome (1 created, 2 existing, 3 rejected), activity id.
 local REUSABLE = {failed = true, dead_letter = true, cancelled = true}
+local NOWTEXT = string.format('%d', NOW)
 local out = {}
 local woke = false
-for b = 0, #ARGV - 1, 11 do
+for b = 0, #ARGV - 1, 12 do
   local id, typ = ARGV[b + 1], ARGV[b + 2]
   local priority = tonumber(ARGV[b + 4])
   local run_at = tonumber(ARGV[b + 7])
@@ -49,8 +51,16 @@ for b = 0, #ARGV - 1, 11 do
       args[#args + 1] = 'ik'
       args[#args + 1] = ARGV[b + 9]
     end
+    local parent = ARGV[b + 12]
+    if parent ~= '' then
+      args[#args + 1] = 'pa'
+      args[#args + 1] = parent
+    end
     redis.call('HSET', k, unpack(args))
-    rq_move(id, nil, status)
+    local mem = rq_member(NOWTEXT, id)
+    rq_move(id, typ, mem, nil, status)
+    rq_zadd(P .. 'ty:' .. typ, 0, mem)
+    if parent ~= '' then rq_zadd(P .. 'kids:' .. parent, 0, mem) end
     if rq_make_ready(id, typ, priority, 0, ready) then woke = true end
     out[#out + 1] = 1
     out[#out + 1] = id

@@ -1,13 +1,14 @@
--- runnerq-fast: heartbeat, extend every held lease to now + lease_ms.
+-- runnerq-fast: heartbeat, extend every held lease to now + lease_ms; report held activities
+-- whose cancellation an operator requested (field "cr").
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."events".
 -- ARGV: lease_ms, then pairs of (id, claim token).
--- Returns: the ids whose claim no longer holds (not extended).
+-- Returns: {ids whose claim no longer holds (not extended), held ids with a cancel request}.
 local deadline = NOW + tonumber(ARGV[1])
-local lost = {}
+local lost, stop = {}, {}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'tk')
+  local h = redis.call('HMGET', k, 's', 'tk', 'cr')
   if h[1] ~= 'processing' or h[2] ~= ARGV[i + 1] then
     lost[#lost + 1] = id
   else
@@ -18,7 +19,8 @@ for i = 2, #ARGV, 2 do
     else
       redis.call('HSET', k, 'l', deadline)
     end
+    if h[3] then stop[#stop + 1] = id end
   end
 end
 rq_flush()
-return lost
+return {lost, stop}

@@ -1,37 +1,58 @@
--- runnerq-fast: requeue activities whose lease expired (counts an attempt), dead-letter the exhausted;
--- also forgets ids of expired results in the terminal status sets.
+-- runnerq-fast: requeue activities whose lease expired (counts an attempt), dead-letter the exhausted,
+-- cancel those whose cancellation was requested; then remove finished activities whose result
+-- ttl passed, with their index entries and counts (P.."fin", at most ARGV[3] per run).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
---   P.."ready:"..type, P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
--- ARGV: limit, result ttl ms.
--- Returns: {requeued ids, dead-lettered ids}.
+--   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
+--   P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
+-- ARGV: limit (expired leases), result ttl ms, limit (expired results).
+-- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}.
 local ttl = ARGV[2]
-local requeued, dead = {}, {}
+local FIN_BATCH = tonumber(ARGV[3])
+local requeued, dead, cancelled = {}, {}, {}
 local woke = false
 local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r')
+  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr')
   if h[1] == 'processing' then
+    local mem = rq_member(h[7], id)
     local rc = tonumber(h[2]) + 1
-    if rc > tonumber(h[3]) then
+    if h[8] then
+      rq_finish(id, h[4], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
+      cancelled[#cancelled + 1] = id
+    elseif rc > tonumber(h[3]) then
       redis.call('HSET', k, 'rc', rc)
-      rq_finish(id, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
+      rq_finish(id, h[4], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
       dead[#dead + 1] = id
     else
       local ef, ev = rq_event(id, 'requeued', 'lease expired')
       redis.call('HSET', k, 's', 'pending', 'e', 'lease expired', 'rc', rc, ef, ev)
-      rq_move(id, 'processing', 'pending')
+      rq_move(id, h[4], mem, 'processing', 'pending')
       if rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6])) then woke = true end
       requeued[#requeued + 1] = id
     end
   end
 end
-local horizon = NOW - tonumber(ttl)
-for _, s in ipairs({'completed', 'failed', 'cancelled'}) do
-  redis.call('ZREMRANGEBYSCORE', P .. 'st:' .. s, '-inf', '(' .. horizon)
+-- finished activities whose result ttl passed go, with their index entries and counts
+local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
+for _, id in ipairs(gone) do
+  local k = P .. 'a:' .. id
+  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa')
+  if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
+    local mem = rq_member(h[3], id)
+    redis.call('UNLINK', k)
+    rq_zrem(P .. 'st:' .. h[1], mem)
+    rq_count(h[1], h[2], -1)
+    rq_zrem(P .. 'ty:' .. h[2], mem)
+    if h[4] then rq_zrem(P .. 'kids:' .. h[4], mem) end
+  end
+  rq_zrem(P .. 'fin', id)
 end
 rq_flush()
 if woke then rq_wake() end
-if #dead > 0 then redis.call('PUBLISH', P .. 'done', table.concat(dead, ',')) end
-return {requeued, dead}
+local finished = {}
+for _, id in ipairs(dead) do finished[#finished + 1] = id end
+for _, id in ipairs(cancelled) do finished[#finished + 1] = id end
+if #finished > 0 then redis.call('PUBLISH', P .. 'done', table.concat(finished, ',')) end
+return {requeued, dead, cancelled, #gone}
