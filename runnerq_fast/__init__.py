@@ -22,7 +22,8 @@ from runnerq_fast.errors import (
     RunnerQError,
 )
 from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture
-from runnerq_fast.metrics import MetricsSink, NoopMetrics
+from runnerq_fast.metrics import LabelledMetricsSink, MetricsSink, NoopMetrics
+from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.models import (
     ActivityEvent,
     ActivityResult,
@@ -39,6 +40,15 @@ from runnerq_fast.storage import Backend, register_connector
 register_connector(connect)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # ``rq.web`` without importing Starlette and prometheus-client with every ``import runnerq_fast``.
+    if name == "web":
+        import importlib
+
+        return importlib.import_module("runnerq_fast.web")
+    raise AttributeError(f"module 'runnerq_fast' has no attribute {name!r}")
 
 __all__ = [
     "ActivityBuilder",
@@ -57,6 +67,7 @@ __all__ = [
     "DeadLetterRecord",
     "DuplicateActivityError",
     "InvalidActivityError",
+    "LabelledMetricsSink",
     "LifecycleHooks",
     "MemoryBackend",
     "MetricsSink",
@@ -64,6 +75,7 @@ __all__ = [
     "NoopMetrics",
     "OnDuplicate",
     "Priority",
+    "PrometheusMetrics",
     "QueueInspector",
     "QueueStats",
     "RetryableError",
