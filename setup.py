@@ -1,7 +1,8 @@
 """Build the Cython extensions in src_pyx/ (metadata lives in pyproject.toml).
 
-Each ``src_pyx/runnerq_fast/<name>.pyx`` becomes ``runnerq_fast.<name>``; its
-pure-Python twin is ``runnerq_fast/<name>_py.py``. ``RUNNERQ_NO_EXTENSIONS=1``
+Each ``src_pyx/runnerq_fast/<path>.pyx`` becomes the module ``runnerq_fast.<path>``
+(``src_pyx/`` mirrors the package); its pure-Python twin is
+``runnerq_fast/<path>_py.py``, beside its selector. ``RUNNERQ_NO_EXTENSIONS=1``
 skips the build (the package then runs on the twins).
 """
 
@@ -12,7 +13,15 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 
-MODULES = ("_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore", "_worker")
+MODULES = (
+    "_codec",
+    "backends._memstore",
+    "backends.postgres._rows",
+    "backends.redis._scoring",
+    "engine._backoff",
+    "engine._deadline",
+    "engine._worker",
+)
 
 
 def extensions() -> list[Extension]:

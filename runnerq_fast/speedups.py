@@ -1,16 +1,28 @@
 """Which implementation of the hot paths is active.
 
-The hot paths (payload codec, Redis ready-set score, retry backoff, claimed-row
-decoding and batch parameter arrays) each exist twice: a Cython module built
-from ``src_pyx/`` and a pure-Python twin (``runnerq_fast._*_py``) with the same
-behaviour. This module decides once, at import, which set the selector
-modules (:mod:`runnerq_fast.codec`, :mod:`runnerq_fast.scoring`,
-:mod:`runnerq_fast.backoff`, :mod:`runnerq_fast.rows`) re-export:
+The hot paths each exist twice: a Cython module built from ``src_pyx/`` and a
+pure-Python twin (the same name with ``_py``) beside it, in the folder of the
+concept it serves:
+
+==================================  ===========================================
+compiled module                     serves
+==================================  ===========================================
+``runnerq_fast._codec``             the payload codec (a core module)
+``backends._memstore``              the memory backend's store core
+``backends.postgres._rows``         claimed-row decoding, batch parameter arrays
+``backends.redis._scoring``         the Redis ready-set score
+``engine._backoff``                 retry backoff
+``engine._deadline``                handler deadlines
+``engine._worker``                  the engine's per-activity path
+==================================  ===========================================
+
+Each has one selector module (``codec``, ``backends.postgres.rows``, …) that
+re-exports the implementation this module chose, once, at import:
 
 * ``RUNNERQ_NO_EXTENSIONS=1`` (any value but empty or ``0``) selects the
   pure twins (and, at build time, skips compiling the extensions);
 * otherwise the compiled modules are imported; if one fails to import, the
-  pure twins are used and one :class:`RuntimeWarning` says why.
+  pure twins are used for all of them and one :class:`RuntimeWarning` says why.
 
 Attributes
 ----------
@@ -27,29 +39,53 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import warnings
 
 __all__ = ["COMPILED_MODULES", "disabled_by_env", "enabled", "import_error"]
 
-#: The compiled modules, each with a pure twin named ``<module>_py``.
+#: The compiled modules (relative to ``runnerq_fast``), each with a pure twin named ``<module>_py``.
 COMPILED_MODULES: tuple[str, ...] = (
-    "_codec", "_scoring", "_backoff", "_rows", "_deadline", "backends._memstore", "_worker",
+    "_codec",
+    "backends._memstore",
+    "backends.postgres._rows",
+    "backends.redis._scoring",
+    "engine._backoff",
+    "engine._deadline",
+    "engine._worker",
 )
 
 disabled_by_env: bool = os.environ.get("RUNNERQ_NO_EXTENSIONS", "") not in ("", "0")
 
 import_error: str | None = None
 
+#: Provisional while the compiled modules are tried: importing one imports its package
+#: (``runnerq_fast.engine`` and the backends), whose selectors read this flag.
+enabled: bool = not disabled_by_env
+
 
 def _try_import() -> bool:
+    """Import every compiled module; on failure undo what the attempt imported.
+
+    A compiled module lives inside the package it serves, so importing it runs
+    that package's ``__init__``, and with it selectors that chose the compiled
+    twins on the provisional :data:`enabled`. If any compiled module is
+    missing, every ``runnerq_fast`` module imported during the attempt is
+    forgotten, so it is imported again, now selecting the pure twins: never a
+    mix of the two.
+    """
     global import_error
     if disabled_by_env:
         return False
+    before = set(sys.modules)
     try:
         for name in COMPILED_MODULES:
             importlib.import_module(f"runnerq_fast.{name}")
     except ImportError as exc:
         import_error = f"{type(exc).__name__}: {exc}"
+        for name in set(sys.modules) - before:
+            if name.startswith("runnerq_fast.") and name != __name__:
+                del sys.modules[name]
         warnings.warn(
             f"runnerq_fast: compiled hot paths unavailable ({import_error}); using the pure-Python twins "
             "(reinstall with a C compiler, or set RUNNERQ_NO_EXTENSIONS=1 to silence this)",
@@ -60,4 +96,4 @@ def _try_import() -> bool:
     return True
 
 
-enabled: bool = _try_import()
+enabled = _try_import()

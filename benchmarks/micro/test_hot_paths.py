@@ -15,7 +15,7 @@ import asyncio
 import importlib
 import uuid
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from asyncpg.pgproto.pgproto import UUID as PgUUID
@@ -68,44 +68,44 @@ def test_encode_metadata(benchmark: Any, impl: ModuleType) -> None:
     assert benchmark(impl.encode_metadata, {"tenant": "t1", "trace": "abc"}) == b'{"tenant":"t1","trace":"abc"}'
 
 
-@pytest.mark.parametrize("impl", _pair("_scoring"))
+@pytest.mark.parametrize("impl", _pair("backends.redis._scoring"))
 def test_encode_score(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = "scoring.encode_score"
     assert benchmark(impl.encode_score, 3, 2, 1_700_000_000_000) > 0
 
 
-@pytest.mark.parametrize("impl", _pair("_scoring"))
+@pytest.mark.parametrize("impl", _pair("backends.redis._scoring"))
 def test_decode_score(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = "scoring.decode_score"
     score = impl.encode_score(3, 2, 1_700_000_000_000)
     assert benchmark(impl.decode_score, score) == (3, 2, 1_700_000_000_000)
 
 
-@pytest.mark.parametrize("impl", _pair("_backoff"))
+@pytest.mark.parametrize("impl", _pair("engine._backoff"))
 def test_backoff(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = "backoff.backoff_seconds"
     assert benchmark(impl.backoff_seconds, 5, 1.0, 3600.0, 0.0) == 32.0
 
 
-@pytest.mark.parametrize("impl", _pair("_rows"))
+@pytest.mark.parametrize("impl", _pair("backends.postgres._rows"))
 def test_claimed_from_rows(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = f"rows.claimed_from_rows x{BATCH}"
     assert len(benchmark(impl.claimed_from_rows, ROWS, "tok")) == BATCH
 
 
-@pytest.mark.parametrize("impl", _pair("_rows"))
+@pytest.mark.parametrize("impl", _pair("backends.postgres._rows"))
 def test_ack_params(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = f"rows.ack_params x{BATCH}"
     assert len(benchmark(impl.ack_params, ACKS)[0]) == BATCH
 
 
-@pytest.mark.parametrize("impl", _pair("_rows"))
+@pytest.mark.parametrize("impl", _pair("backends.postgres._rows"))
 def test_lease_params(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = f"rows.lease_params x{BATCH}"
     assert len(benchmark(impl.lease_params, LEASES)[1]) == BATCH
 
 
-@pytest.mark.parametrize("impl", _pair("_rows"))
+@pytest.mark.parametrize("impl", _pair("backends.postgres._rows"))
 def test_enqueue_params(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = f"rows.enqueue_params x{BATCH}"
     assert len(benchmark(impl.enqueue_params, NEW)[2]) == BATCH
@@ -115,7 +115,7 @@ async def _noop(payload: Any, ctx: Any) -> None:
     return None
 
 
-@pytest.mark.parametrize("impl", _pair("_deadline"))
+@pytest.mark.parametrize("impl", _pair("engine._deadline"))
 def test_deadline_call(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = f"deadline.Deadlines.call x{BATCH} (one task)"
     loop = asyncio.new_event_loop()
@@ -168,11 +168,14 @@ def test_memstore_claim_and_ack(benchmark: Any, impl: ModuleType) -> None:
 
 
 def _worker_pair() -> list[Any]:
-    pure = (importlib.import_module("runnerq_fast._worker_py"), importlib.import_module("runnerq_fast._deadline_py"))
+    pure = (
+        importlib.import_module("runnerq_fast.engine._worker_py"),
+        importlib.import_module("runnerq_fast.engine._deadline_py"),
+    )
     try:
         compiled: tuple[ModuleType, ModuleType] | None = (
-            importlib.import_module("runnerq_fast._worker"),
-            importlib.import_module("runnerq_fast._deadline"),
+            importlib.import_module("runnerq_fast.engine._worker"),
+            importlib.import_module("runnerq_fast.engine._deadline"),
         )
     except ImportError:
         compiled = None
@@ -192,6 +195,7 @@ def test_worker_loop(benchmark: Any, impl: tuple[ModuleType, ModuleType]) -> Non
     """Hand-off, handler under its timeout, ack buffered: BATCH activities through 16 worker tasks."""
     from types import SimpleNamespace
 
+    from runnerq_fast.engine.outcomes import Outcomes
     from runnerq_fast.models import ClaimedActivity
 
     worker, deadline = impl
@@ -201,18 +205,19 @@ def test_worker_loop(benchmark: Any, impl: tuple[ModuleType, ModuleType]) -> Non
     try:
         async def drain() -> int:
             eng = SimpleNamespace(
-                _handlers={"t": _WorkerHandler()}, _deadlines=deadline.Deadlines(loop), _bound_executor=None,
-                _cancellation=asyncio.Event(), hooks=(), _slot_free=asyncio.Event(), _busy=BATCH, _acks=[],
-                _ack_ready=asyncio.Event(), _ack_full=asyncio.Event(), config=SimpleNamespace(ack_batch_size=BATCH),
-                _stats={"completed": 0}, _metrics_on=False, _stopping=False,
+                handlers={"t": _WorkerHandler()}, deadlines=deadline.Deadlines(loop), executor=None,
+                cancellation=asyncio.Event(), hooks=(), slot_free=asyncio.Event(), busy=BATCH, acks=[],
+                ack_ready=asyncio.Event(), ack_full=asyncio.Event(), ack_batch_size=BATCH,
+                stats={"completed": 0}, metrics_on=False, stopping=False,
             )
+            eng.push_ack = lambda ack: Outcomes.push_ack(cast(Outcomes, eng), ack)  # the engine's buffering
             local = worker.Handoff(loop)
             tasks = [loop.create_task(worker.worker_loop(eng, local)) for _ in range(16)]
             local.put_batch(items, {})
             for _ in tasks:
                 local.put_nowait(None)
             await asyncio.gather(*tasks)
-            return len(eng._acks)
+            return len(eng.acks)
 
         assert benchmark(lambda: loop.run_until_complete(drain())) == BATCH
     finally:

@@ -36,8 +36,12 @@ from runnerq_fast.models import (
 )
 from runnerq_fast.storage import Backend
 
-if speedups.enabled:
-    from runnerq_fast.backends._memstore import QueueState, Row, StoreCore
+if speedups.enabled:  # the module, not its names: import-linter sees the package, not a compiled module
+    from runnerq_fast.backends import _memstore
+
+    QueueState = _memstore.QueueState
+    Row = _memstore.Row
+    StoreCore = _memstore.StoreCore
 else:
     from runnerq_fast.backends._memstore_py import QueueState, Row, StoreCore
 

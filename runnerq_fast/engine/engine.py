@@ -27,7 +27,6 @@ import logging
 import os
 import signal
 import socket
-import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -35,62 +34,30 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from runnerq_fast.backoff import backoff_seconds
 from runnerq_fast.config import WorkerConfig
-from runnerq_fast.deadline import Deadlines
-from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.errtext import describe_error
-from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
+from runnerq_fast.engine.hooks import LifecycleHooks
+from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
+from runnerq_fast.engine.worker import Handoff, settle, worker_loop
 from runnerq_fast.errors import ConfigError
 from runnerq_fast.executor import ActivityExecutor, validate_activity_type
 from runnerq_fast.metrics import (
     ACKS_REJECTED,
     ACTIVITIES_CLAIMED,
-    ACTIVITIES_DEAD_LETTERED,
-    ACTIVITIES_FAILED,
     ACTIVITIES_REAPED,
-    ACTIVITIES_RETRIED,
     BACKEND_ERRORS,
     MetricsSink,
     NoopMetrics,
 )
-from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
+from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef
 from runnerq_fast.observability.inspector import QueueInspector
 from runnerq_fast.storage import Backend, open_backend
-from runnerq_fast.worker import Handoff, settle, worker_loop
 
 __all__ = ["Handler", "WorkerEngine", "describe_error", "run_with_uvloop"]
 
 log = logging.getLogger("runnerq_fast.engine")
 
-Handler = Callable[[Any, ActivityContext], Any]
 H = TypeVar("H", bound=Handler)
-
-_RETRY = int(AckOutcome.RETRY)
-_FAILED = int(AckOutcome.FAILED)
-_DEAD = int(AckOutcome.DEAD_LETTER)
-
-
-class _Registered:
-    __slots__ = ("fn", "is_async")
-
-    def __init__(self, fn: Handler) -> None:
-        self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-            getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
-        )
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-def _uncancel() -> None:
-    """Withdraw the current task's pending cancellation (we chose to keep waiting)."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        task.uncancel()
 
 
 def _default_worker_id() -> str:
@@ -158,9 +125,10 @@ class WorkerEngine:
             raise ConfigError(f"backend must be a Backend or a URL string, got {type(backend).__name__}")
         self.metrics: MetricsSink = metrics or NoopMetrics()
         self._metrics_on = not isinstance(self.metrics, NoopMetrics)
+        self._outcomes: Outcomes | None = None  # the per-activity path's state, created at start
         self.hooks: tuple[LifecycleHooks, ...] = tuple(hooks)
         self.worker_id = worker_id or _default_worker_id()
-        self._handlers: dict[str, _Registered] = {}
+        self._handlers: dict[str, Registered] = {}
         self._executor: ActivityExecutor | None = None
         self._started = False
         self._stopping = False
@@ -199,7 +167,7 @@ class WorkerEngine:
             raise ConfigError(f"activity type {activity_type!r} already has a handler")
         if not callable(handler):
             raise ConfigError(f"handler for {activity_type!r} is not callable")
-        self._handlers[activity_type] = _Registered(handler)
+        self._handlers[activity_type] = Registered(handler)
 
     @property
     def activity_types(self) -> list[str]:
@@ -243,18 +211,13 @@ class WorkerEngine:
     # ------------------------------------------------------------- lifecycle
     def _reset_runtime(self) -> None:
         self._inflight: dict[str, ClaimedActivity] = {}
-        self._busy = 0
-        self._acks: list[Ack] = []
-        self._release: list[LeaseRef] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[asyncio.Task[None]] = []
         self._fetcher: asyncio.Task[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
         self._claiming = False
-        self._hook_tasks: set[asyncio.Future[None]] = set()
         self._flush_closing = False
         self._flush_deadline: float | None = None
-        self._stats = {"completed": 0, "retried": 0, "failed": 0, "dead_letter": 0, "rejected": 0}
 
     def _claim_filter(self) -> list[str] | None:
         declared = self.config.activity_types
@@ -295,23 +258,18 @@ class WorkerEngine:
         cfg = self.config
         self._lease_ms = round(cfg.lease_timeout * 1000)
         self._loop = asyncio.get_running_loop()
-        self._deadlines = Deadlines(self._loop)
-        self._cancellation = asyncio.Event()
         self._stopped = asyncio.Event()
         if self._stop_pending:
             self._stopped.set()
-        self._slot_free = asyncio.Event()
-        self._retry_wake = asyncio.Event()
-        self._ack_ready = asyncio.Event()
-        self._ack_full = asyncio.Event()
         self._local = Handoff(self._loop)
-        self._threads = (
+        threads = (
             ThreadPoolExecutor(cfg.effective_sync_workers, thread_name_prefix="runnerq-sync")
             if any(not h.is_async for h in self._handlers.values())
             else None
         )
-        self._bound_executor = self.executor
-        self._workers = [asyncio.create_task(worker_loop(self, self._local), name=f"runnerq-worker-{i}")
+        out = self._outcomes = Outcomes(cfg, self._handlers, self.executor, self.metrics, self.hooks, self._loop,
+                                        threads)
+        self._workers = [asyncio.create_task(worker_loop(out, self._local), name=f"runnerq-worker-{i}")
                          for i in range(cfg.max_workers)]
         self._flusher = asyncio.create_task(self._flush_loop(), name="runnerq-ack-flusher")
         self._tasks = [
@@ -405,9 +363,11 @@ class WorkerEngine:
         if not self._started or self._stopping:
             return
         self._stopping = True
-        assert self._stopped is not None
+        assert self._stopped is not None and self._outcomes is not None
+        out = self._outcomes
+        out.stopping = True
         self._stopped.set()
-        self._cancellation.set()
+        out.cancellation.set()
         cfg = self.config
         # 1. stop claiming (let a claim in flight land, so nothing it took is lost)
         fetcher = self._fetcher
@@ -420,8 +380,8 @@ class WorkerEngine:
         while not self._local.empty():
             item = self._local.get_nowait()
             if item is not None:
-                self._release.append(LeaseRef(item.id, item.claim_token))
-                self._busy -= 1
+                out.release.append(LeaseRef(item.id, item.claim_token))
+                out.busy -= 1
         for _ in self._workers:
             self._local.put_nowait(None)
         # 3. give running handlers the grace period, then cancel them
@@ -437,13 +397,13 @@ class WorkerEngine:
         #    or a batch that did land would be sent again), release cancelled and unstarted work
         self._flush_deadline = self._loop.time() + max(cfg.shutdown_grace, 5.0)
         self._flush_closing = True
-        self._ack_ready.set()
-        self._ack_full.set()
+        out.ack_ready.set()
+        out.ack_full.set()
         if self._flusher is not None:
             await self._flusher
         await self._flush_all()
-        if self._release:
-            refs, self._release = self._release, []
+        if out.release:
+            refs, out.release = out.release, []
             try:
                 await self.backend.release(cfg.queue_name, refs)
             except Exception:
@@ -452,11 +412,11 @@ class WorkerEngine:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._threads is not None:
-            self._threads.shutdown(wait=False, cancel_futures=True)
+        if out.threads is not None:
+            out.threads.shutdown(wait=False, cancel_futures=True)
         self._started = False
         self._stop_pending = False
-        log.info("engine %s stopped: %s", self.worker_id, self._stats)
+        log.info("engine %s stopped: %s", self.worker_id, out.stats)
         if self._owns_backend and self._backend is not None:
             await self._backend.close()
             self._backend = None
@@ -466,7 +426,7 @@ class WorkerEngine:
     @property
     def stats(self) -> dict[str, int]:
         """Outcomes this engine recorded since start (acks flushed or buffered)."""
-        return dict(self._stats)
+        return dict(self._outcomes.stats) if self._outcomes is not None else new_stats()
 
     @property
     def in_flight(self) -> int:
@@ -481,15 +441,17 @@ class WorkerEngine:
         limit_cap = cfg.claim_batch_size
         local = self._local
         inflight = self._inflight
+        out = self._outcomes
+        assert out is not None
         error_delay = 0.05
         low_water = max(1, cfg.max_workers // 4)
         while not self._stopping:
-            free = cfg.max_workers - self._busy
+            free = cfg.max_workers - out.busy
             # Claim when a worker is idle, or when enough slots are free to
             # make a round trip worth it; otherwise wait for a worker to finish.
             if free <= 0 or (free < low_water and not local.empty()):
-                self._slot_free.clear()
-                await self._slot_free.wait()
+                out.slot_free.clear()
+                await out.slot_free.wait()
                 continue
             want = free if free < limit_cap else limit_cap
             self._claiming = True
@@ -509,7 +471,7 @@ class WorkerEngine:
             error_delay = 0.05
             n = len(batch)
             if n:
-                self._busy += n
+                out.busy += n
                 local.put_batch(batch, inflight)
                 if self._metrics_on:
                     self.metrics.inc_counter(ACTIVITIES_CLAIMED, n)
@@ -522,136 +484,28 @@ class WorkerEngine:
 
     async def _idle_wait(self) -> None:
         """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due."""
-        self._retry_wake.clear()
+        assert self._outcomes is not None
+        retry_wake = self._outcomes.retry_wake
+        retry_wake.clear()
         told = asyncio.ensure_future(self.backend.wait_for_work(self.config.queue_name, self.config.poll_interval))
-        due = asyncio.ensure_future(self._retry_wake.wait())
+        due = asyncio.ensure_future(retry_wake.wait())
         try:
             await asyncio.wait((told, due), return_when=asyncio.FIRST_COMPLETED)
         finally:
             told.cancel()
             due.cancel()
 
-    # ---------------------------------------------------------------- workers
-    # worker tasks run runnerq_fast.worker.worker_loop (compiled twin: runnerq_fast._worker)
-    def _push_ack(self, ack: Ack) -> None:
-        acks = self._acks
-        acks.append(ack)
-        if len(acks) == 1:
-            self._ack_ready.set()
-        if len(acks) >= self.config.ack_batch_size:
-            self._ack_full.set()
-
-    async def _call_sync(self, fn: Handler, payload: Any, ctx: ActivityContext, timeout: float | None) -> Any:
-        """Run a plain ``def`` handler in the thread pool.
-
-        The timeout counts from the moment a thread starts the call, not
-        while the call waits for a free thread. A thread cannot be
-        interrupted, so that an activity never runs twice at once: a
-        timed-out call still counts as a failed attempt but its ack waits
-        until the thread has returned; at shutdown a call that has not
-        started is withdrawn (and its activity released), while a running one
-        is waited for (past ``shutdown_grace``) and acknowledged with its real
-        outcome.
-        """
-        assert self._threads is not None
-        loop = self._loop
-        started: asyncio.Future[None] = loop.create_future()
-
-        def run() -> Any:
-            loop.call_soon_threadsafe(_resolve, started)
-            return fn(payload, ctx)
-
-        call = self._threads.submit(run)
-        done = asyncio.wrap_future(call)
-        try:
-            await asyncio.shield(started)
-        except asyncio.CancelledError:
-            if not self._stopping or call.cancel():
-                raise  # withdrawn before it ran: the caller releases the activity
-            _uncancel()  # it started meanwhile: wait for it below
-        try:
-            if timeout is None:
-                return await asyncio.shield(done)
-            return await asyncio.wait_for(asyncio.shield(done), timeout)
-        except TimeoutError:
-            log.warning("plain-def handler of %s timed out after %s s; waiting for its thread before the retry",
-                        ctx.activity_id, timeout)
-            await self._wait_thread(done)
-            raise TimeoutError(f"timed out after {timeout} s") from None
-        except asyncio.CancelledError:
-            if not self._stopping:
-                raise
-            log.warning("plain-def handler of %s cannot be cancelled; waiting for it to finish", ctx.activity_id)
-            await self._wait_thread(done)
-            return done.result()
-
-    async def _wait_thread(self, done: asyncio.Future[Any]) -> None:
-        """Wait for a thread-pool call to end, ignoring shutdown cancellation."""
-        while not done.done():
-            try:
-                await asyncio.shield(done)
-            except asyncio.CancelledError:
-                if not self._stopping:
-                    raise
-                _uncancel()
-            except BaseException:
-                return
-
-    def _fail(self, a: ClaimedActivity, err: str) -> None:
-        log.warning("activity %s (%s) failed: %s", a.id, a.activity_type, err)
-        self._push_ack(Ack(a.id, a.claim_token, _FAILED, None, err))
-        self._stats["failed"] += 1
-        if self._metrics_on:
-            self.metrics.inc_counter(ACTIVITIES_FAILED)
-        if self.hooks:
-            self._spawn_hook("on_failed", a, err)
-
-    def _retry_or_dead(self, a: ClaimedActivity, err: str, retry_after: float | None) -> None:
-        cfg = self.config
-        if a.retry_count < a.max_retries:
-            delay = (
-                retry_after
-                if retry_after is not None
-                else backoff_seconds(a.retry_count, cfg.retry_delay, cfg.max_retry_delay, cfg.retry_jitter)
-            )
-            retry_at = int((time.time() + delay) * 1000)
-            # wake the fetcher when it is due (+2 ms: the store's clock has millisecond steps)
-            self._loop.call_later(delay + 0.002, self._retry_wake.set)
-            log.info("activity %s (%s) attempt %d failed, retrying in %.3f s: %s",
-                     a.id, a.activity_type, a.retry_count + 1, delay, err)
-            self._push_ack(Ack(a.id, a.claim_token, _RETRY, None, err, retry_at))
-            self._stats["retried"] += 1
-            if self._metrics_on:
-                self.metrics.inc_counter(ACTIVITIES_RETRIED)
-            if self.hooks:
-                self._spawn_hook("on_released", a, delay, err)
-        else:
-            self._dead_letter(a, err)
-
-    def _dead_letter(self, a: ClaimedActivity, err: str) -> None:
-        log.error("activity %s (%s) dead-lettered after %d attempts: %s",
-                  a.id, a.activity_type, a.retry_count + 1, err)
-        self._push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
-        self._stats["dead_letter"] += 1
-        if self._metrics_on:
-            self.metrics.inc_counter(ACTIVITIES_DEAD_LETTERED)
-        if self.hooks:
-            self._spawn_hook("on_dead_letter", a, err)
-
-    def _spawn_hook(self, name: str, *args: Any) -> None:
-        task = asyncio.ensure_future(call_hooks(self.hooks, name, *args))
-        self._hook_tasks.add(task)
-        task.add_done_callback(self._hook_tasks.discard)
-
     # --------------------------------------------------------------- ack buffer
     async def _flush_loop(self) -> None:
         interval = self.config.ack_flush_interval
+        out = self._outcomes
+        assert out is not None
         while not self._flush_closing:
-            await self._ack_ready.wait()
-            if not self._flush_closing and len(self._acks) < self.config.ack_batch_size:
+            await out.ack_ready.wait()
+            if not self._flush_closing and len(out.acks) < out.ack_batch_size:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(interval):
-                        await self._ack_full.wait()
+                        await out.ack_full.wait()
             await self._flush_all()
 
     async def _flush_all(self) -> None:
@@ -663,19 +517,21 @@ class WorkerEngine:
         dropped, and its activity runs again after its lease expires. During
         :meth:`stop`, retries end at ``self._flush_deadline``.
         """
+        out = self._outcomes
+        assert out is not None
         delay = 0.05
         failures = 0
-        while self._acks:
-            acks, self._acks = self._acks, []
-            self._ack_ready.clear()
-            self._ack_full.clear()
+        while out.acks:
+            acks, out.acks = out.acks, []
+            out.ack_ready.clear()
+            out.ack_full.clear()
             try:
                 if failures >= 3 and len(acks) > 1:
                     rejected, unsent = await self._ack_one_by_one(acks)
                 else:
                     rejected, unsent = await self.backend.ack(self.config.queue_name, acks), []
             except asyncio.CancelledError:
-                self._acks[:0] = acks
+                out.acks[:0] = acks
                 raise
             except Exception as exc:
                 rejected, unsent = [], acks
@@ -683,14 +539,14 @@ class WorkerEngine:
                             len(acks), type(exc).__name__, describe_error(exc, prefix=False), delay)
             if unsent:
                 # keep them: an activity is done only once its ack is stored
-                self._acks[:0] = unsent
+                out.acks[:0] = unsent
                 failures += 1
                 if self._metrics_on:
                     self.metrics.inc_counter(BACKEND_ERRORS)
                 if self._flush_deadline is not None and self._loop.time() >= self._flush_deadline:
                     log.error("giving up on %d acks at shutdown; their activities run again after their lease",
-                              len(self._acks))
-                    self._acks.clear()
+                              len(out.acks))
+                    out.acks.clear()
                     return
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
@@ -719,7 +575,8 @@ class WorkerEngine:
     def _acked(self, acks: list[Ack], unsent: list[Ack], rejected: list[str]) -> None:
         settle(self._inflight, acks, unsent)
         if rejected:
-            self._stats["rejected"] += len(rejected)
+            assert self._outcomes is not None
+            self._outcomes.stats["rejected"] += len(rejected)
             log.warning("%d late acks rejected (lease was reclaimed): %s", len(rejected), ", ".join(rejected[:10]))
             if self._metrics_on:
                 self.metrics.inc_counter(ACKS_REJECTED, len(rejected))

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import runnerq_fast as rq
 from runnerq_fast.backends.redis import RedisBackend
+from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
 from runnerq_fast.models import Ack, AckOutcome
-from runnerq_fast.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
 from tests.conformance import new
 from tests.redis_fixtures import REDIS_URL
 

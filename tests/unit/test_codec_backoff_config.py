@@ -7,8 +7,8 @@ import math
 import pytest
 
 import runnerq_fast as rq
-from runnerq_fast.backoff import backoff_seconds
 from runnerq_fast.codec import decode_json, encode_json, encode_metadata
+from runnerq_fast.engine.backoff import backoff_seconds
 
 
 def test_encode_round_trips_nested_values() -> None:

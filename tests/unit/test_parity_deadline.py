@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from runnerq_fast import _deadline_py
+from runnerq_fast.engine import _deadline_py
 
 
 def _compiled() -> ModuleType | None:
     try:
-        return importlib.import_module("runnerq_fast._deadline")
+        return importlib.import_module("runnerq_fast.engine._deadline")
     except ImportError:
         return None
 

@@ -11,13 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runnerq_fast import _rows_py
+from runnerq_fast.backends.postgres import _rows_py
 from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, NewActivity
 
 
 def _compiled() -> ModuleType | None:
     try:
-        return importlib.import_module("runnerq_fast._rows")
+        return importlib.import_module("runnerq_fast.backends.postgres._rows")
     except ImportError:
         return None
 

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runnerq_fast import _backoff_py, _scoring_py
+from runnerq_fast.backends.redis import _scoring_py
+from runnerq_fast.engine import _backoff_py
 
 
 def _compiled(name: str) -> ModuleType | None:
@@ -23,8 +24,8 @@ def _compiled(name: str) -> ModuleType | None:
         return None
 
 
-SCORING = _compiled("_scoring")
-BACKOFF = _compiled("_backoff")
+SCORING = _compiled("backends.redis._scoring")
+BACKOFF = _compiled("engine._backoff")
 needs_compiled = pytest.mark.skipif(SCORING is None or BACKOFF is None, reason="the compiled modules are not built")
 SCORING_IMPLS = [pytest.param(_scoring_py, id="pure"), pytest.param(SCORING, id="compiled", marks=needs_compiled)]
 BACKOFF_IMPLS = [pytest.param(_backoff_py, id="pure"), pytest.param(BACKOFF, id="compiled", marks=needs_compiled)]

@@ -6,13 +6,14 @@ import asyncio
 import importlib
 import re
 from types import ModuleType, SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runnerq_fast import _deadline_py, _worker_py
+from runnerq_fast.engine import _deadline_py, _worker_py
+from runnerq_fast.engine.outcomes import Outcomes
 from runnerq_fast.errors import NonRetryableError, RetryableError
 from runnerq_fast.models import ClaimedActivity
 
@@ -24,14 +25,14 @@ def _compiled(name: str) -> ModuleType | None:
         return None
 
 
-COMPILED = _compiled("_worker")
+COMPILED = _compiled("engine._worker")
 PAIRS: list[tuple[ModuleType, ModuleType]] = [(_worker_py, _deadline_py)]
 if COMPILED is not None:
-    PAIRS.append((COMPILED, importlib.import_module("runnerq_fast._deadline")))
+    PAIRS.append((COMPILED, importlib.import_module("runnerq_fast.engine._deadline")))
 IMPLS = [
     pytest.param((_worker_py, _deadline_py), id="pure"),
     pytest.param(
-        (COMPILED, _compiled("_deadline")),
+        (COMPILED, _compiled("engine._deadline")),
         id="compiled",
         marks=pytest.mark.skipif(COMPILED is None, reason="not built"),
     ),
@@ -79,39 +80,42 @@ def _activity(i: int, kind: str, retry_count: int) -> ClaimedActivity:
     return ClaimedActivity(f"a{i}", atype, payload, 2, retry_count, 1, timeout_ms, b"{}", f"tok{i}", 0, 0)
 
 
-def _engine(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> Any:
+def _outcomes(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> Any:
+    """A stand-in for the engine's :class:`Outcomes` that logs each classification."""
     log: list[tuple[Any, ...]] = []
 
     async def call_sync(fn: Any, payload: Any, ctx: Any, timeout: Any) -> Any:
         log.append(("sync", ctx.activity_id, timeout))
         return {"sync": True}
 
-    return SimpleNamespace(
-        _handlers={"t": _Handler(_handler), "sync": _Handler(None, False)},
-        _deadlines=deadline_mod.Deadlines(asyncio.get_running_loop()),
-        _bound_executor=None,
-        _cancellation=asyncio.Event(),
+    out = SimpleNamespace(
+        handlers={"t": _Handler(_handler), "sync": _Handler(None, False)},
+        deadlines=deadline_mod.Deadlines(asyncio.get_running_loop()),
+        executor=None,
+        cancellation=asyncio.Event(),
         hooks=hooks,
-        _slot_free=asyncio.Event(),
-        _busy=0,
-        _acks=[],
-        _ack_ready=asyncio.Event(),
-        _ack_full=asyncio.Event(),
-        config=SimpleNamespace(ack_batch_size=batch),
-        _stats={"completed": 0},
-        _metrics_on=True,
+        slot_free=asyncio.Event(),
+        busy=0,
+        acks=[],
+        ack_ready=asyncio.Event(),
+        ack_full=asyncio.Event(),
+        ack_batch_size=batch,
+        stats={"completed": 0},
+        metrics_on=True,
         metrics=SimpleNamespace(
             inc_counter=lambda name, n=1: log.append(("inc", name, n)),
             observe_duration=lambda name, d: log.append(("dur", name)),
         ),
-        _stopping=False,
-        _release=[],
-        _fail=lambda a, err: log.append(("fail", a.id, err)),
-        _dead_letter=lambda a, err: log.append(("dead", a.id, err)),
-        _retry_or_dead=lambda a, err, after: log.append(("retry", a.id, err, after)),
-        _call_sync=call_sync,
+        stopping=False,
+        release=[],
+        fail=lambda a, err: log.append(("fail", a.id, err)),
+        dead_letter=lambda a, err: log.append(("dead", a.id, err)),
+        retry_or_dead=lambda a, err, after: log.append(("retry", a.id, err, after)),
+        call_sync=call_sync,
         log=log,
     )
+    out.push_ack = lambda ack: Outcomes.push_ack(cast(Outcomes, out), ack)  # the real buffering
+    return out
 
 
 class _Hooks:
@@ -128,26 +132,26 @@ class _Hooks:
 async def _drain(impl: tuple[ModuleType, ModuleType], items: list[ClaimedActivity], with_hooks: bool,
                  workers: int, batch: int) -> tuple[Any, ...]:
     worker, deadline = impl
-    eng = _engine(deadline, (), batch)
+    eng = _outcomes(deadline, (), batch)
     if with_hooks:
         eng.hooks = (_Hooks(eng.log),)
     local = worker.Handoff(asyncio.get_running_loop())
     tasks = [asyncio.create_task(worker.worker_loop(eng, local)) for _ in range(workers)]
     await asyncio.sleep(0)
     inflight: dict[str, ClaimedActivity] = {}
-    eng._busy += len(items)
+    eng.busy += len(items)
     local.put_batch(items, inflight)
     for _ in tasks:
         local.put_nowait(None)
     await asyncio.gather(*tasks)
-    acks = sorted((a.id, a.claim_token, a.outcome, a.result, a.error, a.retry_at_ms) for a in eng._acks)
+    acks = sorted((a.id, a.claim_token, a.outcome, a.result, a.error, a.retry_at_ms) for a in eng.acks)
     # the elapsed time in a timeout's error text is measured, not computed
     log = sorted((tuple(re.sub(r"after [0-9.]+ s", "after T s", x) if isinstance(x, str) else x for x in e)
                   for e in eng.log), key=repr)
     held = dict(inflight)
-    worker.settle(inflight, eng._acks, eng._acks[:1])
-    return (acks, log, eng._stats, eng._busy, eng._slot_free.is_set(), eng._ack_ready.is_set(),
-            eng._ack_full.is_set(), sorted(held), sorted(inflight), local.empty())
+    worker.settle(inflight, eng.acks, eng.acks[:1])
+    return (acks, log, eng.stats, eng.busy, eng.slot_free.is_set(), eng.ack_ready.is_set(),
+            eng.ack_full.is_set(), sorted(held), sorted(inflight), local.empty())
 
 
 @given(
@@ -194,18 +198,18 @@ def test_shutdown_cancellation_releases(impl: tuple[ModuleType, ModuleType]) -> 
     worker, deadline = impl
 
     async def go() -> tuple[Any, ...]:
-        eng = _engine(deadline, (), 10)
+        eng = _outcomes(deadline, (), 10)
         local = worker.Handoff(asyncio.get_running_loop())
         a = ClaimedActivity("x", "t", b'{"kind": "sleep_past_timeout", "n": 0}', 2, 0, 3, 0, b"{}", "tok", 0, 0)
         task = asyncio.create_task(worker.worker_loop(eng, local))
-        eng._busy = 1
+        eng.busy = 1
         local.put_batch([a], {})
         await asyncio.sleep(0.01)
-        eng._stopping = True
+        eng.stopping = True
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-        return eng._release, eng._acks, eng._busy
+        return eng.release, eng.acks, eng.busy
 
     release, acks, busy = asyncio.run(go())
     assert [(r.id, r.claim_token) for r in release] == [("x", "tok")]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runnerq_fast.scoring import MAX_READY_MS, MAX_RETRY_RANK, decode_score, encode_score
+from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, decode_score, encode_score
 
 priorities = st.integers(1, 4)
 retries = st.integers(0, MAX_RETRY_RANK)

@@ -25,6 +25,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.postgres.listener import Listener
+from runnerq_fast.backends.postgres.rows import ack_params, claimed_from_rows, enqueue_params, lease_params
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
@@ -42,7 +43,6 @@ from runnerq_fast.models import (
     QueueStats,
     ReapReport,
 )
-from runnerq_fast.rows import ack_params, claimed_from_rows, enqueue_params, lease_params
 from runnerq_fast.storage import Backend
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]

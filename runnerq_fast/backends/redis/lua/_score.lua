@@ -1,7 +1,7 @@
 -- runnerq-fast Redis helper: the ready-set score (prepended to scripts that need it).
 -- Keys: none.
 --
--- Same value as runnerq_fast._scoring_py.encode_score: a 64-bit key
+-- Same value as runnerq_fast.backends.redis._scoring_py.encode_score: a 64-bit key
 --   bit 63 = 0, bits 60..62 = 5 - priority, bits 44..59 = 65535 - min(retry_count, 65535),
 --   bits 0..43 = ready time in epoch ms clamped to [0, 2^44 - 1]
 -- used as the bit pattern of a positive double. The two 32-bit halves are built

@@ -1,15 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Compiled per-activity path of the engine (twin of ``runnerq_fast._worker_py``).
+"""Compiled per-activity path of the engine (twin of ``runnerq_fast.engine._worker_py``).
 
 The same steps as the reference, with the stdlib, msgspec and model
 callables cached as C globals, the hand-off a ``cdef class`` whose items the
 worker loop takes without a call when one is waiting, and typed counters.
-The engine-level pieces (``ActivityContext``, hooks, error text) are bound
-on first use: this module is imported by :mod:`runnerq_fast.speedups`,
-before the engine package can be.
+Like the twin, it works on the engine's ``Outcomes`` and never sees the engine.
 """
 
-from runnerq_fast._deadline cimport Deadlines, _Entry
+from runnerq_fast.engine._deadline cimport Deadlines, _Entry
 
 import asyncio
 import collections
@@ -17,6 +15,9 @@ import logging
 import time
 
 from runnerq_fast._codec import decode_json, encode_json
+from runnerq_fast.engine.context import ActivityContext
+from runnerq_fast.engine.errtext import describe_error
+from runnerq_fast.engine.hooks import call_hooks
 from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
 from runnerq_fast.metrics import ACTIVITIES_COMPLETED, ACTIVITY_DURATION
 from runnerq_fast.models import Ack, AckOutcome, LeaseRef
@@ -39,20 +40,9 @@ cdef object _COMPLETED = int(AckOutcome.COMPLETED)
 cdef object _ACTIVITIES_COMPLETED = ACTIVITIES_COMPLETED
 cdef object _ACTIVITY_DURATION = ACTIVITY_DURATION
 
-cdef object _ActivityContext = None
-cdef object _call_hooks = None
-cdef object _describe_error = None
-
-
-cdef int _bind() except -1:
-    global _ActivityContext, _call_hooks, _describe_error
-    from runnerq_fast.engine.context import ActivityContext
-    from runnerq_fast.engine.errtext import describe_error
-    from runnerq_fast.engine.hooks import call_hooks
-    _ActivityContext = ActivityContext
-    _call_hooks = call_hooks
-    _describe_error = describe_error
-    return 0
+cdef object _ActivityContext = ActivityContext
+cdef object _call_hooks = call_hooks
+cdef object _describe_error = describe_error
 
 
 cdef class Handoff:
@@ -122,37 +112,37 @@ cdef class Handoff:
         return self._items.popleft()
 
 
-cdef bint _failed(engine, a, exc, double started, timeout) except -1:
+cdef bint _failed(out, a, exc, double started, timeout) except -1:
     """Buffer the ack of a handler that raised ``exc``; true if ``exc`` must propagate instead.
 
     The ``except`` clauses of ``_worker_py.run_one``, in their order.
     """
     if isinstance(exc, _CancelledError):
         current = _current_task()
-        if (current is not None and current.cancelling()) or engine._stopping:
-            if engine._stopping:
+        if (current is not None and current.cancelling()) or out.stopping:
+            if out.stopping:
                 # shutdown grace ran out: back to pending, no attempt counted
-                engine._release.append(_LeaseRef(a.id, a.claim_token))
+                out.release.append(_LeaseRef(a.id, a.claim_token))
             return True
         # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        engine._retry_or_dead(a, _describe_error(exc), None)
+        out.retry_or_dead(a, _describe_error(exc), None)
     elif isinstance(exc, _NonRetryableError):
-        engine._fail(a, _describe_error(exc))
+        out.fail(a, _describe_error(exc))
     elif isinstance(exc, TimeoutError):
         elapsed = _perf_counter() - started
         msg = _describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        engine._retry_or_dead(a, f"TimeoutError: {msg}", None)
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None)
     elif isinstance(exc, _RetryableError):
-        engine._retry_or_dead(a, _describe_error(exc), exc.retry_after)
+        out.retry_or_dead(a, _describe_error(exc), exc.retry_after)
     elif isinstance(exc, (Exception, GeneratorExit, SystemExit)):
         # any other failure is retryable; GeneratorExit and SystemExit must not end this worker either
-        engine._retry_or_dead(a, _describe_error(exc), None)
+        out.retry_or_dead(a, _describe_error(exc), None)
     else:
         return True
     return False
 
 
-cdef bint _completed(engine, a, result, double duration) except -1:
+cdef bint _completed(out, a, result, double duration) except -1:
     """Buffer the ack of a handler that returned ``result``; true unless the result could not be stored."""
     if result is None:
         data = None
@@ -160,39 +150,37 @@ cdef bint _completed(engine, a, result, double duration) except -1:
         try:
             data = _encode_json(result, 0, "result")
         except _InvalidActivityError as exc:
-            engine._fail(a, _describe_error(exc, prefix=False))
+            out.fail(a, _describe_error(exc, prefix=False))
             return False
-    cdef list acks = engine._acks
+    cdef list acks = out.acks
     acks.append(_Ack(a.id, a.claim_token, _COMPLETED, data))
     cdef Py_ssize_t n = len(acks)
     if n == 1:
-        engine._ack_ready.set()
-    if n >= engine.config.ack_batch_size:
-        engine._ack_full.set()
-    cdef dict stats = engine._stats
+        out.ack_ready.set()
+    if n >= out.ack_batch_size:
+        out.ack_full.set()
+    cdef dict stats = out.stats
     stats["completed"] += 1
-    if engine._metrics_on:
-        metrics = engine.metrics
+    if out.metrics_on:
+        metrics = out.metrics
         metrics.inc_counter(_ACTIVITIES_COMPLETED)
         metrics.observe_duration(_ACTIVITY_DURATION, duration)
     return True
 
 
-async def run_one(engine, a, task=None):
-    """Run one attempt of ``a`` on ``engine`` and buffer its ack (see ``_worker_py.run_one``)."""
-    if _ActivityContext is None:
-        _bind()
-    handler = engine._handlers.get(a.activity_type)
+async def run_one(out, a, task=None):
+    """Run one attempt of ``a`` and buffer its ack in ``out`` (see ``_worker_py.run_one``)."""
+    handler = out.handlers.get(a.activity_type)
     if handler is None:
-        engine._fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
+        out.fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
         return
     try:
         payload = _decode_json(a.payload)
     except Exception as exc:
-        engine._dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
+        out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
         return
-    ctx = _ActivityContext(a, engine._bound_executor, engine._cancellation)
-    hooks = engine.hooks
+    ctx = _ActivityContext(a, out.executor, out.cancellation)
+    hooks = out.hooks
     if hooks:
         await _call_hooks(hooks, "on_processing", a)
     cdef double started = _perf_counter()
@@ -200,38 +188,36 @@ async def run_one(engine, a, task=None):
     timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
     try:
         if handler.is_async:
-            result = await engine._deadlines.call(handler.fn, payload, ctx, timeout, task)
+            result = await out.deadlines.call(handler.fn, payload, ctx, timeout, task)
         else:
-            result = await engine._call_sync(handler.fn, payload, ctx, timeout)
+            result = await out.call_sync(handler.fn, payload, ctx, timeout)
     except BaseException as exc:
-        if _failed(engine, a, exc, started, timeout):
+        if _failed(out, a, exc, started, timeout):
             raise
         return
     cdef double duration = _perf_counter() - started
-    if _completed(engine, a, result, duration) and hooks:
+    if _completed(out, a, result, duration) and hooks:
         await _call_hooks(hooks, "on_processed", a, duration)
 
 
-async def worker_loop(engine, Handoff local):
+async def worker_loop(out, Handoff local):
     """One worker task: run activities from ``local`` until it hands out ``None`` (see ``_worker_py``).
 
     Async handlers without lifecycle hooks run inline (the steps of
     :func:`run_one`, with the engine's fixed parts read once); everything
     else goes through :func:`run_one`.
     """
-    if _ActivityContext is None:
-        _bind()
     me = _current_task()
-    slot_free = engine._slot_free
+    slot_free = out.slot_free
     items = local._items
-    cdef dict handlers = engine._handlers
-    deadlines_obj = engine._deadlines
+    cdef dict handlers = out.handlers
+    deadlines_obj = out.deadlines
     cdef Deadlines deadlines = deadlines_obj if type(deadlines_obj) is Deadlines else None
     deadlines_call = deadlines_obj.call
     cdef _Entry entry
-    executor = engine._bound_executor
-    cancellation = engine._cancellation
-    cdef bint inline = not engine.hooks
+    executor = out.executor
+    cancellation = out.cancellation
+    cdef bint inline = not out.hooks
     cdef double started
     while True:
         if items:
@@ -243,12 +229,12 @@ async def worker_loop(engine, Handoff local):
         try:
             handler = handlers.get(a.activity_type) if inline else None
             if handler is None or not handler.is_async:
-                await run_one(engine, a, me)
+                await run_one(out, a, me)
             else:
                 try:
                     payload = _decode_json(a.payload)
                 except Exception as exc:
-                    engine._dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
+                    out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
                 else:
                     ctx = _ActivityContext(a, executor, cancellation)
                     started = _perf_counter()
@@ -274,16 +260,16 @@ async def worker_loop(engine, Handoff local):
                                 if entry.fired:
                                     me.uncancel()
                     except BaseException as exc:
-                        if _failed(engine, a, exc, started, timeout):
+                        if _failed(out, a, exc, started, timeout):
                             raise
                     else:
-                        _completed(engine, a, result, _perf_counter() - started)
+                        _completed(out, a, result, _perf_counter() - started)
         except Exception:
             # an engine bug must neither kill this worker nor strand the activity
             log.exception("engine error while running activity %s; it will be retried", a.id)
-            engine._retry_or_dead(a, "engine error (see the worker log)", None)
+            out.retry_or_dead(a, "engine error (see the worker log)", None)
         finally:
-            engine._busy -= 1
+            out.busy -= 1
             slot_free.set()
 
 

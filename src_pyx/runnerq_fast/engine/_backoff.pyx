@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled retry backoff (twin of ``runnerq_fast._backoff_py``).
+"""Compiled retry backoff (twin of ``runnerq_fast.engine._backoff_py``).
 
 An exact ``int`` retry count that fits in 64 bits with ``float`` base, cap and
 jitter takes the C path (``ldexp`` instead of a big-integer shift); any other
@@ -11,13 +11,13 @@ from libc.math cimport ldexp
 
 import random
 
-from runnerq_fast import _backoff_py
+from runnerq_fast.engine import _backoff_py
 
 cdef object _py_backoff = _backoff_py.backoff_seconds
 
 
 def backoff_seconds(retry, base=1.0, cap=3600.0, jitter=0.0):
-    """Delay before the next attempt, in seconds (see ``runnerq_fast._backoff_py``)."""
+    """Delay before the next attempt, in seconds (see ``runnerq_fast.engine._backoff_py``)."""
     cdef long long r
     cdef double b, c, j, delay
     if type(retry) is not int or type(base) is not float or type(cap) is not float or type(jitter) is not float:

@@ -1,4 +1,4 @@
-"""Type stub of the compiled ready-set score (``src_pyx/runnerq_fast/_scoring.pyx``); semantics in ``_scoring_py``."""
+"""Type stub of the compiled ready-set score (``src_pyx/runnerq_fast/backends/redis/_scoring.pyx``); semantics in ``_scoring_py``."""
 
 MAX_READY_MS: int
 MAX_RETRY_RANK: int

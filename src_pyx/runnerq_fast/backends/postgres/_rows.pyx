@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Compiled claimed-row decoding and batch parameter arrays (twin of ``runnerq_fast._rows_py``).
+"""Compiled claimed-row decoding and batch parameter arrays (twin of ``runnerq_fast.backends.postgres._rows_py``).
 
 msgspec stores a Struct's fields as object slots described by member
 descriptors. For items whose type is exactly :class:`Ack`, :class:`LeaseRef`
@@ -99,7 +99,7 @@ cdef bint _all_exact(list items, object cls):
 
 
 def claimed_from_rows(rows, token):
-    """Build the activities of one claim from its result rows (see ``runnerq_fast._rows_py``)."""
+    """Build the activities of one claim from its result rows (see ``runnerq_fast.backends.postgres._rows_py``)."""
     cdef list out = []
     for r in rows:
         out.append(_Claimed(r[0].hex, r[1], r[2], r[3], r[4], r[5], r[6], r[7], token, r[8], r[9]))
@@ -107,7 +107,7 @@ def claimed_from_rows(rows, token):
 
 
 def ack_params(acks):
-    """Parallel arrays of an ack batch (see ``runnerq_fast._rows_py``)."""
+    """Parallel arrays of an ack batch (see ``runnerq_fast.backends.postgres._rows_py``)."""
     cdef list items = list(acks)
     cdef Py_ssize_t i, n = len(items)
     cdef list ids, tokens, outcomes, raw, errors, retry_at, results
@@ -140,7 +140,7 @@ def ack_params(acks):
 
 
 def lease_params(leases):
-    """Parallel arrays of lease references: ids and claim tokens (see ``runnerq_fast._rows_py``)."""
+    """Parallel arrays of lease references: ids and claim tokens (see ``runnerq_fast.backends.postgres._rows_py``)."""
     cdef list items = list(leases)
     cdef Py_ssize_t i, n = len(items)
     cdef list ids, tokens
@@ -156,7 +156,7 @@ def lease_params(leases):
 
 
 def enqueue_params(items):
-    """Parallel arrays of an enqueue batch (see ``runnerq_fast._rows_py``)."""
+    """Parallel arrays of an enqueue batch (see ``runnerq_fast.backends.postgres._rows_py``)."""
     cdef list its = list(items)
     cdef Py_ssize_t i, n = len(its)
     cdef list ids, types, raw_payloads, prios, retries, timeouts, run_at, raw_metas, keys, payloads, metas

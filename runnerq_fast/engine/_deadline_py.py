@@ -1,6 +1,6 @@
 """Awaiting handlers under timeouts: the pure-Python reference twin.
 
-:mod:`runnerq_fast.deadline` selects the compiled twin when it is built.
+:mod:`runnerq_fast.engine.deadline` selects the compiled twin when it is built.
 :meth:`Deadlines.call` behaves as ``async with asyncio.timeout(t): await
 fn(payload, ctx)`` (Python 3.11 semantics: on expiry the task is cancelled,
 and the cancellation becomes :class:`TimeoutError` unless another cancel

@@ -1,6 +1,6 @@
 """Claimed-row decoding and batch parameter arrays: the pure-Python reference twin.
 
-:mod:`runnerq_fast.rows` selects the compiled twin when it is built. A SQL
+:mod:`runnerq_fast.backends.postgres.rows` selects the compiled twin when it is built. A SQL
 backend turns the rows of its claim statement into :class:`ClaimedActivity`
 objects and passes acks, lease references and new activities to its batch
 statements as parallel arrays (one list per column, for ``unnest``); these are

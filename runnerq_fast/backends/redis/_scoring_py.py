@@ -1,6 +1,6 @@
 """Redis ready-set score: (priority, retry_count, ready time) in one double.
 
-Pure-Python reference implementation; :mod:`runnerq_fast.scoring` selects the
+Pure-Python reference implementation; :mod:`runnerq_fast.backends.redis.scoring` selects the
 compiled twin when it is built. The Redis Lua scripts compute the same value
 (``backends/redis/lua/_score.lua``), and a test checks that both agree.
 

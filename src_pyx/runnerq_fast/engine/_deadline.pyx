@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled handler timeouts sharing one timer per slot (twin of ``runnerq_fast._deadline_py``).
+"""Compiled handler timeouts sharing one timer per slot (twin of ``runnerq_fast.engine._deadline_py``).
 
 The same algorithm as the reference, as a C coroutine over C-level entries.
 """

@@ -1,6 +1,6 @@
-"""Type stub of the compiled row decoding and batch arrays (``src_pyx/runnerq_fast/_rows.pyx``).
+"""Type stub of the compiled row decoding and batch arrays (``src_pyx/runnerq_fast/backends/postgres/_rows.pyx``).
 
-Semantics in ``runnerq_fast._rows_py``.
+Semantics in ``runnerq_fast.backends.postgres._rows_py``.
 """
 
 from collections.abc import Iterable, Sequence

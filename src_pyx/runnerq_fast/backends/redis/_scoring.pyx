@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled Redis ready-set score (twin of ``runnerq_fast._scoring_py``).
+"""Compiled Redis ready-set score (twin of ``runnerq_fast.backends.redis._scoring_py``).
 
 The key is built in a 64-bit unsigned integer and reinterpreted as a double
 with ``memcpy``, instead of a ``struct`` pack/unpack round trip. Exact ``int``
@@ -11,7 +11,7 @@ pure reference so results and exceptions are identical by construction.
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
 
-from runnerq_fast import _scoring_py
+from runnerq_fast.backends.redis import _scoring_py
 
 MAX_READY_MS = (1 << 44) - 1
 MAX_RETRY_RANK = (1 << 16) - 1
@@ -23,7 +23,7 @@ cdef object _py_decode = _scoring_py.decode_score
 
 
 def encode_score(priority, retry_count, ready_ms):
-    """Score of an activity in a Redis ready set (see ``runnerq_fast._scoring_py``)."""
+    """Score of an activity in a Redis ready set (see ``runnerq_fast.backends.redis._scoring_py``)."""
     cdef int64_t p, r, m
     cdef uint64_t key
     cdef double out
@@ -51,7 +51,7 @@ def encode_score(priority, retry_count, ready_ms):
 
 
 def decode_score(score):
-    """Inverse of :func:`encode_score` (see ``runnerq_fast._scoring_py``)."""
+    """Inverse of :func:`encode_score` (see ``runnerq_fast.backends.redis._scoring_py``)."""
     cdef double d
     cdef uint64_t key, rank
     if type(score) is not float:

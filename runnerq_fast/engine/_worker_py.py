@@ -1,8 +1,10 @@
 """The engine's per-activity path: the pure-Python reference twin.
 
-:mod:`runnerq_fast.worker` selects the compiled twin
-(``runnerq_fast._worker``) when it is built. Three pieces, all used
-by :class:`~runnerq_fast.engine.WorkerEngine`:
+:mod:`runnerq_fast.engine.worker` selects the compiled twin
+(``runnerq_fast.engine._worker``) when it is built. Three pieces, all used
+by :class:`~runnerq_fast.engine.WorkerEngine`, which hands them its
+:class:`~runnerq_fast.engine.outcomes.Outcomes` (handlers, deadlines, the ack
+buffer and outcome classification); nothing here knows the engine:
 
 * :class:`Handoff`, the FIFO between the fetcher and the worker tasks (what
   ``asyncio.Queue`` did, with a batch put that also records the claims in
@@ -34,7 +36,7 @@ from runnerq_fast.metrics import ACTIVITIES_COMPLETED, ACTIVITY_DURATION
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
 
 if TYPE_CHECKING:
-    from runnerq_fast.engine.engine import WorkerEngine
+    from runnerq_fast.engine.outcomes import Outcomes
 
 __all__ = ["Handoff", "run_one", "settle", "worker_loop"]
 
@@ -119,13 +121,13 @@ class Handoff:
         return self._items.popleft()
 
 
-async def run_one(engine: WorkerEngine, a: ClaimedActivity, task: asyncio.Task[Any] | None = None) -> None:
-    """Run one attempt of ``a`` on ``engine`` and buffer its ack.
+async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | None = None) -> None:
+    """Run one attempt of ``a`` and buffer its ack in ``out``.
 
     Parameters
     ----------
-    engine : WorkerEngine
-        The started engine (handlers, deadlines, ack buffer, stats).
+    out : Outcomes
+        The started engine's per-activity state (handlers, deadlines, ack buffer, stats).
     a : ClaimedActivity
         The claimed activity.
     task : asyncio.Task, optional
@@ -137,51 +139,51 @@ async def run_one(engine: WorkerEngine, a: ClaimedActivity, task: asyncio.Task[A
         If the worker task was cancelled (at shutdown the activity is then
         queued for release first).
     """
-    handler = engine._handlers.get(a.activity_type)
+    handler = out.handlers.get(a.activity_type)
     if handler is None:
-        engine._fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
+        out.fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
         return
     try:
         payload = decode_json(a.payload)
     except Exception as exc:
-        engine._dead_letter(a, f"payload could not be decoded: {describe_error(exc, prefix=False)}")
+        out.dead_letter(a, f"payload could not be decoded: {describe_error(exc, prefix=False)}")
         return
-    ctx = ActivityContext(a, engine._bound_executor, engine._cancellation)
-    hooks = engine.hooks
+    ctx = ActivityContext(a, out.executor, out.cancellation)
+    hooks = out.hooks
     if hooks:
         await call_hooks(hooks, "on_processing", a)
     started = time.perf_counter()
     timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
     try:
         if handler.is_async:
-            result = await engine._deadlines.call(handler.fn, payload, ctx, timeout, task)
+            result = await out.deadlines.call(handler.fn, payload, ctx, timeout, task)
         else:
-            result = await engine._call_sync(handler.fn, payload, ctx, timeout)
+            result = await out.call_sync(handler.fn, payload, ctx, timeout)
     except asyncio.CancelledError as exc:
         current = asyncio.current_task()
-        if (current is not None and current.cancelling()) or engine._stopping:
-            if engine._stopping:
+        if (current is not None and current.cancelling()) or out.stopping:
+            if out.stopping:
                 # shutdown grace ran out: back to pending, no attempt counted
-                engine._release.append(LeaseRef(a.id, a.claim_token))
+                out.release.append(LeaseRef(a.id, a.claim_token))
             raise
         # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        engine._retry_or_dead(a, describe_error(exc), None)
+        out.retry_or_dead(a, describe_error(exc), None)
         return
     except NonRetryableError as exc:
-        engine._fail(a, describe_error(exc))
+        out.fail(a, describe_error(exc))
         return
     except TimeoutError as exc:
         elapsed = time.perf_counter() - started
         msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        engine._retry_or_dead(a, f"TimeoutError: {msg}", None)
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None)
         return
     except RetryableError as exc:
-        engine._retry_or_dead(a, describe_error(exc), exc.retry_after)
+        out.retry_or_dead(a, describe_error(exc), exc.retry_after)
         return
     except (Exception, GeneratorExit, SystemExit) as exc:
         # any other failure is retryable; GeneratorExit and SystemExit (from a thread it would
         # end the process) must not end this worker either
-        engine._retry_or_dead(a, describe_error(exc), None)
+        out.retry_or_dead(a, describe_error(exc), None)
         return
     duration = time.perf_counter() - started
     if result is None:
@@ -190,43 +192,38 @@ async def run_one(engine: WorkerEngine, a: ClaimedActivity, task: asyncio.Task[A
         try:
             data = encode_json(result, 0, "result")
         except InvalidActivityError as exc:
-            engine._fail(a, describe_error(exc, prefix=False))
+            out.fail(a, describe_error(exc, prefix=False))
             return
-    acks = engine._acks
-    acks.append(Ack(a.id, a.claim_token, _COMPLETED, data))
-    if len(acks) == 1:
-        engine._ack_ready.set()
-    if len(acks) >= engine.config.ack_batch_size:
-        engine._ack_full.set()
-    engine._stats["completed"] += 1
-    if engine._metrics_on:
-        engine.metrics.inc_counter(ACTIVITIES_COMPLETED)
-        engine.metrics.observe_duration(ACTIVITY_DURATION, duration)
+    out.push_ack(Ack(a.id, a.claim_token, _COMPLETED, data))
+    out.stats["completed"] += 1
+    if out.metrics_on:
+        out.metrics.inc_counter(ACTIVITIES_COMPLETED)
+        out.metrics.observe_duration(ACTIVITY_DURATION, duration)
     if hooks:
         await call_hooks(hooks, "on_processed", a, duration)
 
 
-async def worker_loop(engine: WorkerEngine, local: Handoff) -> None:
+async def worker_loop(out: Outcomes, local: Handoff) -> None:
     """One worker task: run activities from ``local`` until it hands out ``None``.
 
     An exception escaping :func:`run_one` (an engine bug) is logged and the
     attempt counted as failed; the worker keeps going. Every activity taken
-    frees its slot (``engine._busy``, ``engine._slot_free``) when it ends.
+    frees its slot (``out.busy``, ``out.slot_free``) when it ends.
     """
     me = asyncio.current_task()
-    slot_free = engine._slot_free
+    slot_free = out.slot_free
     while True:
         a = await local.get()
         if a is None:
             return
         try:
-            await run_one(engine, a, me)
+            await run_one(out, a, me)
         except Exception:
             # an engine bug must neither kill this worker nor strand the activity
             log.exception("engine error while running activity %s; it will be retried", a.id)
-            engine._retry_or_dead(a, "engine error (see the worker log)", None)
+            out.retry_or_dead(a, "engine error (see the worker log)", None)
         finally:
-            engine._busy -= 1
+            out.busy -= 1
             slot_free.set()
 
 

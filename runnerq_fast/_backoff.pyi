@@ -1,3 +1,0 @@
-"""Type stub of the compiled backoff (``src_pyx/runnerq_fast/_backoff.pyx``); semantics in ``_backoff_py``."""
-
-def backoff_seconds(retry: int, base: float = 1.0, cap: float = 3600.0, jitter: float = 0.0) -> float: ...

@@ -1,0 +1,194 @@
+"""What every command shares: the backend/queue/log-level options, opening a backend, JSON
+helpers, the consoles, and the two clean failures with their exit codes.
+
+Exit codes: 0 success; 1 the operation failed (:class:`Fail`: activity failed, timeout,
+backend unreachable); 2 bad usage or input (:class:`BadInput`: nothing was stored).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from urllib.parse import urlsplit
+
+import click
+import msgspec
+from rich.console import Console
+
+import runnerq_fast as rq
+from runnerq_fast.bench import redact_url
+from runnerq_fast.engine import run_with_uvloop
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+BACKEND_ENV = "RUNNERQ_BACKEND"
+"""Environment variable naming the backend URL when ``--backend`` is not given."""
+
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+# ----------------------------------------------------------------- helpers
+class Fail(click.ClickException):
+    """A clean failure: ``error: <message>`` on stderr, exit code 1."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
+class BadInput(Fail):
+    """Bad input: nothing was done, exit code 2."""
+
+    exit_code = 2
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on uvloop (``RUNNERQ_LOOP=asyncio`` forces asyncio) and return its value."""
+    box: list[T] = []
+
+    async def main() -> None:
+        box.append(await coro)
+
+    run_with_uvloop(main())
+    return box[0]
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+NO_BACKEND = (
+    f"no backend given: pass --backend URL or set {BACKEND_ENV} "
+    "(e.g. postgresql://user@localhost:5432/app or memory://)"
+)
+
+
+def require_backend(url: str | None) -> str:
+    if not url:
+        raise BadInput(NO_BACKEND)
+    return url
+
+
+async def open_store(url: str, *, read_only: bool = False) -> rq.Backend:
+    """Open ``url``, turning every failure into a clean CLI error.
+
+    ``read_only`` opens without applying migrations, so looking at a database
+    never creates tables in it (nor, for SQLite, the file itself).
+    """
+    try:
+        scheme = urlsplit(url).scheme.lower()
+        if read_only and scheme in ("postgresql", "postgres"):
+            return await rq.connect(url, migrate=False)
+        if read_only and scheme == "sqlite":
+            return await rq.connect(url, read_only=True)
+        return await rq.connect(url)
+    except rq.ConfigError as exc:
+        raise BadInput(str(exc)) from None
+    except Exception as exc:
+        raise Fail(f"cannot open backend {redact_url(url)}: {type(exc).__name__}: {exc}") from None
+
+
+NO_SCHEMA = "no runnerq-fast schema in {url}; create it with `runnerq-fast migrate --backend URL`"
+
+
+def backend_option(fn: F) -> F:
+    """The shared ``--backend URL`` option (falls back to ``RUNNERQ_BACKEND``)."""
+    return click.option(
+        "--backend",
+        "backend_url",
+        envvar=BACKEND_ENV,
+        show_envvar=True,
+        metavar="URL",
+        help="Backend URL: memory://, sqlite:///file.db, postgresql://user@host:port/db.",
+    )(fn)
+
+
+def log_level_option(default: str) -> Callable[[F], F]:
+    """The shared ``--log-level`` option."""
+
+    def deco(fn: F) -> F:
+        return click.option(
+            "--log-level",
+            type=click.Choice(LOG_LEVELS, case_sensitive=False),
+            default=default,
+            show_default=True,
+            help="Logging level (logs go to stderr).",
+        )(fn)
+
+    return deco
+
+
+def queue_option(fn: F) -> F:
+    """The shared ``--queue NAME`` option."""
+    return click.option("--queue", "queue", default="default", show_default=True, help="Queue name.")(fn)
+
+
+if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older releases are not subscriptable
+    _PriorityParam = click.ParamType[rq.Priority, Any]
+else:
+    _PriorityParam = click.ParamType
+
+
+class PriorityType(_PriorityParam):
+    """``low``, ``normal``, ``high``, ``critical`` or ``1``-``4``."""
+
+    name = "priority"
+    _names: ClassVar[dict[str, rq.Priority]] = {p.name.lower(): p for p in rq.Priority}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> rq.Priority:
+        if isinstance(value, rq.Priority):
+            return value
+        text = str(value).strip().lower()
+        if text in self._names:
+            return self._names[text]
+        if not (text.isdigit() and 1 <= int(text) <= 4):
+            self.fail(f"{value!r} is not one of low, normal, high, critical or 1-4", param, ctx)
+        return rq.Priority(int(text))
+
+
+def parse_json(text: str, what: str) -> Any:
+    try:
+        return msgspec.json.decode(text.encode())
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise BadInput(f"{what} is not valid JSON: {exc}") from None
+
+
+def read_payload_arg(text: str) -> str:
+    """``--payload`` text, or the content of ``@FILE`` / ``@-`` (standard input)."""
+    if not text.startswith("@"):
+        return text
+    source = text[1:]
+    try:
+        if source == "-":
+            return sys.stdin.read()
+        with open(source, encoding="utf-8") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"--payload {text}: cannot read it: {exc}") from None
+
+
+def json_value(data: bytes | str | None) -> Any:
+    """Stored JSON text as a value, for nesting in JSON output (the text itself if it does not decode)."""
+    if data is None:
+        return None
+    try:
+        return msgspec.json.decode(data)
+    except msgspec.DecodeError:
+        return json_text(data)
+
+
+def json_text(data: bytes | str | None) -> str:
+    if data is None:
+        return "null"
+    return data.decode() if isinstance(data, bytes) else data

@@ -1,0 +1,208 @@
+"""Commands about single activities: ``enqueue`` one, ``inspect`` one with its events and result."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import click
+import msgspec
+from rich.table import Table
+
+import runnerq_fast as rq
+from runnerq_fast.bench import redact_url
+from runnerq_fast.cli._common import (
+    NO_SCHEMA,
+    BadInput,
+    Fail,
+    PriorityType,
+    backend_option,
+    configure_logging,
+    err,
+    json_text,
+    json_value,
+    log_level_option,
+    open_store,
+    out,
+    parse_json,
+    queue_option,
+    read_payload_arg,
+    require_backend,
+    run,
+)
+
+
+@click.command()
+@click.argument("activity_type", metavar="TYPE")
+@click.option("--payload", "payload_text", default="null", show_default=True, metavar="JSON",
+              help="Payload as JSON; @FILE reads it from a file, @- from standard input.")
+@click.option("--priority", type=PriorityType(), default="normal", show_default=True,
+              help="low|normal|high|critical or 1-4.")
+@click.option("--delay", type=float, default=0.0, metavar="SECONDS", help="Start no earlier than this from now.")
+@click.option("--max-retries", type=int, help="Retries after the first attempt (default 3).")
+@click.option("--timeout", type=float, metavar="SECONDS", help="Handler timeout (default 300, 0 = none).")
+@click.option("--metadata", "metadata_text", metavar="JSON", help='String metadata, e.g. \'{"tenant": "t1"}\'.')
+@click.option("--idempotency-key", metavar="KEY", help="Deduplicate on KEY within (queue, type).")
+@click.option("--on-duplicate", type=click.Choice([o.name.lower() for o in rq.OnDuplicate]),
+              default="return_existing", show_default=True, help="What a taken idempotency key does.")
+@click.option("--wait", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Wait up to SECONDS for the result and print it as JSON.")
+@queue_option
+@backend_option
+@log_level_option("warning")
+def enqueue(
+    activity_type: str,
+    payload_text: str,
+    priority: rq.Priority,
+    delay: float,
+    max_retries: int | None,
+    timeout: float | None,
+    metadata_text: str | None,
+    idempotency_key: str | None,
+    on_duplicate: str,
+    wait: float | None,
+    queue: str,
+    backend_url: str | None,
+    log_level: str,
+) -> None:
+    """Enqueue one activity of TYPE and print its id.
+
+    With --wait, a second line holds the result as JSON; a failed, dead-lettered
+    or cancelled activity or a timeout exits 1. Bad input exits 2 and stores nothing.
+    """
+    configure_logging(log_level)
+    payload = parse_json(read_payload_arg(payload_text), "--payload")
+    metadata: dict[str, str] | None = None
+    if metadata_text is not None:
+        raw = parse_json(metadata_text, "--metadata")
+        if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+            raise BadInput('--metadata must be a JSON object of strings, e.g. {"tenant": "t1"}')
+        metadata = raw
+    url = require_backend(backend_url)
+    try:
+        config = rq.WorkerConfig(queue_name=queue)
+        # validate everything before touching the backend
+        probe = rq.ActivityExecutor(rq.MemoryBackend(), queue, config)
+        _builder(probe, activity_type, payload, priority, delay, max_retries, timeout, metadata,
+                 idempotency_key, on_duplicate).build()
+    except rq.RunnerQError as exc:
+        raise BadInput(str(exc)) from None
+
+    async def go() -> tuple[str, bool, Any]:
+        backend = await open_store(url)
+        try:
+            executor = rq.ActivityExecutor(backend, queue, config)
+            builder = _builder(executor, activity_type, payload, priority, delay, max_retries, timeout, metadata,
+                               idempotency_key, on_duplicate)
+            try:
+                future = await builder.execute()
+            except rq.DuplicateActivityError as exc:
+                raise Fail(str(exc)) from None
+            except rq.InvalidActivityError as exc:
+                raise BadInput(str(exc)) from None
+            if wait is None:
+                return future.activity_id, future.created, None
+            click.echo(future.activity_id)
+            try:
+                value = await future.result(timeout=wait)
+            except TimeoutError:
+                raise Fail(f"activity {future.activity_id} did not finish within {wait} s") from None
+            except (rq.ActivityFailed, rq.ActivityCancelled) as exc:
+                raise Fail(str(exc)) from None
+            return future.activity_id, future.created, value
+        finally:
+            await backend.close()
+
+    activity_id, created, value = run(go())
+    if wait is None:
+        click.echo(activity_id)
+    else:
+        click.echo(msgspec.json.encode(value).decode())
+    if not created:
+        err.print(f"note: idempotency key {idempotency_key!r} matched existing activity {activity_id}")
+
+
+def _builder(
+    executor: rq.ActivityExecutor,
+    activity_type: str,
+    payload: Any,
+    priority: rq.Priority,
+    delay: float,
+    max_retries: int | None,
+    timeout: float | None,
+    metadata: dict[str, str] | None,
+    idempotency_key: str | None,
+    on_duplicate: str,
+) -> rq.ActivityBuilder:
+    b = executor.activity(activity_type).payload(payload).priority(priority).delay(delay)
+    if max_retries is not None:
+        b = b.max_retries(max_retries)
+    if timeout is not None:
+        b = b.timeout(timeout)
+    if metadata is not None:
+        b = b.metadata(metadata)
+    if idempotency_key is not None:
+        b = b.idempotency_key(idempotency_key, rq.OnDuplicate[on_duplicate.upper()])
+    return b
+
+
+@click.command()
+@click.argument("activity_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of tables.")
+@backend_option
+@log_level_option("warning")
+def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level: str) -> None:
+    """Show one activity, its events and its result."""
+    configure_logging(log_level)
+    url = require_backend(backend_url)
+
+    async def go() -> tuple[rq.ActivitySnapshot | None, list[rq.ActivityEvent], rq.ActivityResult | None]:
+        backend = await open_store(url, read_only=True)
+        try:
+            snap = await backend.get_activity(activity_id)
+            if snap is None:
+                return None, [], None
+            return snap, await backend.get_events(activity_id), await backend.get_result(activity_id)
+        except asyncpg.UndefinedTableError:
+            raise Fail(NO_SCHEMA.format(url=redact_url(url))) from None
+        finally:
+            await backend.close()
+
+    snap, events, result = run(go())
+    if snap is None:
+        raise Fail(f"no activity {activity_id!r}")
+    if as_json:
+        doc = {
+            "activity": {**msgspec.structs.asdict(snap), "payload": json_value(snap.payload),
+                         "metadata": json_value(snap.metadata)},
+            "events": [msgspec.structs.asdict(e) for e in events],
+            "result": None if result is None else {**msgspec.structs.asdict(result), "data": json_value(result.data)},
+        }
+        click.echo(msgspec.json.encode(doc).decode())
+        return
+    table = Table(title=f"activity {activity_id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for field, value in msgspec.structs.asdict(snap).items():
+        shown = json_text(value) if field in ("payload", "metadata") else _fmt(value, field)
+        table.add_row(field, shown)
+    out.print(table)
+    ev = Table(title="events")
+    for col in ("id", "at", "event", "detail"):
+        ev.add_column(col)
+    for e in events:
+        ev.add_row(str(e.id), _fmt(e.at_ms, "at_ms"), e.event_type, e.detail or "")
+    out.print(ev)
+    if result is None:
+        out.print("result: (not finished)")
+    else:
+        out.print(f"result: {result.status}  data={json_text(result.data)}  error={result.error}")
+
+
+def _fmt(value: Any, field: str) -> str:
+    if value is None:
+        return "-"
+    if field.endswith("_ms") and isinstance(value, int) and value > 10**11:
+        return datetime.fromtimestamp(value / 1000, UTC).isoformat(timespec="milliseconds")
+    return str(value)

@@ -1,0 +1,3 @@
+"""Type stub of the compiled backoff (``src_pyx/runnerq_fast/engine/_backoff.pyx``); semantics in ``_backoff_py``."""
+
+def backoff_seconds(retry: int, base: float = 1.0, cap: float = 3600.0, jitter: float = 0.0) -> float: ...

@@ -1,0 +1,18 @@
+"""Handler call under a timeout, selecting the compiled implementation when available.
+
+See :mod:`runnerq_fast.engine._deadline_py` for the reference semantics and
+:mod:`runnerq_fast.speedups` for how the implementation is chosen.
+"""
+
+from __future__ import annotations
+
+from runnerq_fast import speedups
+
+if speedups.enabled:  # the module, not its names: import-linter sees the package, not a compiled module
+    from runnerq_fast.engine import _deadline
+
+    Deadlines = _deadline.Deadlines
+else:
+    from runnerq_fast.engine._deadline_py import Deadlines
+
+__all__ = ["Deadlines"]

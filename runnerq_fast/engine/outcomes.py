@@ -1,0 +1,306 @@
+"""What one attempt needs from a started engine, and where its outcome goes.
+
+The engine creates one :class:`Outcomes` at :meth:`WorkerEngine.start` and
+hands it to the per-activity path (:mod:`runnerq_fast.engine.worker`), which
+reads the handlers, deadlines and bound executor from it and records every
+outcome through it:
+
+* classification into buffered acks: :meth:`Outcomes.fail`,
+  :meth:`Outcomes.retry_or_dead` (backoff, or dead letter once the retries are
+  spent), :meth:`Outcomes.dead_letter`, and the completed ack the worker path
+  appends itself;
+* the ack buffer (:attr:`Outcomes.acks` and its wake events) that the
+  engine's flusher drains, the releases made at shutdown, and the stats;
+* plain ``def`` handlers in the thread pool (:meth:`Outcomes.call_sync`) with
+  the bookkeeping that keeps an activity from running twice at once;
+* worker-slot accounting shared with the fetcher (:attr:`Outcomes.busy`,
+  :attr:`Outcomes.slot_free`).
+
+Nothing here imports the engine: the engine calls this module, never the reverse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from runnerq_fast.config import WorkerConfig
+from runnerq_fast.engine.backoff import backoff_seconds
+from runnerq_fast.engine.context import ActivityContext
+from runnerq_fast.engine.deadline import Deadlines
+from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
+from runnerq_fast.metrics import (
+    ACTIVITIES_DEAD_LETTERED,
+    ACTIVITIES_FAILED,
+    ACTIVITIES_RETRIED,
+    MetricsSink,
+    NoopMetrics,
+)
+from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
+
+if TYPE_CHECKING:
+    from runnerq_fast.executor import ActivityExecutor
+
+__all__ = ["Handler", "Outcomes", "Registered"]
+
+log = logging.getLogger("runnerq_fast.engine")
+
+Handler = Callable[[Any, ActivityContext], Any]
+
+_RETRY = int(AckOutcome.RETRY)
+_FAILED = int(AckOutcome.FAILED)
+_DEAD = int(AckOutcome.DEAD_LETTER)
+
+
+class Registered:
+    """A registered handler and whether it is a coroutine function (awaited on the loop) or plain."""
+
+    __slots__ = ("fn", "is_async")
+
+    def __init__(self, fn: Handler) -> None:
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+            getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
+        )
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _uncancel() -> None:
+    """Withdraw the current task's pending cancellation (we chose to keep waiting)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        task.uncancel()
+
+
+def new_stats() -> dict[str, int]:
+    """Zeroed outcome counters: completed, retried, failed, dead_letter, rejected (late acks)."""
+    return {"completed": 0, "retried": 0, "failed": 0, "dead_letter": 0, "rejected": 0}
+
+
+class Outcomes:
+    """The per-activity path's state for one run of an engine.
+
+    Parameters
+    ----------
+    config : WorkerConfig
+        The engine's settings (ack batch size, retry backoff).
+    handlers : Mapping[str, Registered]
+        Handlers by activity type.
+    executor : ActivityExecutor
+        Enqueues child activities (given to each :class:`ActivityContext`).
+    metrics : MetricsSink
+        Counters and durations; :class:`NoopMetrics` records nothing and is skipped.
+    hooks : tuple of LifecycleHooks
+        Called around each attempt.
+    loop : asyncio.AbstractEventLoop
+        The running loop.
+    threads : ThreadPoolExecutor or None
+        Runs plain ``def`` handlers (``None`` when every handler is async).
+    """
+
+    __slots__ = (
+        "_hook_tasks",
+        "ack_batch_size",
+        "ack_full",
+        "ack_ready",
+        "acks",
+        "busy",
+        "cancellation",
+        "config",
+        "deadlines",
+        "executor",
+        "handlers",
+        "hooks",
+        "loop",
+        "metrics",
+        "metrics_on",
+        "release",
+        "retry_wake",
+        "slot_free",
+        "stats",
+        "stopping",
+        "threads",
+    )
+
+    def __init__(
+        self,
+        config: WorkerConfig,
+        handlers: Mapping[str, Registered],
+        executor: ActivityExecutor,
+        metrics: MetricsSink,
+        hooks: tuple[LifecycleHooks, ...],
+        loop: asyncio.AbstractEventLoop,
+        threads: ThreadPoolExecutor | None,
+    ) -> None:
+        self.config = config
+        self.ack_batch_size = config.ack_batch_size
+        self.handlers = handlers
+        self.executor = executor
+        self.metrics = metrics
+        self.metrics_on = not isinstance(metrics, NoopMetrics)
+        self.hooks = hooks
+        self.loop = loop
+        self.threads = threads
+        self.deadlines = Deadlines(loop)
+        #: set at shutdown; handlers see it as ``ctx.cancelled``
+        self.cancellation = asyncio.Event()
+        #: set by the engine when it stops: a cancelled attempt is then released, not failed
+        self.stopping = False
+        #: buffered acks, drained by the engine's flusher; ``ack_ready`` on the first, ``ack_full`` at the batch size
+        self.acks: list[Ack] = []
+        self.ack_ready = asyncio.Event()
+        self.ack_full = asyncio.Event()
+        #: claims to put back to pending without counting an attempt (shutdown)
+        self.release: list[LeaseRef] = []
+        #: set when a retry this engine scheduled comes due (wakes an idle fetcher)
+        self.retry_wake = asyncio.Event()
+        #: worker slots taken (claimed and not yet ended); ``slot_free`` is set when one ends
+        self.busy = 0
+        self.slot_free = asyncio.Event()
+        self.stats = new_stats()
+        self._hook_tasks: set[asyncio.Future[None]] = set()
+
+    # ------------------------------------------------------------ classification
+    def push_ack(self, ack: Ack) -> None:
+        """Buffer ``ack`` and wake the flusher (at the first ack, and when a batch is full)."""
+        acks = self.acks
+        acks.append(ack)
+        if len(acks) == 1:
+            self.ack_ready.set()
+        if len(acks) >= self.ack_batch_size:
+            self.ack_full.set()
+
+    def fail(self, a: ClaimedActivity, err: str) -> None:
+        """Record a final failure of ``a`` (not retried) with error text ``err``."""
+        log.warning("activity %s (%s) failed: %s", a.id, a.activity_type, err)
+        self.push_ack(Ack(a.id, a.claim_token, _FAILED, None, err))
+        self.stats["failed"] += 1
+        if self.metrics_on:
+            self.metrics.inc_counter(ACTIVITIES_FAILED)
+        if self.hooks:
+            self.spawn_hook("on_failed", a, err)
+
+    def retry_or_dead(self, a: ClaimedActivity, err: str, retry_after: float | None) -> None:
+        """Schedule a retry of ``a``, or dead-letter it once its retries are spent.
+
+        Parameters
+        ----------
+        a : ClaimedActivity
+            The failed attempt.
+        err : str
+            Error text stored with the attempt.
+        retry_after : float or None
+            Delay in seconds asked for by :class:`RetryableError`; ``None``
+            uses the backoff ``min(max_retry_delay, retry_delay * 2**retry_count)``
+            (SPEC §3), with the configured jitter.
+        """
+        if a.retry_count >= a.max_retries:
+            self.dead_letter(a, err)
+            return
+        cfg = self.config
+        delay = (
+            retry_after
+            if retry_after is not None
+            else backoff_seconds(a.retry_count, cfg.retry_delay, cfg.max_retry_delay, cfg.retry_jitter)
+        )
+        retry_at = int((time.time() + delay) * 1000)
+        # wake the fetcher when it is due (+2 ms: the store's clock has millisecond steps)
+        self.loop.call_later(delay + 0.002, self.retry_wake.set)
+        log.info("activity %s (%s) attempt %d failed, retrying in %.3f s: %s",
+                 a.id, a.activity_type, a.retry_count + 1, delay, err)
+        self.push_ack(Ack(a.id, a.claim_token, _RETRY, None, err, retry_at))
+        self.stats["retried"] += 1
+        if self.metrics_on:
+            self.metrics.inc_counter(ACTIVITIES_RETRIED)
+        if self.hooks:
+            self.spawn_hook("on_released", a, delay, err)
+
+    def dead_letter(self, a: ClaimedActivity, err: str) -> None:
+        """Move ``a`` to the dead letters with error text ``err``."""
+        log.error("activity %s (%s) dead-lettered after %d attempts: %s",
+                  a.id, a.activity_type, a.retry_count + 1, err)
+        self.push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
+        self.stats["dead_letter"] += 1
+        if self.metrics_on:
+            self.metrics.inc_counter(ACTIVITIES_DEAD_LETTERED)
+        if self.hooks:
+            self.spawn_hook("on_dead_letter", a, err)
+
+    def spawn_hook(self, name: str, *args: Any) -> None:
+        """Run lifecycle hook ``name`` in the background (failures are logged by :func:`call_hooks`)."""
+        task = asyncio.ensure_future(call_hooks(self.hooks, name, *args))
+        self._hook_tasks.add(task)
+        task.add_done_callback(self._hook_tasks.discard)
+
+    # ------------------------------------------------------------ plain def handlers
+    async def call_sync(self, fn: Handler, payload: Any, ctx: ActivityContext, timeout: float | None) -> Any:
+        """Run a plain ``def`` handler in the thread pool.
+
+        The timeout (seconds, ``None`` for none) counts from the moment a
+        thread starts the call, not while the call waits for a free thread. A
+        thread cannot be interrupted, so that an activity never runs twice at
+        once: a timed-out call still counts as a failed attempt but its ack
+        waits until the thread has returned; at shutdown a call that has not
+        started is withdrawn (and its activity released), while a running one
+        is waited for (past ``shutdown_grace``) and acknowledged with its real
+        outcome.
+
+        Raises
+        ------
+        TimeoutError
+            If the call ran longer than ``timeout`` (raised once the thread returned).
+        asyncio.CancelledError
+            If cancelled before the call started, or outside shutdown.
+        """
+        assert self.threads is not None
+        loop = self.loop
+        started: asyncio.Future[None] = loop.create_future()
+
+        def run() -> Any:
+            loop.call_soon_threadsafe(_resolve, started)
+            return fn(payload, ctx)
+
+        call = self.threads.submit(run)
+        done = asyncio.wrap_future(call)
+        try:
+            await asyncio.shield(started)
+        except asyncio.CancelledError:
+            if not self.stopping or call.cancel():
+                raise  # withdrawn before it ran: the caller releases the activity
+            _uncancel()  # it started meanwhile: wait for it below
+        try:
+            if timeout is None:
+                return await asyncio.shield(done)
+            return await asyncio.wait_for(asyncio.shield(done), timeout)
+        except TimeoutError:
+            log.warning("plain-def handler of %s timed out after %s s; waiting for its thread before the retry",
+                        ctx.activity_id, timeout)
+            await self._wait_thread(done)
+            raise TimeoutError(f"timed out after {timeout} s") from None
+        except asyncio.CancelledError:
+            if not self.stopping:
+                raise
+            log.warning("plain-def handler of %s cannot be cancelled; waiting for it to finish", ctx.activity_id)
+            await self._wait_thread(done)
+            return done.result()
+
+    async def _wait_thread(self, done: asyncio.Future[Any]) -> None:
+        """Wait for a thread-pool call to end, ignoring shutdown cancellation."""
+        while not done.done():
+            try:
+                await asyncio.shield(done)
+            except asyncio.CancelledError:
+                if not self.stopping:
+                    raise
+                _uncancel()
+            except BaseException:
+                return
