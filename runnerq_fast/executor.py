@@ -17,6 +17,7 @@ from runnerq_fast.errors import (
     InvalidActivityError,
 )
 from runnerq_fast.ids import new_activity_id
+from runnerq_fast.metrics import ACTIVITIES_ENQUEUED, LabelledMetricsSink
 from runnerq_fast.models import (
     ActivityResult,
     EnqueueOutcome,
@@ -288,8 +289,11 @@ class ActivityBuilder:
             The idempotency key is taken and the behaviour is ``NO_REUSE``.
         """
         item = self.build()
-        (res,) = await self._executor.backend.enqueue(self._executor.queue_name, [item])
-        return self._executor._future(item, res)
+        ex = self._executor
+        (res,) = await ex.backend.enqueue(ex.queue_name, [item])
+        if ex.metrics is not None:
+            ex._count((item,), (res,))
+        return ex._future(item, res)
 
 
 class ActivityExecutor:
@@ -307,12 +311,33 @@ class ActivityExecutor:
         :class:`InvalidActivityError` if blank, over 255 characters or holding NUL.
     config : WorkerConfig, optional
         Defaults for timeout, retries, payload limit and idempotency TTL.
+    metrics : LabelledMetricsSink, optional
+        Counts every stored activity in ``runnerq_activities_enqueued_total``
+        (queue, activity type). Default ``None``: nothing is counted.
     """
 
-    def __init__(self, backend: Backend, queue_name: str | None = None, config: WorkerConfig | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        queue_name: str | None = None,
+        config: WorkerConfig | None = None,
+        *,
+        metrics: LabelledMetricsSink | None = None,
+    ) -> None:
         self.backend = backend
         self.config = config or WorkerConfig()
         self.queue_name = validate_queue_name(self.config.queue_name if queue_name is None else queue_name)
+        self.metrics = metrics
+
+    def _count(self, items: Sequence[NewActivity], results: Sequence[EnqueueResult]) -> None:
+        """Count the created activities of a stored batch by type (metrics on only)."""
+        assert self.metrics is not None
+        counts: dict[str, int] = {}
+        for item, res in zip(items, results, strict=True):
+            if res.outcome == EnqueueOutcome.CREATED:
+                counts[item.activity_type] = counts.get(item.activity_type, 0) + 1
+        for activity_type, n in counts.items():
+            self.metrics.count(ACTIVITIES_ENQUEUED, (self.queue_name, activity_type), n)
 
     def activity(self, activity_type: str) -> ActivityBuilder:
         """Start describing an activity of ``activity_type``.
@@ -360,6 +385,8 @@ class ActivityExecutor:
         if not built:
             return []
         results = await self.backend.enqueue(self.queue_name, built)
+        if self.metrics is not None:
+            self._count(built, results)
         return [self._future(item, res).activity_id for item, res in zip(built, results, strict=True)]
 
     async def enqueue_many_futures(self, items: Sequence[ActivityBuilder]) -> list[ActivityFuture]:
@@ -368,6 +395,8 @@ class ActivityExecutor:
         if not built:
             return []
         results = await self.backend.enqueue(self.queue_name, built)
+        if self.metrics is not None:
+            self._count(built, results)
         return [self._future(item, res) for item, res in zip(built, results, strict=True)]
 
     async def cancel(self, activity_id: str) -> bool:

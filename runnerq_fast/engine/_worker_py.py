@@ -32,7 +32,6 @@ from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import call_hooks
 from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
-from runnerq_fast.metrics import ACTIVITIES_COMPLETED, ACTIVITY_DURATION
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
 
 if TYPE_CHECKING:
@@ -121,6 +120,11 @@ class Handoff:
         return self._items.popleft()
 
 
+def _ran(out: Outcomes, started: float) -> float | None:
+    """Seconds since ``started`` when metrics are on (the run time of a failed attempt), else ``None``."""
+    return time.perf_counter() - started if out.metrics_on else None
+
+
 async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | None = None) -> None:
     """Run one attempt of ``a`` and buffer its ack in ``out``.
 
@@ -167,23 +171,23 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
                 out.release.append(LeaseRef(a.id, a.claim_token))
             raise
         # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        out.retry_or_dead(a, describe_error(exc), None)
+        out.retry_or_dead(a, describe_error(exc), None, _ran(out, started))
         return
     except NonRetryableError as exc:
-        out.fail(a, describe_error(exc))
+        out.fail(a, describe_error(exc), _ran(out, started))
         return
     except TimeoutError as exc:
         elapsed = time.perf_counter() - started
         msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        out.retry_or_dead(a, f"TimeoutError: {msg}", None)
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None, elapsed if out.metrics_on else None)
         return
     except RetryableError as exc:
-        out.retry_or_dead(a, describe_error(exc), exc.retry_after)
+        out.retry_or_dead(a, describe_error(exc), exc.retry_after, _ran(out, started))
         return
     except (Exception, GeneratorExit, SystemExit) as exc:
         # any other failure is retryable; GeneratorExit and SystemExit (from a thread it would
         # end the process) must not end this worker either
-        out.retry_or_dead(a, describe_error(exc), None)
+        out.retry_or_dead(a, describe_error(exc), None, _ran(out, started))
         return
     duration = time.perf_counter() - started
     if result is None:
@@ -192,13 +196,12 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         try:
             data = encode_json(result, 0, "result")
         except InvalidActivityError as exc:
-            out.fail(a, describe_error(exc, prefix=False))
+            out.fail(a, describe_error(exc, prefix=False), duration if out.metrics_on else None)
             return
     out.push_ack(Ack(a.id, a.claim_token, _COMPLETED, data))
     out.stats["completed"] += 1
     if out.metrics_on:
-        out.metrics.inc_counter(ACTIVITIES_COMPLETED)
-        out.metrics.observe_duration(ACTIVITY_DURATION, duration)
+        out.record_completed(a.activity_type, duration)
     if hooks:
         await call_hooks(hooks, "on_processed", a, duration)
 

@@ -10,7 +10,8 @@ default), so metrics cost nothing when off.
 :class:`~runnerq_fast.metrics.prometheus.PrometheusMetrics` is the
 Prometheus sink. A sink written for RunnerQ's two-method trait
 (``inc_counter`` / ``observe_duration`` only) still works: :func:`labelled`
-wraps it and drops the labels.
+wraps it and drops the labels (and, as before, reports run durations of
+completed attempts only).
 """
 
 from __future__ import annotations
@@ -161,6 +162,9 @@ class _Unlabelled:
         self.sink.inc_counter(name, value)
 
     def observe(self, name: str, labels: tuple[str, ...], seconds: float) -> None:
+        # a two-method sink keeps seeing what it always saw: run times of completed attempts only
+        if name == ACTIVITY_DURATION and labels[-1:] != ("completed",):
+            return
         self.sink.observe_duration(name, seconds)
 
 
