@@ -94,6 +94,8 @@ def endpoints(
                 201: ("Stored (with ?wait=: and finished)", wire.EnqueueResponse, j),
                 200: ("An idempotency key returned an existing activity", wire.EnqueueResponse, j),
                 202: ("?wait= elapsed before the activity finished", wire.EnqueueResponse, j),
+                409: ("A no_reuse idempotency key is taken (existing_id names its holder)", wire.Problem,
+                      wire.PROBLEM_JSON),
             },
             params=(
                 _QUEUE_PATH,
