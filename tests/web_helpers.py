@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import uvicorn
@@ -30,7 +30,7 @@ async def asgi_client(app: Starlette, **kw: Any) -> AsyncIterator[httpx.AsyncCli
 
 
 @contextlib.asynccontextmanager
-async def live_server(app: Starlette, *, lifespan: str = "on") -> AsyncIterator[str]:
+async def live_server(app: Starlette, *, lifespan: Literal["auto", "on", "off"] = "on") -> AsyncIterator[str]:
     """Serve ``app`` with uvicorn (httptools) on a free loopback port in this event loop; yields its base URL."""
     port = free_port()
     config = uvicorn.Config(app, host="127.0.0.1", port=port, http="httptools", lifespan=lifespan,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import MutableMapping
 from typing import Any
 
 import httpx
@@ -71,13 +72,12 @@ async def test_without_a_resume_id_the_stream_is_live_only_and_a_bad_id_is_422()
 async def test_an_idle_stream_sends_keepalive_comments() -> None:
     backend = rq.MemoryBackend()
     async with live_server(create_app(backend, sse_keepalive=0.05)) as base, \
-            httpx.AsyncClient(base_url=base, timeout=10) as c:
-        async with c.stream("GET", STREAM) as r:
-            lines: list[str] = []
-            async for line in r.aiter_lines():
-                lines.append(line)
-                if lines.count(": keepalive") >= 2:
-                    break
+            httpx.AsyncClient(base_url=base, timeout=10) as c, c.stream("GET", STREAM) as r:
+        lines: list[str] = []
+        async for line in r.aiter_lines():
+            lines.append(line)
+            if lines.count(": keepalive") >= 2:
+                break
     assert lines[0] == "retry: 2000" and lines.count(": keepalive") == 2
 
 
@@ -105,13 +105,13 @@ async def test_a_slow_client_is_told_to_resync_and_its_buffer_stays_bounded() ->
     chunks: list[bytes] = []
     disconnect = asyncio.Event()
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: MutableMapping[str, Any]) -> None:
         if message["type"] == "http.response.body" and chunks:
             await released.wait()  # the socket is full
         if message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> MutableMapping[str, Any]:
         await disconnect.wait()
         return {"type": "http.disconnect"}
 
