@@ -25,14 +25,20 @@ from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFut
 from runnerq_fast.metrics import LabelledMetricsSink, MetricsSink, NoopMetrics
 from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.models import (
+    ActionResult,
+    ActivityCount,
     ActivityEvent,
+    ActivityFilter,
+    ActivityPage,
     ActivityResult,
     ActivitySnapshot,
     ActivityStatus,
     DeadLetterRecord,
+    LeaseReport,
     OnDuplicate,
     Priority,
     QueueStats,
+    QueueSummary,
 )
 from runnerq_fast.observability import QueueInspector
 from runnerq_fast.storage import Backend, register_connector
@@ -51,13 +57,17 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'runnerq_fast' has no attribute {name!r}")
 
 __all__ = [
+    "ActionResult",
     "ActivityBuilder",
     "ActivityCancelled",
     "ActivityContext",
+    "ActivityCount",
     "ActivityEvent",
     "ActivityExecutor",
     "ActivityFailed",
+    "ActivityFilter",
     "ActivityFuture",
+    "ActivityPage",
     "ActivityResult",
     "ActivitySnapshot",
     "ActivityStatus",
@@ -68,6 +78,7 @@ __all__ = [
     "DuplicateActivityError",
     "InvalidActivityError",
     "LabelledMetricsSink",
+    "LeaseReport",
     "LifecycleHooks",
     "MemoryBackend",
     "MetricsSink",
@@ -78,6 +89,7 @@ __all__ = [
     "PrometheusMetrics",
     "QueueInspector",
     "QueueStats",
+    "QueueSummary",
     "RetryableError",
     "RunnerQError",
     "WorkerConfig",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -272,6 +273,7 @@ class ActivityBuilder:
             idempotency_key=self._idem_key,
             on_duplicate=int(self._on_duplicate),
             idempotency_ttl_ms=round(cfg.idempotency_ttl * 1000),
+            parent_id=self._executor.parent_id,
         )
 
     async def execute(self) -> ActivityFuture:
@@ -314,7 +316,15 @@ class ActivityExecutor:
     metrics : LabelledMetricsSink, optional
         Counts every stored activity in ``runnerq_activities_enqueued_total``
         (queue, activity type). Default ``None``: nothing is counted.
+
+    Attributes
+    ----------
+    parent_id : str or None
+        Recorded as the parent of everything this executor enqueues; set on
+        the executor a running activity's context hands out (:meth:`child`).
     """
+
+    parent_id: str | None = None
 
     def __init__(
         self,
@@ -338,6 +348,23 @@ class ActivityExecutor:
                 counts[item.activity_type] = counts.get(item.activity_type, 0) + 1
         for activity_type, n in counts.items():
             self.metrics.count(ACTIVITIES_ENQUEUED, (self.queue_name, activity_type), n)
+
+    def child(self, parent_id: str) -> ActivityExecutor:
+        """This executor for the handler of ``parent_id``: what it enqueues records that parent.
+
+        Parameters
+        ----------
+        parent_id : str
+            Id of the running activity.
+
+        Returns
+        -------
+        ActivityExecutor
+            A copy sharing the backend, queue and config.
+        """
+        ex = copy.copy(self)
+        ex.parent_id = parent_id
+        return ex
 
     def activity(self, activity_type: str) -> ActivityBuilder:
         """Start describing an activity of ``activity_type``.

@@ -16,7 +16,11 @@ __all__ = [
     "TERMINAL_STATUSES",
     "Ack",
     "AckOutcome",
+    "ActionResult",
+    "ActivityCount",
     "ActivityEvent",
+    "ActivityFilter",
+    "ActivityPage",
     "ActivityResult",
     "ActivitySnapshot",
     "ActivityStatus",
@@ -26,10 +30,12 @@ __all__ = [
     "EnqueueResult",
     "EventType",
     "LeaseRef",
+    "LeaseReport",
     "NewActivity",
     "OnDuplicate",
     "Priority",
     "QueueStats",
+    "QueueSummary",
     "ReapReport",
 ]
 
@@ -95,6 +101,16 @@ class EventType(enum.StrEnum):
     REQUEUED = "requeued"
     LEASE_EXTENDED = "lease_extended"
     CANCELLED = "cancelled"
+    RETRY_REQUESTED = "retry_requested"
+    """An operator put a failed, dead-lettered or cancelled activity back to pending (detail: the old status)."""
+    CANCEL_REQUESTED = "cancel_requested"
+    """An operator asked to cancel a running activity; ``cancelled`` follows once its engine stops the handler."""
+    RUN_NOW = "run_now"
+    """An operator made a scheduled or retrying activity ready now (detail: the old status)."""
+    PRIORITY_CHANGED = "priority_changed"
+    """An operator changed the priority of an activity that has not started (detail: ``"old->new"``)."""
+    DELETED = "deleted"
+    """A finished activity was deleted with its events; seen on the live stream only."""
 
 
 class NewActivity(msgspec.Struct, frozen=True, gc=False):
@@ -124,6 +140,8 @@ class NewActivity(msgspec.Struct, frozen=True, gc=False):
         An :class:`OnDuplicate` value; ignored without a key.
     idempotency_ttl_ms : int
         How long the key is remembered, in milliseconds.
+    parent_id : str or None
+        The activity whose handler enqueued this one (``ctx.executor``), if any.
     """
 
     id: str
@@ -137,6 +155,7 @@ class NewActivity(msgspec.Struct, frozen=True, gc=False):
     idempotency_key: str | None = None
     on_duplicate: int = 2
     idempotency_ttl_ms: int = 86_400_000
+    parent_id: str | None = None
 
 
 class EnqueueOutcome(enum.IntEnum):
@@ -187,6 +206,8 @@ class AckOutcome(enum.IntEnum):
     RETRY = 2
     FAILED = 3
     DEAD_LETTER = 4
+    CANCELLED = 5
+    """An operator cancelled the running activity and its handler was stopped."""
 
 
 class Ack(msgspec.Struct, frozen=True, gc=False):
@@ -201,7 +222,7 @@ class Ack(msgspec.Struct, frozen=True, gc=False):
     result : bytes or None
         JSON-encoded handler return value (COMPLETED only).
     error : str or None
-        Error text (RETRY, FAILED, DEAD_LETTER).
+        Error text (RETRY, FAILED, DEAD_LETTER; ignored for CANCELLED).
     retry_at_ms : int
         When the retry becomes ready, epoch milliseconds (RETRY only).
     """
@@ -221,11 +242,30 @@ class LeaseRef(msgspec.Struct, frozen=True, gc=False):
     claim_token: str
 
 
+class LeaseReport(msgspec.Struct, frozen=True):
+    """What one heartbeat (:meth:`~runnerq_fast.storage.Backend.extend_leases`) found.
+
+    Attributes
+    ----------
+    lost : list of str
+        Ids whose claim no longer holds (their lease was not extended).
+    cancel_requested : list of str
+        Ids still held (their lease was extended) that an operator asked to
+        cancel: the engine stops their handlers and acknowledges them
+        :attr:`AckOutcome.CANCELLED`.
+    """
+
+    lost: list[str]
+    cancel_requested: list[str] = msgspec.field(default_factory=list)
+
+
 class ReapReport(msgspec.Struct, frozen=True):
-    """What one reaper pass did: ids put back to pending and dead-lettered."""
+    """What one reaper pass did: ids put back to pending, dead-lettered, and
+    cancelled (their cancellation had been requested)."""
 
     requeued: list[str]
     dead_lettered: list[str]
+    cancelled: list[str] = msgspec.field(default_factory=list)
 
 
 class ActivitySnapshot(msgspec.Struct, frozen=True):
@@ -248,6 +288,8 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
     lease_expires_at_ms: int | None
     last_error: str | None
     idempotency_key: str | None
+    parent_id: str | None = None
+    """The activity whose handler enqueued this one through ``ctx.executor``, if any."""
 
 
 class ActivityEvent(msgspec.Struct, frozen=True):
@@ -308,3 +350,116 @@ class QueueStats(msgspec.Struct, frozen=True):
             + self.dead_letter
             + self.cancelled
         )
+
+
+class QueueSummary(msgspec.Struct, frozen=True):
+    """One queue at a glance (:meth:`~runnerq_fast.storage.Backend.list_queues`).
+
+    Attributes
+    ----------
+    queue : str
+        The queue's name.
+    counts : QueueStats
+        Activities by status.
+    by_type : dict of str to dict of str to int
+        ``activity_type -> {status: count}``; zero counts are omitted.
+    oldest_ready_ms : int or None
+        Ready time (epoch ms) of the oldest activity a worker could claim now
+        (pending, or scheduled/retrying and due), or ``None`` if there is none.
+    """
+
+    queue: str
+    counts: QueueStats
+    by_type: dict[str, dict[str, int]]
+    oldest_ready_ms: int | None
+
+
+class ActivityFilter(msgspec.Struct, frozen=True, kw_only=True):
+    """Which activities of a queue a listing, count or action applies to.
+
+    Every given field must match (AND); within a tuple any value matches (OR).
+    ``None`` (or an empty ``metadata``) means "no condition". Validated by
+    every backend (:func:`runnerq_fast.filters.check_filter`); a bad value is
+    an :class:`~runnerq_fast.errors.InvalidActivityError`.
+
+    Attributes
+    ----------
+    ids : tuple of str or None
+        Exact activity ids (at most :data:`runnerq_fast.filters.MAX_IDS`).
+    statuses : tuple of str or None
+        :class:`ActivityStatus` values.
+    activity_types : tuple of str or None
+        Activity types.
+    priorities : tuple of int or None
+        Priorities, 1-4.
+    created_after_ms : int or None
+        Created at or after this time (inclusive), epoch ms.
+    created_before_ms : int or None
+        Created before this time (exclusive), epoch ms.
+    metadata : tuple of (str, str) pairs
+        Every ``key=value`` pair must be in the activity's metadata.
+    parent_id : str or None
+        Only children of this activity.
+    """
+
+    ids: tuple[str, ...] | None = None
+    statuses: tuple[str, ...] | None = None
+    activity_types: tuple[str, ...] | None = None
+    priorities: tuple[int, ...] | None = None
+    created_after_ms: int | None = None
+    created_before_ms: int | None = None
+    metadata: tuple[tuple[str, str], ...] = ()
+    parent_id: str | None = None
+
+
+class ActivityPage(msgspec.Struct, frozen=True):
+    """One page of a keyset-paged listing.
+
+    Attributes
+    ----------
+    items : list of ActivitySnapshot
+        At most the requested limit, in the listing's order. A page may hold
+        fewer items (even none) and still have a ``next_cursor``: a filter on
+        priority or metadata examines a bounded number of rows per page.
+    next_cursor : str or None
+        Opaque; pass it back for the next page. ``None``: there is no more.
+    """
+
+    items: list[ActivitySnapshot]
+    next_cursor: str | None
+
+
+class ActivityCount(msgspec.Struct, frozen=True):
+    """How many activities match a filter (:meth:`~runnerq_fast.storage.Backend.count_activities`).
+
+    Attributes
+    ----------
+    count : int
+        Matching activities found, at most the ``cap`` asked for.
+    exact : bool
+        ``True`` if ``count`` is the exact number; ``False`` if counting
+        stopped at the cap, so at least ``count`` match.
+    """
+
+    count: int
+    exact: bool
+
+
+class ActionResult(msgspec.Struct, frozen=True):
+    """What one operator action did.
+
+    Attributes
+    ----------
+    action : str
+        ``"retry"``, ``"cancel"``, ``"run_now"``, ``"set_priority"`` or ``"delete"``.
+    changed : list of str
+        Ids the action changed (for ``cancel`` this includes running
+        activities whose cancellation was requested).
+    skipped : int
+        Activities the filter matched that were not in a state the action
+        applies to (counted up to the action's ``limit``).
+    """
+
+    action: str
+    changed: list[str]
+    skipped: int

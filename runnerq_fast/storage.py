@@ -20,7 +20,19 @@ in ``tests/conformance.py``):
 * :meth:`Backend.release` puts claimed work back to ``pending`` without
   counting an attempt (graceful shutdown);
 * every transition records an event; every terminal transition records a
-  result and wakes :meth:`Backend.wait_for_result` callers.
+  result and wakes :meth:`Backend.wait_for_result` callers;
+* operator actions (:meth:`Backend.retry_activities`, ``cancel_activities``,
+  ``run_now``, ``set_priority``, ``delete_activities``) apply to the
+  activities a :class:`~runnerq_fast.models.ActivityFilter` matches, write one
+  event per activity they change and skip (and count) the ones in a status
+  the action does not apply to (:data:`runnerq_fast.filters.ACTIONS`);
+* cancelling a running activity marks it *cancel requested*: the next
+  :meth:`Backend.extend_leases` reports it, the engine stops the handler and
+  acks it :attr:`~runnerq_fast.models.AckOutcome.CANCELLED`; until then a RETRY
+  ack, a release or an expired lease also end it ``cancelled``;
+* listings are keyset-paged in ``(created_at, id)`` order and never scan
+  every finished row of a queue: filters a backend checks row by row
+  examine at most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows per page.
 """
 
 from __future__ import annotations
@@ -29,17 +41,24 @@ import abc
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from runnerq_fast.errors import ConfigError
+from runnerq_fast.filters import COUNT_CAP
 from runnerq_fast.models import (
     Ack,
+    ActionResult,
+    ActivityCount,
     ActivityEvent,
+    ActivityFilter,
+    ActivityPage,
     ActivityResult,
     ActivitySnapshot,
     ClaimedActivity,
     DeadLetterRecord,
     EnqueueResult,
     LeaseRef,
+    LeaseReport,
     NewActivity,
     QueueStats,
+    QueueSummary,
     ReapReport,
 )
 
@@ -116,20 +135,23 @@ class Backend(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
-        """Set the lease of every held activity to ``now + lease_ms``.
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:
+        """Set the lease of every held activity to ``now + lease_ms`` (the heartbeat).
 
         Returns
         -------
-        list of str
-            Ids whose claim no longer holds (their lease was not extended).
+        LeaseReport
+            ``lost``: ids whose claim no longer holds (their lease was not
+            extended); ``cancel_requested``: held ids an operator asked to
+            cancel (their lease was extended).
         """
 
     @abc.abstractmethod
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         """Put held activities back to ``pending`` without counting an attempt.
 
-        Returns the ids actually released.
+        A held activity whose cancellation was requested ends ``cancelled``
+        instead. Returns the ids actually released (or so cancelled).
         """
 
     @abc.abstractmethod
@@ -188,6 +210,122 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         """Live events of ``queue``; with ``after_id``, first replays later stored ones."""
+
+    # ------------------------------------------------- listings with filters
+    @abc.abstractmethod
+    async def list_queues(self) -> list[QueueSummary]:
+        """Every queue the store knows, by name, with counts by status and by type.
+
+        The counts may read every row of a queue (an index-only count where
+        the store has one); listings and :meth:`count_activities` never do.
+        """
+
+    @abc.abstractmethod
+    async def query_activities(
+        self,
+        queue: str,
+        flt: ActivityFilter,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        newest_first: bool = True,
+    ) -> ActivityPage:
+        """One page of the activities of ``queue`` that ``flt`` matches.
+
+        Parameters
+        ----------
+        queue : str
+            Queue name.
+        flt : ActivityFilter
+            Conditions, validated by :func:`runnerq_fast.filters.check_filter`.
+        limit : int
+            Most items returned, 1-:data:`~runnerq_fast.filters.MAX_PAGE`. Default 50.
+        cursor : str, optional
+            ``next_cursor`` of the previous page; ``None`` starts at the beginning.
+        newest_first : bool
+            Order by ``(created_at, id)`` descending (default) or ascending.
+
+        Returns
+        -------
+        ActivityPage
+            Rows created after the previous page was read appear on the page
+            they sort into, never twice. A page may be short (even empty) and
+            still have a ``next_cursor`` when priority or metadata conditions
+            examined :data:`~runnerq_fast.filters.ROW_SCAN_LIMIT` rows.
+
+        Raises
+        ------
+        InvalidActivityError
+            For a bad filter, limit or cursor (nothing is read).
+        """
+
+    @abc.abstractmethod
+    async def count_activities(self, queue: str, flt: ActivityFilter, *, cap: int = COUNT_CAP) -> ActivityCount:
+        """How many activities of ``queue`` match ``flt``, counting at most ``cap``.
+
+        The work is bounded: at most ``cap`` matching rows are counted, and a
+        priority or metadata condition examines at most ``cap`` +
+        :data:`~runnerq_fast.filters.ROW_SCAN_LIMIT` candidate rows.
+        ``exact=False`` says counting stopped early (at least ``count`` match).
+
+        Raises
+        ------
+        InvalidActivityError
+            For a bad filter or cap.
+        """
+
+    # -------------------------------------------------------------- actions
+    @abc.abstractmethod
+    async def retry_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        """Put failed, dead-lettered and cancelled activities back to ``pending``, ready now.
+
+        ``retry_count`` starts again at 0; the earlier errors stay in the
+        events. Records ``retry_requested`` per activity. At most ``limit``
+        (1-:data:`~runnerq_fast.filters.MAX_ACTION_LIMIT`) change.
+
+        Raises
+        ------
+        InvalidActivityError
+            For a bad filter or limit (nothing changes).
+        """
+
+    @abc.abstractmethod
+    async def cancel_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        """Cancel activities: not started ones end ``cancelled`` at once, running ones are asked to stop.
+
+        Pending, scheduled and retrying activities end ``cancelled`` (event
+        ``cancelled``, result waiters woken); a processing one is marked
+        cancel-requested (event ``cancel_requested``) and ends ``cancelled``
+        once its engine notices on its next heartbeat. See :meth:`retry_activities`
+        for ``limit`` and errors.
+        """
+
+    @abc.abstractmethod
+    async def run_now(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        """Make scheduled and retrying activities ``pending``, ready now (event ``run_now``).
+
+        See :meth:`retry_activities` for ``limit`` and errors.
+        """
+
+    @abc.abstractmethod
+    async def set_priority(
+        self, queue: str, flt: ActivityFilter, priority: int, *, limit: int = 10_000
+    ) -> ActionResult:
+        """Change the priority (1-4) of activities that have not started (event ``priority_changed``).
+
+        Activities already at ``priority`` are skipped. The claim order follows
+        at once. See :meth:`retry_activities` for ``limit``; a priority outside
+        1-4 is an :class:`~runnerq_fast.errors.InvalidActivityError`.
+        """
+
+    @abc.abstractmethod
+    async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        """Delete finished activities with their events and idempotency keys.
+
+        A ``deleted`` event goes to the live stream; afterwards the activity,
+        its result and its timeline are gone (:meth:`get_events` returns
+        nothing). See :meth:`retry_activities` for ``limit`` and errors.
+        """
 
 
 _connector: Callable[[str], Awaitable[Backend]] | None = None

@@ -309,7 +309,7 @@ class BackendConformance:
         assert second.claim_token != first.claim_token
         late = Ack(first.id, first.claim_token, AckOutcome.COMPLETED, b'"late"')
         assert await backend.ack(q, [late]) == [res.activity_id]
-        assert await backend.extend_leases(q, [LeaseRef(first.id, first.claim_token)], 5000) == [res.activity_id]
+        assert (await backend.extend_leases(q, [LeaseRef(first.id, first.claim_token)], 5000)).lost == [res.activity_id]
         snap = await backend.get_activity(res.activity_id)
         assert snap is not None and snap.status == "processing"
         assert await backend.ack(q, [Ack(second.id, second.claim_token, AckOutcome.COMPLETED, b'"ok"')]) == []
@@ -350,7 +350,7 @@ class BackendConformance:
         q = self.queue
         await backend.enqueue(q, [new("t")])
         (a,) = await backend.claim(q, "w", 1, None, 100)
-        assert await backend.extend_leases(q, [LeaseRef(a.id, a.claim_token)], 10_000) == []
+        assert await backend.extend_leases(q, [LeaseRef(a.id, a.claim_token)], 10_000) == rq.LeaseReport([], [])
         await asyncio.sleep(0.15)
         report = await backend.requeue_expired(q, 100)
         assert report.requeued == []

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from runnerq_fast.models import (
     READY_STATUSES,
+    TERMINAL_STATUSES,
     Ack,
     AckOutcome,
     ActivityEvent,
@@ -43,6 +44,7 @@ def _ready_key(priority: int, retry_count: int, ready_at_ms: int, seq: int) -> i
 class Row:
     __slots__ = (
         "activity_type",
+        "cancel_requested",
         "claim_token",
         "created_at_ms",
         "dead_lettered_at_ms",
@@ -54,6 +56,7 @@ class Row:
         "lease_expires_at_ms",
         "max_retries",
         "metadata",
+        "parent_id",
         "payload",
         "priority",
         "queue",
@@ -85,6 +88,8 @@ class Row:
         self.dead_lettered_at_ms: int | None = None
         self.last_error: str | None = None
         self.heap_seq = 0
+        self.parent_id = item.parent_id
+        self.cancel_requested = False
 
     def snapshot(self) -> ActivitySnapshot:
         return ActivitySnapshot(
@@ -105,12 +110,15 @@ class Row:
             lease_expires_at_ms=self.lease_expires_at_ms if self.status == "processing" else None,
             last_error=self.last_error,
             idempotency_key=self.idempotency_key,
+            parent_id=self.parent_id,
         )
 
 
 
 class QueueState:
-    __slots__ = ("by_type", "events", "processing", "rows", "scheduled", "wake")
+    __slots__ = (
+        "by_status", "by_type", "children", "events", "order", "processing", "rows", "scheduled", "type_rows", "wake",
+    )
 
     def __init__(self) -> None:
         # ready heaps, one per activity type: (-priority, -retry_count, ready_at_ms, seq, id)
@@ -121,6 +129,15 @@ class QueueState:
         self.rows: dict[str, Row] = {}
         self.events: deque[ActivityEvent] = deque(maxlen=10_000)
         self.wake = asyncio.Event()
+        # rows by status (the "processing" entry is ``processing`` itself)
+        self.by_status: dict[str, dict[str, Row]] = {
+            s: {} for s in ("pending", "scheduled", "retrying", *TERMINAL_STATUSES)
+        }
+        self.by_status["processing"] = self.processing
+        # listing indexes: (created_at_ms, id) sorted, rows by type, children by parent id
+        self.order: list[tuple[int, str]] = []
+        self.type_rows: dict[str, dict[str, Row]] = {}
+        self.children: dict[str, dict[str, Row]] = {}
 
 
 
@@ -177,14 +194,20 @@ class StoreCore:
             self._push_ready(q, row)
             q.wake.set()
 
-    def _finish(self, row: Row, status: str, now: int, data: bytes | None, error: str | None) -> None:
+    def _move(self, q: QueueState, row: Row, status: str) -> None:
+        """Set ``row.status``, keeping ``q.by_status`` in step."""
+        q.by_status[row.status].pop(row.id, None)
+        q.by_status[status][row.id] = row
         row.status = status
+
+    def _finish(self, row: Row, status: str, now: int, data: bytes | None, error: str | None) -> None:
+        self._move(self._queues[row.queue], row, status)
         row.finished_at_ms = now
         row.claim_token = None
         row.lease_expires_at_ms = None
+        row.cancel_requested = False
         if error is not None:
             row.last_error = error
-        self._queues[row.queue].processing.pop(row.id, None)
         res = ActivityResult(row.id, status, data, error)
         self._results[row.id] = res
         waiters = self._waiters.pop(row.id, None)
@@ -221,6 +244,7 @@ class StoreCore:
             row = rows.get(entry[2])
             if row is None or row.heap_seq != entry[1] or row.status not in READY_STATUSES:
                 continue
+            q.by_status[row.status].pop(row.id, None)
             row.status = "processing"
             row.claim_token = token
             row.lease_expires_at_ms = lease_until
@@ -256,14 +280,17 @@ class StoreCore:
             if outcome == AckOutcome.COMPLETED:
                 self._event(row, "completed", now)
                 self._finish(row, "completed", now, a.result, None)
+            elif outcome == AckOutcome.CANCELLED or (outcome == AckOutcome.RETRY and row.cancel_requested):
+                # a retry of an activity an operator asked to cancel ends it instead
+                self._event(row, "cancelled", now)
+                self._finish(row, "cancelled", now, None, None)
             elif outcome == AckOutcome.RETRY:
                 row.retry_count += 1
-                row.status = "retrying"
                 row.ready_at_ms = max(a.retry_at_ms, now)
                 row.claim_token = None
                 row.lease_expires_at_ms = None
                 row.last_error = a.error
-                q.processing.pop(row.id, None)
+                self._move(q, row, "retrying")
                 self._event(row, "retrying", now, a.error)
                 self._make_ready(q, row, now)
             elif outcome == AckOutcome.FAILED:

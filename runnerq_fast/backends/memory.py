@@ -9,19 +9,28 @@ Rows, queue state, events and the claim and ack loops are in
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import heapq
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 
-from runnerq_fast import speedups
+import msgspec
+
+from runnerq_fast import filters, speedups
+from runnerq_fast.backends import keyset
 from runnerq_fast.backends._waiters import discard_waiter
+from runnerq_fast.codec import decode_json
 from runnerq_fast.models import (
     READY_STATUSES,
     TERMINAL_STATUSES,
     Ack,
+    ActionResult,
+    ActivityCount,
     ActivityEvent,
+    ActivityFilter,
+    ActivityPage,
     ActivityResult,
     ActivitySnapshot,
     ClaimedActivity,
@@ -29,9 +38,11 @@ from runnerq_fast.models import (
     EnqueueOutcome,
     EnqueueResult,
     LeaseRef,
+    LeaseReport,
     NewActivity,
     OnDuplicate,
     QueueStats,
+    QueueSummary,
     ReapReport,
 )
 from runnerq_fast.storage import Backend
@@ -52,6 +63,15 @@ _REUSABLE = frozenset({"failed", "dead_letter", "cancelled"})
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _key(row: Row) -> tuple[int, str]:
+    return (row.created_at_ms, row.id)
+
+
+def msgspec_replace(flt: ActivityFilter, **changes: object) -> ActivityFilter:
+    """``flt`` with some fields changed."""
+    return msgspec.structs.replace(flt, **changes)
 
 
 class MemoryBackend(StoreCore, Backend):
@@ -101,6 +121,21 @@ class MemoryBackend(StoreCore, Backend):
             row = Row(queue, item, now)
             self._rows[row.id] = row
             q.rows[row.id] = row
+            q.by_status[row.status][row.id] = row
+            key = (now, row.id)
+            if not q.order or q.order[-1] <= key:
+                q.order.append(key)
+            else:  # the clock stepped back, or ids arrive out of order within a millisecond
+                bisect.insort(q.order, key)
+            typed = q.type_rows.get(row.activity_type)
+            if typed is None:
+                typed = q.type_rows[row.activity_type] = {}
+            typed[row.id] = row
+            if item.parent_id is not None:
+                kids = q.children.get(item.parent_id)
+                if kids is None:
+                    kids = q.children[item.parent_id] = {}
+                kids[row.id] = row
             self._event(row, "enqueued", now)
             if row.status == "scheduled":
                 self._event(row, "scheduled", now)
@@ -141,9 +176,10 @@ class MemoryBackend(StoreCore, Backend):
         q = self._queue(queue)
         return self._ack_batch(q, acks, now)
 
-    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:
         now = _now_ms()
         lost: list[str] = []
+        stop: list[str] = []
         for ref in leases:
             row = self._held(ref.id, ref.claim_token)
             if row is None:
@@ -151,7 +187,9 @@ class MemoryBackend(StoreCore, Backend):
             else:
                 row.lease_expires_at_ms = now + lease_ms
                 self._event(row, "lease_extended", now, str(row.lease_expires_at_ms))
-        return lost
+                if row.cancel_requested:
+                    stop.append(row.id)
+        return LeaseReport(lost, stop)
 
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         now = _now_ms()
@@ -161,12 +199,15 @@ class MemoryBackend(StoreCore, Backend):
             row = self._held(ref.id, ref.claim_token)
             if row is None:
                 continue
-            row.status = "pending"
-            row.claim_token = None
-            row.lease_expires_at_ms = None
-            q.processing.pop(row.id, None)
-            self._event(row, "requeued", now, "released at shutdown")
-            self._make_ready(q, row, now)
+            if row.cancel_requested:
+                self._event(row, "cancelled", now)
+                self._finish(row, "cancelled", now, None, None)
+            else:
+                row.claim_token = None
+                row.lease_expires_at_ms = None
+                self._move(q, row, "pending")
+                self._event(row, "requeued", now, "released at shutdown")
+                self._make_ready(q, row, now)
             done.append(row.id)
         return done
 
@@ -176,7 +217,13 @@ class MemoryBackend(StoreCore, Backend):
         expired = [r for r in q.processing.values() if (r.lease_expires_at_ms or 0) <= now][:limit]
         requeued: list[str] = []
         dead: list[str] = []
+        cancelled: list[str] = []
         for row in expired:
+            if row.cancel_requested:
+                self._event(row, "cancelled", now, "lease expired")
+                self._finish(row, "cancelled", now, None, None)
+                cancelled.append(row.id)
+                continue
             row.retry_count += 1
             if row.retry_count > row.max_retries:
                 err = "lease expired; retries exhausted"
@@ -185,15 +232,14 @@ class MemoryBackend(StoreCore, Backend):
                 self._finish(row, "dead_letter", now, None, err)
                 dead.append(row.id)
             else:
-                row.status = "pending"
                 row.claim_token = None
                 row.lease_expires_at_ms = None
                 row.last_error = "lease expired"
-                q.processing.pop(row.id, None)
+                self._move(q, row, "pending")
                 self._event(row, "requeued", now, "lease expired")
                 self._make_ready(q, row, now)
                 requeued.append(row.id)
-        return ReapReport(requeued, dead)
+        return ReapReport(requeued, dead, cancelled)
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:
         q = self._queue(queue)
@@ -230,17 +276,24 @@ class MemoryBackend(StoreCore, Backend):
 
     # ------------------------------------------------------------ inspection
     async def stats(self, queue: str) -> QueueStats:
-        counts: dict[str, int] = {}
-        for row in self._queue(queue).rows.values():
-            counts[row.status] = counts.get(row.status, 0) + 1
-        return QueueStats(**counts)
+        q = self._queues.get(queue)
+        if q is None:
+            return QueueStats()
+        return QueueStats(**{s: len(rows) for s, rows in q.by_status.items()})
 
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50
     ) -> list[ActivitySnapshot]:
-        rows = [r for r in self._queue(queue).rows.values() if status is None or r.status == status]
-        rows.reverse()
-        return [r.snapshot() for r in rows[offset : offset + limit]]
+        q = self._queues.get(queue)
+        if q is None or limit <= 0:
+            return []
+        keys = q.order
+        if status is None:
+            end = max(len(keys) - offset, 0)
+            picked = [q.rows[i] for _, i in reversed(keys[max(end - limit, 0) : end])]
+        else:
+            picked = sorted(q.by_status.get(status, {}).values(), key=_key, reverse=True)[offset : offset + limit]
+        return [r.snapshot() for r in picked]
 
     async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
         row = self._rows.get(activity_id)
@@ -274,6 +327,250 @@ class MemoryBackend(StoreCore, Backend):
                     yield ev
         finally:
             self._subscribers[queue].discard(inbox)
+
+    # ------------------------------------------------- listings with filters
+    async def list_queues(self) -> list[QueueSummary]:
+        now = _now_ms()
+        out: list[QueueSummary] = []
+        for name in sorted(self._queues):
+            q = self._queues[name]
+            if not q.rows:
+                continue
+            by_type: dict[str, dict[str, int]] = {}
+            for typ, rows in q.type_rows.items():
+                counts: dict[str, int] = {}
+                for r in rows.values():
+                    counts[r.status] = counts.get(r.status, 0) + 1
+                if counts:
+                    by_type[typ] = counts
+            due = [r.ready_at_ms for s in READY_STATUSES for r in q.by_status[s].values() if r.ready_at_ms <= now]
+            out.append(QueueSummary(name, await self.stats(name), by_type, min(due) if due else None))
+        return out
+
+    def _source(self, q: QueueState, flt: ActivityFilter) -> list[Row] | None:
+        """The rows an index serves for ``flt`` (smallest choice), or ``None`` for "walk the queue in order"."""
+        if flt.ids is not None:
+            return [r for i in flt.ids if (r := q.rows.get(i)) is not None]
+        if flt.parent_id is not None:
+            return list(q.children.get(flt.parent_id, {}).values())
+        best: list[dict[str, Row]] | None = None
+        size = len(q.order)
+        if flt.statuses is not None:
+            best = [q.by_status[s] for s in flt.statuses]
+            size = sum(len(d) for d in best)
+        if flt.activity_types is not None:
+            typed = [d for t in flt.activity_types if (d := q.type_rows.get(t)) is not None]
+            n = sum(len(d) for d in typed)
+            if n <= size:
+                best, size = typed, n
+        if best is None:
+            return None
+        # Sorting the candidates costs about their number; walking the queue's order
+        # costs about (rows / candidates) per item found. Take the cheaper.
+        if size <= 20_000 or size * size <= 4 * 50 * len(q.order):
+            return [r for d in best for r in d.values()]
+        return None
+
+    def _scan(
+        self, q: QueueState, flt: ActivityFilter, cursor: filters.Cursor | None, newest_first: bool
+    ) -> Iterator[Row]:
+        """Rows of ``q`` in (created, id) order after ``cursor``, pre-selected by an index where one helps."""
+        source = self._source(q, flt)
+        keys: list[tuple[int, str]]
+        if source is None:
+            keys, rows = q.order, q.rows
+        else:
+            keys = sorted((r.created_at_ms, r.id) for r in source)
+            rows = {r.id: r for r in source}
+        lo, hi = 0, len(keys)
+        if flt.created_after_ms is not None:
+            lo = bisect.bisect_left(keys, (flt.created_after_ms, ""))
+        if flt.created_before_ms is not None:
+            hi = bisect.bisect_left(keys, (flt.created_before_ms, ""))
+        if cursor is not None:
+            at = (cursor.created, cursor.id)
+            if newest_first:
+                hi = min(hi, bisect.bisect_left(keys, at))
+            else:
+                lo = max(lo, bisect.bisect_right(keys, at))
+        span = range(hi - 1, lo - 1, -1) if newest_first else range(lo, hi)
+        for i in span:
+            row = rows.get(keys[i][1])
+            if row is not None:
+                yield row
+
+    @staticmethod
+    def _indexed_match(row: Row, flt: ActivityFilter) -> bool:
+        return (
+            (flt.statuses is None or row.status in flt.statuses)
+            and (flt.activity_types is None or row.activity_type in flt.activity_types)
+            and (flt.parent_id is None or row.parent_id == flt.parent_id)
+            and (flt.ids is None or row.id in flt.ids)
+        )
+
+    @staticmethod
+    def _row_match(row: Row, flt: ActivityFilter) -> bool:
+        if flt.priorities is not None and row.priority not in flt.priorities:
+            return False
+        if flt.metadata:
+            meta = decode_json(row.metadata) if row.metadata not in (b"{}", "{}") else {}
+            return filters.metadata_matches(meta, flt.metadata)
+        return True
+
+    async def query_activities(
+        self,
+        queue: str,
+        flt: ActivityFilter,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        newest_first: bool = True,
+    ) -> ActivityPage:
+        flt = filters.check_filter(flt)
+        at = filters.check_page(limit, cursor, newest_first)
+        q = self._queues.get(queue)
+        if q is None:
+            return ActivityPage([], None)
+        rows = (r for r in self._scan(q, flt, at, newest_first) if self._indexed_match(r, flt))
+        ok = (lambda r: self._row_match(r, flt)) if filters.row_filters(flt) else None
+        items, last = keyset.page(rows, limit, _key, ok)
+        nxt = None if last is None else filters.encode_cursor(last[0], last[1], newest_first)
+        return ActivityPage([r.snapshot() for r in items], nxt)
+
+    async def count_activities(
+        self, queue: str, flt: ActivityFilter, *, cap: int = filters.COUNT_CAP
+    ) -> ActivityCount:
+        flt = filters.check_filter(flt)
+        cap = filters.check_cap(cap)
+        q = self._queues.get(queue)
+        if q is None:
+            return ActivityCount(0, True)
+        return self._count(q, flt, cap)
+
+    def _count(self, q: QueueState, flt: ActivityFilter, cap: int) -> ActivityCount:
+        if flt == ActivityFilter(statuses=flt.statuses):
+            n = sum(len(q.by_status[s]) for s in flt.statuses or filters.ALL_STATUSES)
+            return ActivityCount(min(n, cap), n <= cap)
+        rows = (r for r in self._scan(q, flt, None, True) if self._indexed_match(r, flt))
+        return keyset.count(rows, cap, (lambda r: self._row_match(r, flt)) if filters.row_filters(flt) else None)
+
+    def _select(self, q: QueueState, flt: ActivityFilter, action: str, limit: int) -> tuple[list[Row], int]:
+        """Up to ``limit`` rows ``action`` applies to (newest first), and how many matched but are skipped."""
+        act, skip = filters.applicable(action, flt)
+        rows: list[Row] = []
+        if act:
+            sub = msgspec_replace(flt, statuses=act)
+            for row in self._scan(q, sub, None, True):
+                if self._indexed_match(row, sub) and self._row_match(row, sub):
+                    rows.append(row)
+                    if len(rows) == limit:
+                        break
+        skipped = self._count(q, msgspec_replace(flt, statuses=skip), limit).count if skip else 0
+        return rows, skipped
+
+    def _action(self, queue: str, flt: ActivityFilter, action: str, limit: int) -> tuple[QueueState, list[Row], int]:
+        flt = filters.check_filter(flt)
+        limit = filters.check_action_limit(limit)
+        q = self._queues.get(queue)
+        if q is None:
+            return self._queue(queue), [], 0
+        rows, skipped = self._select(q, flt, action, limit)
+        return q, rows, skipped
+
+    async def retry_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        q, rows, skipped = self._action(queue, flt, "retry", limit)
+        now = _now_ms()
+        for row in rows:
+            old = row.status
+            self._move(q, row, "pending")
+            row.retry_count = 0
+            row.ready_at_ms = now
+            row.finished_at_ms = None
+            row.dead_lettered_at_ms = None
+            row.claim_token = None
+            row.lease_expires_at_ms = None
+            row.cancel_requested = False
+            self._results.pop(row.id, None)
+            self._event(row, "retry_requested", now, old)
+            self._make_ready(q, row, now)
+        return ActionResult("retry", [r.id for r in rows], skipped)
+
+    async def cancel_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        _, rows, skipped = self._action(queue, flt, "cancel", limit)
+        now = _now_ms()
+        changed: list[str] = []
+        for row in rows:
+            if row.status == "processing":
+                if row.cancel_requested:
+                    skipped += 1
+                    continue
+                row.cancel_requested = True
+                self._event(row, "cancel_requested", now)
+            else:
+                self._event(row, "cancelled", now)
+                self._finish(row, "cancelled", now, None, None)
+            changed.append(row.id)
+        return ActionResult("cancel", changed, skipped)
+
+    async def run_now(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        q, rows, skipped = self._action(queue, flt, "run_now", limit)
+        now = _now_ms()
+        for row in rows:
+            old = row.status
+            self._move(q, row, "pending")
+            row.ready_at_ms = now
+            self._event(row, "run_now", now, old)
+            self._make_ready(q, row, now)
+        return ActionResult("run_now", [r.id for r in rows], skipped)
+
+    async def set_priority(
+        self, queue: str, flt: ActivityFilter, priority: int, *, limit: int = 10_000
+    ) -> ActionResult:
+        priority = filters.check_priority(priority)
+        q, rows, skipped = self._action(queue, flt, "set_priority", limit)
+        now = _now_ms()
+        changed: list[str] = []
+        for row in rows:
+            if row.priority == priority:
+                skipped += 1
+                continue
+            old = row.priority
+            row.priority = priority
+            self._event(row, "priority_changed", now, f"{old}->{priority}")
+            self._make_ready(q, row, now)  # re-sorts it: the old heap entry is now stale
+            changed.append(row.id)
+        return ActionResult("set_priority", changed, skipped)
+
+    async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        q, rows, skipped = self._action(queue, flt, "delete", limit)
+        now = _now_ms()
+        for row in rows:
+            rid = row.id
+            del self._rows[rid]
+            del q.rows[rid]
+            q.by_status[row.status].pop(rid, None)
+            at = bisect.bisect_left(q.order, (row.created_at_ms, rid))
+            if at < len(q.order) and q.order[at][1] == rid:
+                del q.order[at]
+            q.type_rows.get(row.activity_type, {}).pop(rid, None)
+            if row.parent_id is not None:
+                q.children.get(row.parent_id, {}).pop(rid, None)
+            self._events.pop(rid, None)
+            self._results.pop(rid, None)
+            if row.idempotency_key is not None:
+                ikey = (queue, row.activity_type, row.idempotency_key)
+                held = self._idem.get(ikey)
+                if held is not None and held[0] == rid:
+                    del self._idem[ikey]
+            self._stream_only(q, queue, rid, "deleted", now)
+        return ActionResult("delete", [r.id for r in rows], skipped)
+
+    def _stream_only(self, q: QueueState, queue: str, activity_id: str, kind: str, now: int) -> None:
+        """An event for the live stream only (the activity's own timeline is gone)."""
+        ev = ActivityEvent(next(self._event_ids), activity_id, queue, kind, now, None)
+        q.events.append(ev)
+        for s in self._subscribers.get(queue, ()):
+            s.put_nowait(ev)
 
     # -------------------------------------------------------------- for tests
     def terminal_count(self, queue: str) -> int:

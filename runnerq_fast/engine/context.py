@@ -31,22 +31,28 @@ class ActivityContext:
         1-4.
     enqueued_at : float
         Creation time, epoch **seconds**.
-    executor : ActivityExecutor
-        Enqueues child activities on the same queue.
     cancellation : asyncio.Event
         Set when the engine begins to shut down; a long handler may check
         :attr:`is_cancelled` and return early (it is cancelled anyway once
         ``shutdown_grace`` has passed).
+    cancel_requested : bool
+        Set when an operator cancelled this running activity (the engine
+        learns it on its next lease heartbeat). An ``async def`` handler is
+        cancelled as well; a plain ``def`` one cannot be interrupted and
+        should check this flag and return. Either way the activity ends
+        ``cancelled``.
     """
 
     __slots__ = (
+        "_child_executor",
+        "_executor",
         "_metadata",
         "_raw_metadata",
         "activity_id",
         "activity_type",
+        "cancel_requested",
         "cancellation",
         "enqueued_at",
-        "executor",
         "max_retries",
         "priority",
         "retry_count",
@@ -59,10 +65,23 @@ class ActivityContext:
         self.max_retries = activity.max_retries
         self.priority = activity.priority
         self.enqueued_at = activity.created_at_ms / 1000.0
-        self.executor = executor
+        self._executor = executor
+        self._child_executor: ActivityExecutor | None = None
         self.cancellation = cancellation
+        self.cancel_requested = False
         self._raw_metadata = activity.metadata
         self._metadata: dict[str, str] | None = None
+
+    @property
+    def executor(self) -> ActivityExecutor:
+        """Enqueues child activities on the same queue, each recording this activity as its parent.
+
+        Made on first use, so a handler that enqueues nothing pays nothing.
+        """
+        child = self._child_executor
+        if child is None:
+            child = self._child_executor = self._executor.child(self.activity_id)
+        return child
 
     @property
     def metadata(self) -> dict[str, str]:

@@ -615,7 +615,7 @@ class WorkerEngine:
                 continue
             refs = [LeaseRef(a.id, a.claim_token) for a in self._inflight.values()]
             try:
-                lost = await self.backend.extend_leases(cfg.queue_name, refs, self._lease_ms)
+                lost = (await self.backend.extend_leases(cfg.queue_name, refs, self._lease_ms)).lost
             except Exception as exc:
                 log.warning("lease heartbeat for %d activities failed (%s: %s)", len(refs), type(exc).__name__, exc)
                 if self._metrics_on:

@@ -223,7 +223,7 @@ async def test_late_ack_after_requeue_expired_is_rejected(pg_backend: PostgresBa
     assert report.requeued == [item.id] and report.dead_lettered == []
     late = Ack(held.id, held.claim_token, AckOutcome.COMPLETED, result=b"1")
     assert await b.ack("q", [late]) == [item.id]
-    assert await b.extend_leases("q", [LeaseRef(held.id, held.claim_token)], 1000) == [item.id]
+    assert (await b.extend_leases("q", [LeaseRef(held.id, held.claim_token)], 1000)).lost == [item.id]
     snap = await b.get_activity(item.id)
     assert snap is not None and snap.status == "pending" and snap.retry_count == 1
 

@@ -8,9 +8,10 @@ import pytest
 
 from runnerq_fast.backends.postgres import PostgresBackend
 from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance_ops import OperationsConformance
 
 
-class TestPostgresConformance(BackendConformance, ErrorTextConformance):
+class TestPostgresConformance(BackendConformance, ErrorTextConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self, pg_url: str) -> AsyncIterator[PostgresBackend]:
         b = await PostgresBackend.open(pg_url, min_size=2, max_size=12)

@@ -8,9 +8,10 @@ import pytest
 
 from runnerq_fast.backends.redis import RedisBackend
 from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance_ops import OperationsConformance
 
 
-class TestRedisConformance(BackendConformance, ErrorTextConformance):
+class TestRedisConformance(BackendConformance, ErrorTextConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:
         yield redis_backend

@@ -23,7 +23,7 @@ from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
 from runnerq_fast.backends.sqlite import SqliteBackend, apply_migrations, sqlite_path
 from runnerq_fast.backends.sqlite.backend import _split_script
 from runnerq_fast.errors import BackendError, ConfigError
-from runnerq_fast.models import Ack, AckOutcome
+from runnerq_fast.models import Ack, AckOutcome, ActivityFilter
 from tests.conformance import new
 
 REPO = Path(__file__).resolve().parents[2]
@@ -169,11 +169,40 @@ async def test_closed_backend_refuses_calls(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------- migrations
 def test_migration_script_splits_into_its_statements() -> None:
-    (m,) = load_migrations("runnerq_fast.backends.sqlite")
+    m, m2 = load_migrations("runnerq_fast.backends.sqlite")
     statements = _split_script(m.sql)
     assert all(sqlite3.complete_statement(s) for s in statements)
     kinds = [s.split("(")[0].split()[:3] for s in statements]
     assert ["CREATE", "TABLE", "runnerq_activities"] in kinds and len(statements) == 7
+    later = [s.split("(")[0].split()[:3] for s in _split_script(m2.sql)]
+    assert later.count(["ALTER", "TABLE", "runnerq_activities"]) == 2 and len(later) == 5
+
+
+async def test_a_file_at_migration_1_is_upgraded_and_keeps_its_rows(tmp_path: Path) -> None:
+    """A database written before migration 0002 (no parent_id, no listing indexes) opens, upgrades, lists."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    (m1, _) = load_migrations("runnerq_fast.backends.sqlite")
+    conn.execute("BEGIN")
+    conn.execute("CREATE TABLE runnerq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+                 "applied_at INTEGER NOT NULL)")
+    for statement in _split_script(m1.sql):
+        conn.execute(statement)
+    conn.execute("INSERT INTO runnerq_migrations VALUES (1, 'initial', 0)")
+    conn.execute("INSERT INTO runnerq_activities (id, queue_name, activity_type, status, priority, max_retries, "
+                 "timeout_ms, payload, metadata, created_at, ready_at) VALUES ('a1', 'q', 't', 'failed', 2, 3, 0, "
+                 "'{}', '{}', 1000, 1000)")
+    conn.execute("COMMIT")
+    conn.close()
+    b = await SqliteBackend.open(f"sqlite:///{path}")
+    try:
+        snap = await b.get_activity("a1")
+        assert snap is not None and snap.status == "failed" and snap.parent_id is None
+        page = await b.query_activities("q", ActivityFilter(statuses=("failed",)))
+        assert [s.id for s in page.items] == ["a1"]
+        assert (await b.retry_activities("q", ActivityFilter(ids=("a1",)))).changed == ["a1"]
+    finally:
+        await b.close()
 
 
 def test_split_script_refuses_an_unterminated_statement() -> None:

@@ -9,9 +9,10 @@ import pytest
 
 from runnerq_fast.backends.sqlite import SqliteBackend
 from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance_ops import OperationsConformance
 
 
-class TestSqliteConformance(BackendConformance, ErrorTextConformance):
+class TestSqliteConformance(BackendConformance, ErrorTextConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[SqliteBackend]:
         b = await SqliteBackend.open(f"sqlite:///{tmp_path / 'conformance.db'}")

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import runnerq_fast as rq
-from runnerq_fast.models import Ack, LeaseRef, NewActivity
+from runnerq_fast.models import Ack, LeaseRef, LeaseReport, NewActivity
 from tests.conformance import FAST
 
 
@@ -304,7 +304,7 @@ class _FlakyBackend(rq.MemoryBackend):
             raise ConnectionError("backend down")
         return await super().ack(queue, acks)
 
-    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:
         if self.down:
             raise ConnectionError("backend down")
         return await super().extend_leases(queue, leases, lease_ms)

@@ -8,9 +8,10 @@ import pytest
 
 from runnerq_fast.backends.memory import MemoryBackend
 from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance_ops import OperationsConformance
 
 
-class TestMemoryConformance(BackendConformance, ErrorTextConformance):
+class TestMemoryConformance(BackendConformance, ErrorTextConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:
         b = MemoryBackend()

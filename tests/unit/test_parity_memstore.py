@@ -44,8 +44,8 @@ SCENARIO = textwrap.dedent(
                         None if j % 4 == 0 else "err", 0) for j, c in enumerate(batch)]
             out.setdefault("rejected", []).append(await b.ack("q", acks))
             if batch:
-                out.setdefault("lost", []).append(await b.extend_leases("q", [LeaseRef(c.id, c.claim_token)
-                                                                         for c in batch[:5]], 1))
+                out.setdefault("lost", []).append((await b.extend_leases("q", [LeaseRef(c.id, c.claim_token)
+                                                                          for c in batch[:5]], 1)).lost)
         out["claims"] = claims
         await asyncio.sleep(0.01)
         rep = await b.requeue_expired("q", 1000)

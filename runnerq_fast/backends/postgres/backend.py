@@ -21,16 +21,22 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import asyncpg
+import msgspec
 from asyncpg.pool import PoolConnectionProxy
 
+from runnerq_fast import filters
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.postgres.listener import Listener
 from runnerq_fast.backends.postgres.rows import ack_params, claimed_from_rows, enqueue_params, lease_params
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
-from runnerq_fast.errors import BackendError, ConfigError
+from runnerq_fast.errors import BackendError, ConfigError, InvalidActivityError
 from runnerq_fast.models import (
     Ack,
+    ActionResult,
+    ActivityCount,
     ActivityEvent,
+    ActivityFilter,
+    ActivityPage,
     ActivityResult,
     ActivitySnapshot,
     ClaimedActivity,
@@ -38,9 +44,11 @@ from runnerq_fast.models import (
     EnqueueOutcome,
     EnqueueResult,
     LeaseRef,
+    LeaseReport,
     NewActivity,
     OnDuplicate,
     QueueStats,
+    QueueSummary,
     ReapReport,
 )
 from runnerq_fast.storage import Backend
@@ -83,7 +91,7 @@ def _text(data: bytes | str | None) -> str | None:
     return data.decode()
 
 
-def _snapshot(r: asyncpg.Record) -> ActivitySnapshot:
+def _snapshot(r: asyncpg.Record | Sequence[Any]) -> ActivitySnapshot:
     return ActivitySnapshot(
         _hex(r[0]),
         r[1],
@@ -102,6 +110,7 @@ def _snapshot(r: asyncpg.Record) -> ActivitySnapshot:
         r[14],
         r[15],
         r[16],
+        None if r[17] is None else _hex(r[17]),
     )
 
 
@@ -493,7 +502,8 @@ class PostgresBackend(Backend):
     ) -> None:
         """One UNNEST insert of ``items`` with their events (and maybe the NOTIFY)."""
         leading = commit_hook and self._notifier.take_leading(queue)
-        await conn.execute(Q["enqueue"], queue, *enqueue_params(items), leading)
+        parents = [it.parent_id for it in items] if any(it.parent_id is not None for it in items) else None
+        await conn.execute(Q["enqueue"], queue, *enqueue_params(items), leading, parents)
         if commit_hook:
             self._after_commit(queue, leading)
 
@@ -620,12 +630,20 @@ class PostgresBackend(Backend):
                 return []
             return await self._pool.fetch(query, *lease_params(refs), *extra)
 
-    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:
         if not leases:
-            return []
+            return LeaseReport([], [])
         rows = await self._lease_statement(Q["extend_leases"], leases, lease_ms)
-        kept = {_hex(r[0]) for r in rows}
-        return [ref.id for ref in leases if ref.id not in kept and _uuid_or_none(ref.id) not in kept]
+        kept = {_hex(r[0]): bool(r[1]) for r in rows}
+        lost: list[str] = []
+        stop: list[str] = []
+        for ref in leases:
+            key = ref.id if ref.id in kept else _uuid_or_none(ref.id)
+            if key is None or key not in kept:
+                lost.append(ref.id)
+            elif kept[key]:
+                stop.append(ref.id)
+        return LeaseReport(lost, stop)
 
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         if not leases:
@@ -646,9 +664,11 @@ class PostgresBackend(Backend):
         rows = await self._pool.fetch(Q["requeue_expired"], queue, limit)
         requeued = [_hex(r[0]) for r in rows if r[1] == "pending"]
         dead = [_hex(r[0]) for r in rows if r[1] == "dead_letter"]
+        cancelled = [_hex(r[0]) for r in rows if r[1] == "cancelled"]
         if rows:
-            log.info("reaped queue %r: %d requeued, %d dead-lettered", queue, len(requeued), len(dead))
-        return ReapReport(requeued, dead)
+            log.info("reaped queue %r: %d requeued, %d dead-lettered, %d cancelled", queue, len(requeued), len(dead),
+                     len(cancelled))
+        return ReapReport(requeued, dead, cancelled)
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:
         ev = self._work_event(queue)
@@ -713,7 +733,7 @@ class PostgresBackend(Backend):
 
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         rows = await self._pool.fetch(Q["list_dead_letter"], queue, offset, limit)
-        return [DeadLetterRecord(_snapshot(r), r[15], r[17] or 0) for r in rows]
+        return [DeadLetterRecord(_snapshot(r), r[15], r[18] or 0) for r in rows]
 
     async def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         wake = asyncio.Event()
@@ -746,3 +766,173 @@ class PostgresBackend(Backend):
                 wakers.discard(wake)
                 if not wakers:
                     del self._streams[queue]
+
+    # ------------------------------------------------- listings with filters
+    async def list_queues(self) -> list[QueueSummary]:
+        names = [r[0] for r in await self._pool.fetch(Q["queue_names"])]
+        if not names:
+            return []
+        by_type: dict[str, dict[str, dict[str, int]]] = {n: {} for n in names}
+        for name, typ, status, n in await self._pool.fetch(Q["counts_by_type"], names):
+            by_type[name].setdefault(typ, {})[status] = n
+        oldest = {r[0]: r[1] for r in await self._pool.fetch(Q["oldest_ready"], names)}
+        out: list[QueueSummary] = []
+        for name in names:
+            counts: dict[str, int] = {}
+            for per_status in by_type[name].values():
+                for status, n in per_status.items():
+                    counts[status] = counts.get(status, 0) + n
+            out.append(QueueSummary(name, QueueStats(**counts), by_type[name], oldest.get(name)))
+        return out
+
+    async def query_activities(
+        self,
+        queue: str,
+        flt: ActivityFilter,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        newest_first: bool = True,
+    ) -> ActivityPage:
+        flt = filters.check_filter(flt)
+        at = filters.check_page(limit, cursor, newest_first)
+        checked = filters.row_filters(flt)
+        scan = filters.ROW_SCAN_LIMIT if checked else limit + 1
+        source = _source(flt, flt.statuses)
+        if source is None:
+            return ActivityPage([], None)
+        kind, extra = source
+        order = "desc" if newest_first else "asc"
+        rows = await self._pool.fetch(
+            Q[f"query_{kind}_{order}"], *_scan_args(queue, flt, flt.statuses, scan, limit + 1, at), *extra
+        )
+        items = [r for r in rows if r[3] is not None]
+        nxt: str | None = None
+        if len(items) > limit:
+            items = items[:limit]
+            nxt = filters.encode_cursor(items[-1][21], _hex(items[-1][3]), newest_first)
+        elif checked and rows and rows[0][0] >= scan:
+            nxt = filters.encode_cursor(rows[0][1], _hex(rows[0][2]), newest_first)
+        return ActivityPage([_snapshot(r[3:21]) for r in items], nxt)
+
+    async def count_activities(
+        self, queue: str, flt: ActivityFilter, *, cap: int = filters.COUNT_CAP
+    ) -> ActivityCount:
+        flt = filters.check_filter(flt)
+        cap = filters.check_cap(cap)
+        return await self._count(self._pool, queue, flt, cap)
+
+    async def _count(self, conn: asyncpg.Pool | _Conn, queue: str, flt: ActivityFilter, cap: int) -> ActivityCount:
+        source = _source(flt, flt.statuses)
+        if source is None:
+            return ActivityCount(0, True)
+        kind, extra = source
+        checked = filters.row_filters(flt)
+        scan = cap + filters.ROW_SCAN_LIMIT + 1 if checked else cap + 1
+        row = await conn.fetchrow(Q[f"count_{kind}"], *_scan_args(queue, flt, flt.statuses, scan, cap + 1, None),
+                                  *extra)
+        assert row is not None
+        examined, matched = int(row[0]), int(row[1])
+        if checked and examined >= scan:
+            return ActivityCount(min(matched, cap), False)
+        return ActivityCount(min(matched, cap), matched <= cap)
+
+    async def _act(self, action: str, queue: str, flt: ActivityFilter, limit: int, *extra: Any) -> ActionResult:
+        flt = filters.check_filter(flt)
+        limit = filters.check_action_limit(limit)
+        act, skip = filters.applicable(action, flt)
+        checked = filters.row_filters(flt)
+        picked: list[str] = []
+        changed: list[str] = []
+        empty_batches: list[int] = []
+        async with self._pool.acquire() as conn, conn.transaction():
+            source = _source(flt, act) if act else None
+            at: filters.Cursor | None = None
+            while source is not None and len(picked) < limit:
+                want = limit - len(picked)
+                scan = max(want, filters.ROW_SCAN_LIMIT) if checked else want
+                kind, src = source
+                rows = await conn.fetch(Q[f"pick_{kind}"], *_scan_args(queue, flt, act, scan, want, at), *src)
+                picked += [_hex(r[3]) for r in rows if r[3] is not None]
+                if not rows or rows[0][0] < scan or rows[0][2] is None:
+                    break
+                at = filters.Cursor(rows[0][1], _hex(rows[0][2]), True)
+            # counted before the change, which would move the changed rows into skipped statuses
+            skipped = (await self._count(conn, queue, msgspec.structs.replace(flt, statuses=skip), limit)).count \
+                if skip else 0
+            if picked:
+                row = await conn.fetchrow(Q[f"{action}_many"], queue, picked, *extra)
+                assert row is not None
+                done = {_hex(x) for x in row[0]}
+                changed = [i for i in picked if i in done]
+                if action == "delete":
+                    empty_batches = list(row[1])
+            if empty_batches:
+                await conn.execute(Q["delete_empty_events"], empty_batches)
+        if changed:
+            ev = self._work.get(queue)
+            if ev is not None and action in ("retry", "run_now", "set_priority"):
+                ev.set()
+            self._wake_streams(queue)
+        return ActionResult(action, changed, skipped + len(picked) - len(changed))
+
+    async def retry_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act("retry", queue, flt, limit)
+
+    async def cancel_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act("cancel", queue, flt, limit)
+
+    async def run_now(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act("run_now", queue, flt, limit)
+
+    async def set_priority(
+        self, queue: str, flt: ActivityFilter, priority: int, *, limit: int = 10_000
+    ) -> ActionResult:
+        return await self._act("set_priority", queue, flt, limit, filters.check_priority(priority))
+
+    async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act("delete", queue, flt, limit)
+
+
+def _source(flt: ActivityFilter, statuses: Sequence[str] | None) -> tuple[str, list[Any]] | None:
+    """Which query family serves ``flt`` and its source parameters; ``None``: nothing can match."""
+    if statuses is not None and not statuses:
+        return None
+    types = None if flt.activity_types is None else list(flt.activity_types)
+    if flt.ids is not None:
+        ids = [u for i in flt.ids if (u := _uuid_or_none(i)) is not None]
+        return ("ids", [ids, types]) if ids else None
+    if flt.parent_id is not None:
+        parent = _uuid_or_none(flt.parent_id)
+        return None if parent is None else ("parent", [parent, types])
+    if types is not None:
+        return "type", [types]
+    return "status", []
+
+
+def _scan_args(
+    queue: str,
+    flt: ActivityFilter,
+    statuses: Sequence[str] | None,
+    scan: int,
+    take: int,
+    at: filters.Cursor | None,
+) -> list[Any]:
+    """Parameters $1-$10 of the query_*, count_* and pick_* statements."""
+    cursor_id: str | None = None
+    if at is not None:
+        cursor_id = _uuid_or_none(at.id)
+        if cursor_id is None:
+            raise InvalidActivityError(f"invalid cursor (id {at.id!r})")
+    return [
+        queue,
+        list(filters.ALL_STATUSES if statuses is None else statuses),
+        scan,
+        take,
+        flt.created_after_ms,
+        flt.created_before_ms,
+        None if at is None else at.created,
+        cursor_id,
+        None if flt.priorities is None else list(flt.priorities),
+        msgspec.json.encode(dict(flt.metadata)).decode() if flt.metadata else None,
+    ]

@@ -15,8 +15,15 @@
 --   * notifications: channel runnerq_work (payload: queue name) means "work may
 --     be ready"; channel runnerq_results (payload: queue name) means "some
 --     activity ended". At most one of each per statement, never one per row.
---   * ack outcomes: 1 completed, 2 retry, 3 failed, 4 dead letter
---     (runnerq_fast.models.AckOutcome).
+--   * ack outcomes: 1 completed, 2 retry, 3 failed, 4 dead letter,
+--     5 cancelled (runnerq_fast.models.AckOutcome). A retry of an activity
+--     whose cancellation was requested (cancel_requested_at) ends it
+--     cancelled instead, and so do a release and an expired lease;
+--   * listings (query_*, count_*, pick_*) walk runnerq_activities_status_created_idx
+--     or runnerq_activities_type_created_idx one range per status (and type)
+--     through LATERAL joins, so each range is an ordered index scan that stops
+--     at its LIMIT; absent bounds are -infinity/infinity, never
+--     "$n IS NULL OR ...", so every statement keeps one plan (generic or custom).
 
 -- name: lock_migrations
 -- Serialises concurrent migrate() calls until the transaction ends.
@@ -39,24 +46,25 @@ INSERT INTO runnerq_migrations (version, name) VALUES ($1::integer, $2::text);
 -- name: enqueue
 -- $1 queue, then one array per NewActivity field (same length, item order),
 -- $11 whether to send the rate-limited runnerq_work notification in this
--- statement (only when some row is ready now). Returns one row: created count.
+-- statement (only when some row is ready now), $12 parent ids (NULL when no
+-- item has one: unnest pads it with NULLs). Returns one row: created count.
 WITH input AS (
     SELECT *
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::smallint[], $6::integer[], $7::bigint[],
-                $8::bigint[], $9::text[], $10::text[]) WITH ORDINALITY
+                $8::bigint[], $9::text[], $10::text[], $12::uuid[]) WITH ORDINALITY
         AS t(id, activity_type, payload, priority, max_retries, timeout_ms, run_at_ms, metadata,
-             idempotency_key, ord)
+             idempotency_key, parent_id, ord)
 ), clock AS (
     SELECT now() AS now, floor(extract(epoch FROM now()) * 1000)::bigint AS now_ms
 ), ins AS (
     INSERT INTO runnerq_activities (id, queue_name, activity_type, status, priority, max_retries, timeout_ms,
-                                    payload, metadata, created_at, ready_at, idempotency_key)
+                                    payload, metadata, created_at, ready_at, idempotency_key, parent_id)
     SELECT i.id, $1::text, i.activity_type,
            CASE WHEN i.run_at_ms > c.now_ms THEN 'scheduled' ELSE 'pending' END,
            i.priority, i.max_retries, i.timeout_ms, i.payload, i.metadata, c.now,
            CASE WHEN i.run_at_ms > c.now_ms THEN timestamptz 'epoch' + i.run_at_ms * interval '1 millisecond'
                 ELSE c.now END,
-           i.idempotency_key
+           i.idempotency_key, i.parent_id
     FROM input i CROSS JOIN clock c
     ORDER BY i.ord
     RETURNING id, status
@@ -151,7 +159,8 @@ ORDER BY priority DESC, retry_count DESC, ready_at, id;
 -- name: ack
 -- $1 queue (notification payload), then parallel arrays: ids, claim tokens,
 -- outcomes, results, errors, retry times (epoch ms). Only rows still
--- processing under the same claim token change. Returns one row: the
+-- processing under the same claim token change; a retry (2) of a row whose
+-- cancellation was requested ends it cancelled. Returns one row: the
 -- accepted ids and how many notifications were sent.
 WITH input AS (
     SELECT *
@@ -159,21 +168,25 @@ WITH input AS (
         AS t(id, claim_token, outcome, result, error, retry_at_ms)
 ), done AS (
     UPDATE runnerq_activities a
-    SET status = CASE i.outcome WHEN 1 THEN 'completed' WHEN 2 THEN 'retrying' WHEN 3 THEN 'failed'
-                                ELSE 'dead_letter' END,
-        retry_count = CASE WHEN i.outcome = 2 THEN a.retry_count + 1 ELSE a.retry_count END,
-        ready_at = CASE WHEN i.outcome = 2
+    SET status = CASE WHEN i.outcome = 5 OR (i.outcome = 2 AND a.cancel_requested_at IS NOT NULL) THEN 'cancelled'
+                      WHEN i.outcome = 1 THEN 'completed' WHEN i.outcome = 2 THEN 'retrying'
+                      WHEN i.outcome = 3 THEN 'failed' ELSE 'dead_letter' END,
+        retry_count = CASE WHEN i.outcome = 2 AND a.cancel_requested_at IS NULL THEN a.retry_count + 1
+                           ELSE a.retry_count END,
+        ready_at = CASE WHEN i.outcome = 2 AND a.cancel_requested_at IS NULL
                         THEN greatest(timestamptz 'epoch' + i.retry_at_ms * interval '1 millisecond', now())
                         ELSE a.ready_at END,
-        finished_at = CASE WHEN i.outcome = 2 THEN a.finished_at ELSE now() END,
+        finished_at = CASE WHEN i.outcome = 2 AND a.cancel_requested_at IS NULL THEN a.finished_at ELSE now() END,
         dead_lettered_at = CASE WHEN i.outcome = 4 THEN now() ELSE a.dead_lettered_at END,
         last_error = CASE WHEN i.outcome = 2 OR i.error IS NOT NULL THEN i.error ELSE a.last_error END,
         result = CASE WHEN i.outcome = 1 THEN i.result END,
         claim_token = NULL,
-        lease_expires_at = NULL
+        lease_expires_at = NULL,
+        cancel_requested_at = NULL
     FROM input i
     WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
-    RETURNING a.id, a.queue_name, a.status, a.ready_at, i.outcome, i.error
+    RETURNING a.id, a.queue_name, a.status, a.ready_at, i.outcome, CASE WHEN a.status <> 'cancelled' THEN i.error END
+        AS error
 ), ev AS (
     INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
     SELECT queue_name, event_type, now(), array_agg(id),
@@ -181,16 +194,17 @@ WITH input AS (
     FROM (SELECT queue_name, status AS event_type, id, error AS detail FROM done) s
     GROUP BY queue_name, event_type
 ), notes AS (
-    SELECT pg_notify('runnerq_results', $1::text) FROM (SELECT 1 FROM done WHERE outcome <> 2 LIMIT 1) s
+    SELECT pg_notify('runnerq_results', $1::text) FROM (SELECT 1 FROM done WHERE status <> 'retrying' LIMIT 1) s
     UNION ALL
     SELECT pg_notify('runnerq_work', $1::text)
-    FROM (SELECT 1 FROM done WHERE outcome = 2 AND ready_at <= now() LIMIT 1) s
+    FROM (SELECT 1 FROM done WHERE status = 'retrying' AND ready_at <= now() LIMIT 1) s
 )
 SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
 
 -- name: extend_leases
 -- $1 ids, $2 claim tokens, $3 lease in milliseconds. Returns the ids extended,
--- each with a lease_extended event (detail: the new expiry, epoch ms).
+-- each with a lease_extended event (detail: the new expiry, epoch ms), and
+-- whether an operator asked to cancel it.
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[]) AS t(id, claim_token)
 ), extended AS (
@@ -198,7 +212,7 @@ WITH input AS (
     SET lease_expires_at = now() + $3::bigint * interval '1 millisecond'
     FROM input i
     WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
-    RETURNING a.id, a.queue_name, a.lease_expires_at
+    RETURNING a.id, a.queue_name, a.lease_expires_at, a.cancel_requested_at IS NOT NULL AS cancel
 ), ev AS (
     INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
     SELECT queue_name, event_type, now(), array_agg(id),
@@ -208,30 +222,38 @@ WITH input AS (
           FROM extended) s
     GROUP BY queue_name, event_type
 )
-SELECT id FROM extended;
+SELECT id, cancel FROM extended;
 
 -- name: release
--- $1 ids, $2 claim tokens: back to pending without counting an attempt.
--- Returns one row: the released ids and how many notifications were sent.
+-- $1 ids, $2 claim tokens: back to pending without counting an attempt (or
+-- cancelled, when an operator asked to cancel it). Returns one row: the
+-- released ids and how many notifications were sent.
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[]) AS t(id, claim_token)
 ), rel AS (
     UPDATE runnerq_activities a
-    SET status = 'pending', claim_token = NULL, lease_expires_at = NULL
+    SET status = CASE WHEN a.cancel_requested_at IS NULL THEN 'pending' ELSE 'cancelled' END,
+        finished_at = CASE WHEN a.cancel_requested_at IS NULL THEN a.finished_at ELSE now() END,
+        claim_token = NULL, lease_expires_at = NULL, cancel_requested_at = NULL
     FROM input i
     WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
-    RETURNING a.id, a.queue_name
+    RETURNING a.id, a.queue_name, a.status
 ), ev AS (
     INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, detail)
-    SELECT queue_name, 'requeued', now(), array_agg(id), 'released at shutdown' FROM rel GROUP BY queue_name
+    SELECT queue_name, CASE WHEN status = 'pending' THEN 'requeued' ELSE 'cancelled' END, now(), array_agg(id),
+           'released at shutdown'
+    FROM rel GROUP BY queue_name, status
 ), notes AS (
-    SELECT pg_notify('runnerq_work', q) FROM (SELECT DISTINCT queue_name AS q FROM rel) s
+    SELECT pg_notify('runnerq_work', q) FROM (SELECT DISTINCT queue_name AS q FROM rel WHERE status = 'pending') s
+    UNION ALL
+    SELECT pg_notify('runnerq_results', q) FROM (SELECT DISTINCT queue_name AS q FROM rel WHERE status = 'cancelled') s
 )
 SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM rel;
 
 -- name: requeue_expired
 -- $1 queue, $2 limit. An expired lease counts as an attempt: dead_letter
--- (with a result row) once retry_count + 1 exceeds max_retries, else pending.
+-- (with a result row) once retry_count + 1 exceeds max_retries, else pending;
+-- an activity whose cancellation was requested ends cancelled instead.
 -- Returns (id, new status) rows; the notified column repeats one count.
 WITH expired AS MATERIALIZED (
     SELECT id
@@ -242,14 +264,19 @@ WITH expired AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE runnerq_activities a
-    SET retry_count = a.retry_count + 1,
-        status = CASE WHEN a.retry_count + 1 > a.max_retries THEN 'dead_letter' ELSE 'pending' END,
-        last_error = CASE WHEN a.retry_count + 1 > a.max_retries THEN 'lease expired; retries exhausted'
+    SET retry_count = CASE WHEN a.cancel_requested_at IS NULL THEN a.retry_count + 1 ELSE a.retry_count END,
+        status = CASE WHEN a.cancel_requested_at IS NOT NULL THEN 'cancelled'
+                      WHEN a.retry_count + 1 > a.max_retries THEN 'dead_letter' ELSE 'pending' END,
+        last_error = CASE WHEN a.cancel_requested_at IS NOT NULL THEN a.last_error
+                          WHEN a.retry_count + 1 > a.max_retries THEN 'lease expired; retries exhausted'
                           ELSE 'lease expired' END,
-        finished_at = CASE WHEN a.retry_count + 1 > a.max_retries THEN now() ELSE a.finished_at END,
-        dead_lettered_at = CASE WHEN a.retry_count + 1 > a.max_retries THEN now() ELSE a.dead_lettered_at END,
+        finished_at = CASE WHEN a.cancel_requested_at IS NOT NULL OR a.retry_count + 1 > a.max_retries THEN now()
+                           ELSE a.finished_at END,
+        dead_lettered_at = CASE WHEN a.cancel_requested_at IS NULL AND a.retry_count + 1 > a.max_retries THEN now()
+                                ELSE a.dead_lettered_at END,
         claim_token = NULL,
-        lease_expires_at = NULL
+        lease_expires_at = NULL,
+        cancel_requested_at = NULL
     FROM expired e
     WHERE a.id = e.id
     RETURNING a.id, a.queue_name, a.status, a.last_error
@@ -257,13 +284,13 @@ WITH expired AS MATERIALIZED (
     INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
     SELECT queue_name, event_type, now(), array_agg(id),
            CASE WHEN bool_or(detail IS NOT NULL) THEN array_agg(detail) END
-    FROM (SELECT queue_name, CASE WHEN status = 'dead_letter' THEN 'dead_letter' ELSE 'requeued' END AS event_type,
-                 id, last_error AS detail
+    FROM (SELECT queue_name, CASE WHEN status = 'pending' THEN 'requeued' ELSE status END AS event_type,
+                 id, CASE WHEN status = 'cancelled' THEN 'lease expired' ELSE last_error END AS detail
           FROM reaped) s
     GROUP BY queue_name, event_type
 ), notes AS (
     SELECT pg_notify('runnerq_results', $1::text)
-    FROM (SELECT 1 FROM reaped WHERE status = 'dead_letter' LIMIT 1) s
+    FROM (SELECT 1 FROM reaped WHERE status IN ('dead_letter', 'cancelled') LIMIT 1) s
     UNION ALL
     SELECT pg_notify('runnerq_work', $1::text) FROM (SELECT 1 FROM reaped WHERE status = 'pending' LIMIT 1) s
 )
@@ -308,7 +335,7 @@ SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry
        floor(extract(epoch FROM started_at) * 1000)::bigint,
        floor(extract(epoch FROM finished_at) * 1000)::bigint,
        CASE WHEN status = 'processing' THEN floor(extract(epoch FROM lease_expires_at) * 1000)::bigint END,
-       last_error, idempotency_key
+       last_error, idempotency_key, parent_id
 FROM runnerq_activities
 WHERE queue_name = $1::text AND ($2::text IS NULL OR status = $2::text)
 ORDER BY id DESC
@@ -322,7 +349,7 @@ SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry
        floor(extract(epoch FROM started_at) * 1000)::bigint,
        floor(extract(epoch FROM finished_at) * 1000)::bigint,
        CASE WHEN status = 'processing' THEN floor(extract(epoch FROM lease_expires_at) * 1000)::bigint END,
-       last_error, idempotency_key
+       last_error, idempotency_key, parent_id
 FROM runnerq_activities
 WHERE id = $1::uuid;
 
@@ -334,7 +361,7 @@ SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry
        floor(extract(epoch FROM started_at) * 1000)::bigint,
        floor(extract(epoch FROM finished_at) * 1000)::bigint,
        NULL::bigint,
-       last_error, idempotency_key,
+       last_error, idempotency_key, parent_id,
        floor(extract(epoch FROM dead_lettered_at) * 1000)::bigint
 FROM runnerq_activities
 WHERE queue_name = $1::text AND status = 'dead_letter'
@@ -345,22 +372,25 @@ LIMIT $3::integer;
 -- name: get_events
 -- The activity's events, oldest first: the batch rows that name it (GIN on
 -- activity_ids), unnested to its own entry. Event id = batch id * 2^20 + position.
+-- A deleted activity keeps only its "deleted" row, for the live stream: its
+-- timeline is empty.
 SELECT e.id * 1048576 + u.ord, u.aid, e.queue_name, e.event_type, floor(extract(epoch FROM e.at) * 1000)::bigint,
        coalesce(e.details[u.ord], e.detail)
 FROM runnerq_events e CROSS JOIN LATERAL unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
-WHERE e.activity_ids @> ARRAY[$1::uuid] AND u.aid = $1::uuid
+WHERE e.activity_ids @> ARRAY[$1::uuid] AND u.aid = $1::uuid AND e.event_type <> 'deleted'
 ORDER BY 1;
 
 -- name: events_after
 -- $1 queue, then the stream position ($2 tx as text, $3 batch id, $4 position
 -- in the batch), $5 limit: the next page in (tx, id, position) order, only
 -- from transactions that ended before every transaction still running, so
--- nothing can later commit behind the position.
+-- nothing can later commit behind the position. Positions of deleted
+-- activities hold NULL (delete_activities) and are skipped.
 SELECT e.id * 1048576 + u.ord AS event_id, u.aid, e.queue_name, e.event_type,
        floor(extract(epoch FROM e.at) * 1000)::bigint, coalesce(e.details[u.ord], e.detail),
        e.tx::text, e.id, u.ord
 FROM runnerq_events e CROSS JOIN LATERAL unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
-WHERE e.queue_name = $1::text
+WHERE e.queue_name = $1::text AND u.aid IS NOT NULL
   AND (e.tx, e.id) >= ($2::text::xid8, $3::bigint)
   AND ((e.tx, e.id) > ($2::text::xid8, $3::bigint) OR u.ord > $4::bigint)
   AND e.tx < pg_snapshot_xmin(pg_current_snapshot())
@@ -375,3 +405,803 @@ SELECT tx::text, id, ($1::bigint & 1048575) FROM runnerq_events WHERE id = ($1::
 -- name: stream_position_now
 -- The position of "from now on": every transaction not yet ended is ahead of it.
 SELECT pg_snapshot_xmin(pg_current_snapshot())::text, 0::bigint, 0::bigint;
+
+-- name: queue_names
+-- Every queue with an activity: a skip scan over the first column of
+-- runnerq_activities_status_created_idx (one probe per queue).
+WITH RECURSIVE q AS (
+    (SELECT queue_name FROM runnerq_activities ORDER BY queue_name LIMIT 1)
+    UNION ALL
+    SELECT (SELECT a.queue_name FROM runnerq_activities a WHERE a.queue_name > q.queue_name
+            ORDER BY a.queue_name LIMIT 1)
+    FROM q WHERE q.queue_name IS NOT NULL
+)
+SELECT queue_name FROM q WHERE queue_name IS NOT NULL;
+
+-- name: counts_by_type
+-- $1 queues: counts by (queue, type, status). Reads every row of those queues
+-- (an index-only scan of runnerq_activities_type_created_idx where the
+-- visibility map allows): the queue summary may, listings never do.
+SELECT queue_name, activity_type, status, count(*)
+FROM runnerq_activities
+WHERE queue_name = ANY ($1::text[])
+GROUP BY queue_name, activity_type, status;
+
+-- name: oldest_ready
+-- $1 queues: per queue, the ready time (epoch ms) of the oldest activity a
+-- worker could claim now. A loose index scan of runnerq_activities_dequeue_idx:
+-- for each (queue, priority) it hops from one retry count to the next lower
+-- one, reading the head of each group (its oldest ready time), so the cost is
+-- the number of (priority, retry count) groups, not the backlog.
+WITH RECURSIVE heads AS (
+    SELECT q.name, p.pr, h.retry_count, h.ready_at
+    FROM unnest($1::text[]) AS q(name)
+    CROSS JOIN unnest('{4,3,2,1}'::smallint[]) AS p(pr)
+    CROSS JOIN LATERAL (
+        SELECT a.retry_count, a.ready_at FROM runnerq_activities a
+        WHERE a.queue_name = q.name AND a.status IN ('pending', 'scheduled', 'retrying') AND a.priority = p.pr
+        ORDER BY a.priority DESC, a.retry_count DESC, a.ready_at, a.id
+        LIMIT 1
+    ) h
+    UNION ALL
+    SELECT heads.name, heads.pr, h.retry_count, h.ready_at
+    FROM heads
+    CROSS JOIN LATERAL (
+        SELECT a.retry_count, a.ready_at FROM runnerq_activities a
+        WHERE a.queue_name = heads.name AND a.status IN ('pending', 'scheduled', 'retrying')
+          AND a.priority = heads.pr AND a.retry_count < heads.retry_count
+        ORDER BY a.priority DESC, a.retry_count DESC, a.ready_at, a.id
+        LIMIT 1
+    ) h
+)
+SELECT name, floor(extract(epoch FROM min(ready_at) FILTER (WHERE ready_at <= now())) * 1000)::bigint
+FROM heads
+GROUP BY name;
+
+-- name: query_status_desc
+-- One page, newest first, over one range of runnerq_activities_status_created_idx per status in $2.
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- One row per item ($4 = page size + 1: one more tells there is a next
+-- page), whole row plus created_us, each also carrying how many rows were
+-- examined and the key of the last one; no item: one row with only those.
+WITH cand AS MATERIALIZED (
+    SELECT x.id, x.created_at, x.status, x.priority, x.ok
+    FROM unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.created_at, a.status, a.priority,
+               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY a.created_at DESC, a.id DESC
+        LIMIT $3::integer
+    ) x
+    ORDER BY x.created_at DESC, x.id DESC
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at FROM cand c WHERE c.ok ORDER BY c.created_at DESC, c.id DESC LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at, c.id LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, r.*
+FROM edge e
+LEFT JOIN LATERAL (
+    SELECT a.id, a.queue_name, a.activity_type, a.status, a.priority, a.payload, a.metadata, a.retry_count,
+           a.max_retries, a.timeout_ms,
+           floor(extract(epoch FROM a.created_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.ready_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.started_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.finished_at) * 1000)::bigint,
+           CASE WHEN a.status = 'processing' THEN floor(extract(epoch FROM a.lease_expires_at) * 1000)::bigint END,
+           a.last_error, a.idempotency_key, a.parent_id,
+           floor(extract(epoch FROM a.created_at) * 1000000)::bigint AS created_us
+    FROM hits h JOIN runnerq_activities a ON a.id = h.id
+) r ON true
+ORDER BY r.created_us DESC, r.id DESC;
+-- name: query_status_asc
+-- One page, oldest first, over one range of runnerq_activities_status_created_idx per status in $2.
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- One row per item ($4 = page size + 1: one more tells there is a next
+-- page), whole row plus created_us, each also carrying how many rows were
+-- examined and the key of the last one; no item: one row with only those.
+WITH cand AS MATERIALIZED (
+    SELECT x.id, x.created_at, x.status, x.priority, x.ok
+    FROM unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.created_at, a.status, a.priority,
+               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) > (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'),
+                                     coalesce($8::uuid, '00000000-0000-0000-0000-000000000000'))
+        ORDER BY a.created_at, a.id
+        LIMIT $3::integer
+    ) x
+    ORDER BY x.created_at, x.id
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at FROM cand c WHERE c.ok ORDER BY c.created_at, c.id LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at DESC, c.id DESC LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, r.*
+FROM edge e
+LEFT JOIN LATERAL (
+    SELECT a.id, a.queue_name, a.activity_type, a.status, a.priority, a.payload, a.metadata, a.retry_count,
+           a.max_retries, a.timeout_ms,
+           floor(extract(epoch FROM a.created_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.ready_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.started_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.finished_at) * 1000)::bigint,
+           CASE WHEN a.status = 'processing' THEN floor(extract(epoch FROM a.lease_expires_at) * 1000)::bigint END,
+           a.last_error, a.idempotency_key, a.parent_id,
+           floor(extract(epoch FROM a.created_at) * 1000000)::bigint AS created_us
+    FROM hits h JOIN runnerq_activities a ON a.id = h.id
+) r ON true
+ORDER BY r.created_us , r.id ;
+-- name: query_type_desc
+-- One page, newest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- One row per item ($4 = page size + 1: one more tells there is a next
+-- page), whole row plus created_us, each also carrying how many rows were
+-- examined and the key of the last one; no item: one row with only those.
+WITH cand AS MATERIALIZED (
+    SELECT x.id, x.created_at, x.status, x.priority, x.ok
+    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.created_at, a.status, a.priority,
+               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY a.created_at DESC, a.id DESC
+        LIMIT $3::integer
+    ) x
+    ORDER BY x.created_at DESC, x.id DESC
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at FROM cand c WHERE c.ok ORDER BY c.created_at DESC, c.id DESC LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at, c.id LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, r.*
+FROM edge e
+LEFT JOIN LATERAL (
+    SELECT a.id, a.queue_name, a.activity_type, a.status, a.priority, a.payload, a.metadata, a.retry_count,
+           a.max_retries, a.timeout_ms,
+           floor(extract(epoch FROM a.created_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.ready_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.started_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.finished_at) * 1000)::bigint,
+           CASE WHEN a.status = 'processing' THEN floor(extract(epoch FROM a.lease_expires_at) * 1000)::bigint END,
+           a.last_error, a.idempotency_key, a.parent_id,
+           floor(extract(epoch FROM a.created_at) * 1000000)::bigint AS created_us
+    FROM hits h JOIN runnerq_activities a ON a.id = h.id
+) r ON true
+ORDER BY r.created_us DESC, r.id DESC;
+-- name: query_type_asc
+-- One page, oldest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- One row per item ($4 = page size + 1: one more tells there is a next
+-- page), whole row plus created_us, each also carrying how many rows were
+-- examined and the key of the last one; no item: one row with only those.
+WITH cand AS MATERIALIZED (
+    SELECT x.id, x.created_at, x.status, x.priority, x.ok
+    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.created_at, a.status, a.priority,
+               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) > (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'),
+                                     coalesce($8::uuid, '00000000-0000-0000-0000-000000000000'))
+        ORDER BY a.created_at, a.id
+        LIMIT $3::integer
+    ) x
+    ORDER BY x.created_at, x.id
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at FROM cand c WHERE c.ok ORDER BY c.created_at, c.id LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at DESC, c.id DESC LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, r.*
+FROM edge e
+LEFT JOIN LATERAL (
+    SELECT a.id, a.queue_name, a.activity_type, a.status, a.priority, a.payload, a.metadata, a.retry_count,
+           a.max_retries, a.timeout_ms,
+           floor(extract(epoch FROM a.created_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.ready_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.started_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.finished_at) * 1000)::bigint,
+           CASE WHEN a.status = 'processing' THEN floor(extract(epoch FROM a.lease_expires_at) * 1000)::bigint END,
+           a.last_error, a.idempotency_key, a.parent_id,
+           floor(extract(epoch FROM a.created_at) * 1000000)::bigint AS created_us
+    FROM hits h JOIN runnerq_activities a ON a.id = h.id
+) r ON true
+ORDER BY r.created_us , r.id ;
+-- name: query_parent_desc
+-- One page, newest first, over the children of $11 (runnerq_activities_parent_idx), statuses $2, types $12 (NULL: any).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- One row per item ($4 = page size + 1: one more tells there is a next
+-- page), whole row plus created_us, each also carrying how many rows were
+-- examined and the key of the last one; no item: one row with only those.
+WITH cand AS MATERIALIZED (
+    SELECT a.id, a.created_at, a.status, a.priority,
+           ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+    FROM runnerq_activities a
+    WHERE a.parent_id = $11::uuid AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
+      AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
+      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+    ORDER BY a.created_at DESC, a.id DESC
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at FROM cand c WHERE c.ok ORDER BY c.created_at DESC, c.id DESC LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at, c.id LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, r.*
+FROM edge e
+LEFT JOIN LATERAL (
+    SELECT a.id, a.queue_name, a.activity_type, a.status, a.priority, a.payload, a.metadata, a.retry_count,
+           a.max_retries, a.timeout_ms,
+           floor(extract(epoch FROM a.created_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.ready_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.started_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.finished_at) * 1000)::bigint,
+           CASE WHEN a.status = 'processing' THEN floor(extract(epoch FROM a.lease_expires_at) * 1000)::bigint END,
+           a.last_error, a.idempotency_key, a.parent_id,
+           floor(extract(epoch FROM a.created_at) * 1000000)::bigint AS created_us
+    FROM hits h JOIN runnerq_activities a ON a.id = h.id
+) r ON true
+ORDER BY r.created_us DESC, r.id DESC;
+-- name: query_parent_asc
+-- One page, oldest first, over the children of $11 (runnerq_activities_parent_idx), statuses $2, types $12 (NULL: any).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- One row per item ($4 = page size + 1: one more tells there is a next
+-- page), whole row plus created_us, each also carrying how many rows were
+-- examined and the key of the last one; no item: one row with only those.
+WITH cand AS MATERIALIZED (
+    SELECT a.id, a.created_at, a.status, a.priority,
+           ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+    FROM runnerq_activities a
+    WHERE a.parent_id = $11::uuid AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
+      AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
+      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) > (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'),
+                                     coalesce($8::uuid, '00000000-0000-0000-0000-000000000000'))
+    ORDER BY a.created_at, a.id
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at FROM cand c WHERE c.ok ORDER BY c.created_at, c.id LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at DESC, c.id DESC LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, r.*
+FROM edge e
+LEFT JOIN LATERAL (
+    SELECT a.id, a.queue_name, a.activity_type, a.status, a.priority, a.payload, a.metadata, a.retry_count,
+           a.max_retries, a.timeout_ms,
+           floor(extract(epoch FROM a.created_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.ready_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.started_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.finished_at) * 1000)::bigint,
+           CASE WHEN a.status = 'processing' THEN floor(extract(epoch FROM a.lease_expires_at) * 1000)::bigint END,
+           a.last_error, a.idempotency_key, a.parent_id,
+           floor(extract(epoch FROM a.created_at) * 1000000)::bigint AS created_us
+    FROM hits h JOIN runnerq_activities a ON a.id = h.id
+) r ON true
+ORDER BY r.created_us , r.id ;
+-- name: query_ids_desc
+-- One page, newest first, over the ids $11 (primary key), statuses $2, types $12 (NULL: any).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- One row per item ($4 = page size + 1: one more tells there is a next
+-- page), whole row plus created_us, each also carrying how many rows were
+-- examined and the key of the last one; no item: one row with only those.
+WITH cand AS MATERIALIZED (
+    SELECT a.id, a.created_at, a.status, a.priority,
+           ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+    FROM runnerq_activities a
+    WHERE a.id = ANY ($11::uuid[]) AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
+      AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
+      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+    ORDER BY a.created_at DESC, a.id DESC
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at FROM cand c WHERE c.ok ORDER BY c.created_at DESC, c.id DESC LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at, c.id LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, r.*
+FROM edge e
+LEFT JOIN LATERAL (
+    SELECT a.id, a.queue_name, a.activity_type, a.status, a.priority, a.payload, a.metadata, a.retry_count,
+           a.max_retries, a.timeout_ms,
+           floor(extract(epoch FROM a.created_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.ready_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.started_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.finished_at) * 1000)::bigint,
+           CASE WHEN a.status = 'processing' THEN floor(extract(epoch FROM a.lease_expires_at) * 1000)::bigint END,
+           a.last_error, a.idempotency_key, a.parent_id,
+           floor(extract(epoch FROM a.created_at) * 1000000)::bigint AS created_us
+    FROM hits h JOIN runnerq_activities a ON a.id = h.id
+) r ON true
+ORDER BY r.created_us DESC, r.id DESC;
+-- name: query_ids_asc
+-- One page, oldest first, over the ids $11 (primary key), statuses $2, types $12 (NULL: any).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- One row per item ($4 = page size + 1: one more tells there is a next
+-- page), whole row plus created_us, each also carrying how many rows were
+-- examined and the key of the last one; no item: one row with only those.
+WITH cand AS MATERIALIZED (
+    SELECT a.id, a.created_at, a.status, a.priority,
+           ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+    FROM runnerq_activities a
+    WHERE a.id = ANY ($11::uuid[]) AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
+      AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
+      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) > (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'),
+                                     coalesce($8::uuid, '00000000-0000-0000-0000-000000000000'))
+    ORDER BY a.created_at, a.id
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at FROM cand c WHERE c.ok ORDER BY c.created_at, c.id LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at DESC, c.id DESC LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, r.*
+FROM edge e
+LEFT JOIN LATERAL (
+    SELECT a.id, a.queue_name, a.activity_type, a.status, a.priority, a.payload, a.metadata, a.retry_count,
+           a.max_retries, a.timeout_ms,
+           floor(extract(epoch FROM a.created_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.ready_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.started_at) * 1000)::bigint,
+           floor(extract(epoch FROM a.finished_at) * 1000)::bigint,
+           CASE WHEN a.status = 'processing' THEN floor(extract(epoch FROM a.lease_expires_at) * 1000)::bigint END,
+           a.last_error, a.idempotency_key, a.parent_id,
+           floor(extract(epoch FROM a.created_at) * 1000000)::bigint AS created_us
+    FROM hits h JOIN runnerq_activities a ON a.id = h.id
+) r ON true
+ORDER BY r.created_us , r.id ;
+-- name: count_status
+-- How many rows match, over one range of runnerq_activities_status_created_idx per status in $2.
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- $7/$8 are NULL. No order is needed to count, so the outer LIMIT $3 stops
+-- the index ranges as soon as $3 rows came back. Returns (rows examined,
+-- rows matching the row-by-row conditions, at most $4).
+WITH cand AS MATERIALIZED (
+    SELECT x.id, x.created_at, x.status, x.priority, x.ok
+    FROM unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.created_at, a.status, a.priority,
+               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        LIMIT $3::integer
+    ) x
+    LIMIT $3::integer
+)
+SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
+-- name: count_type
+-- How many rows match, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- $7/$8 are NULL. No order is needed to count, so the outer LIMIT $3 stops
+-- the index ranges as soon as $3 rows came back. Returns (rows examined,
+-- rows matching the row-by-row conditions, at most $4).
+WITH cand AS MATERIALIZED (
+    SELECT x.id, x.created_at, x.status, x.priority, x.ok
+    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.created_at, a.status, a.priority,
+               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        LIMIT $3::integer
+    ) x
+    LIMIT $3::integer
+)
+SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
+-- name: count_parent
+-- How many rows match, over the children of $11 (runnerq_activities_parent_idx), statuses $2, types $12 (NULL: any).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- $7/$8 are NULL. No order is needed to count, so the outer LIMIT $3 stops
+-- the index ranges as soon as $3 rows came back. Returns (rows examined,
+-- rows matching the row-by-row conditions, at most $4).
+WITH cand AS MATERIALIZED (
+    SELECT a.id, a.created_at, a.status, a.priority,
+           ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+    FROM runnerq_activities a
+    WHERE a.parent_id = $11::uuid AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
+      AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
+      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+    LIMIT $3::integer
+)
+SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
+-- name: count_ids
+-- How many rows match, over the ids $11 (primary key), statuses $2, types $12 (NULL: any).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- $7/$8 are NULL. No order is needed to count, so the outer LIMIT $3 stops
+-- the index ranges as soon as $3 rows came back. Returns (rows examined,
+-- rows matching the row-by-row conditions, at most $4).
+WITH cand AS MATERIALIZED (
+    SELECT a.id, a.created_at, a.status, a.priority,
+           ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+    FROM runnerq_activities a
+    WHERE a.id = ANY ($11::uuid[]) AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
+      AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
+      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+    LIMIT $3::integer
+)
+SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
+-- name: pick_status
+-- The rows an action applies to, newest first, over one range of runnerq_activities_status_created_idx per status in $2.
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- Returns up to $4 matching rows (id, status, priority), each also carrying
+-- how many rows were examined and the key of the last one (to go on from
+-- there when the row-by-row conditions matched too few); no match: one row
+-- with only those.
+WITH cand AS MATERIALIZED (
+    SELECT x.id, x.created_at, x.status, x.priority, x.ok
+    FROM unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.created_at, a.status, a.priority,
+               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY a.created_at DESC, a.id DESC
+        LIMIT $3::integer
+    ) x
+    ORDER BY x.created_at DESC, x.id DESC
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at, c.status, c.priority FROM cand c WHERE c.ok
+    ORDER BY c.created_at DESC, c.id DESC LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at, c.id LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, h.id, h.status, h.priority
+FROM edge e LEFT JOIN hits h ON true
+ORDER BY h.created_at DESC, h.id DESC;
+-- name: pick_type
+-- The rows an action applies to, newest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- Returns up to $4 matching rows (id, status, priority), each also carrying
+-- how many rows were examined and the key of the last one (to go on from
+-- there when the row-by-row conditions matched too few); no match: one row
+-- with only those.
+WITH cand AS MATERIALIZED (
+    SELECT x.id, x.created_at, x.status, x.priority, x.ok
+    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT a.id, a.created_at, a.status, a.priority,
+               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY a.created_at DESC, a.id DESC
+        LIMIT $3::integer
+    ) x
+    ORDER BY x.created_at DESC, x.id DESC
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at, c.status, c.priority FROM cand c WHERE c.ok
+    ORDER BY c.created_at DESC, c.id DESC LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at, c.id LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, h.id, h.status, h.priority
+FROM edge e LEFT JOIN hits h ON true
+ORDER BY h.created_at DESC, h.id DESC;
+-- name: pick_parent
+-- The rows an action applies to, newest first, over the children of $11 (runnerq_activities_parent_idx), statuses $2, types $12 (NULL: any).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- Returns up to $4 matching rows (id, status, priority), each also carrying
+-- how many rows were examined and the key of the last one (to go on from
+-- there when the row-by-row conditions matched too few); no match: one row
+-- with only those.
+WITH cand AS MATERIALIZED (
+    SELECT a.id, a.created_at, a.status, a.priority,
+           ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+    FROM runnerq_activities a
+    WHERE a.parent_id = $11::uuid AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
+      AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
+      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+    ORDER BY a.created_at DESC, a.id DESC
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at, c.status, c.priority FROM cand c WHERE c.ok
+    ORDER BY c.created_at DESC, c.id DESC LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at, c.id LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, h.id, h.status, h.priority
+FROM edge e LEFT JOIN hits h ON true
+ORDER BY h.created_at DESC, h.id DESC;
+-- name: pick_ids
+-- The rows an action applies to, newest first, over the ids $11 (primary key), statuses $2, types $12 (NULL: any).
+-- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
+-- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
+-- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
+-- (a jsonb object) checked row by row (NULL: any).
+-- Returns up to $4 matching rows (id, status, priority), each also carrying
+-- how many rows were examined and the key of the last one (to go on from
+-- there when the row-by-row conditions matched too few); no match: one row
+-- with only those.
+WITH cand AS MATERIALIZED (
+    SELECT a.id, a.created_at, a.status, a.priority,
+           ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+    FROM runnerq_activities a
+    WHERE a.id = ANY ($11::uuid[]) AND a.queue_name = $1::text AND a.status = ANY ($2::text[])
+      AND ($12::text[] IS NULL OR a.activity_type = ANY ($12::text[]))
+      AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+      AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+    ORDER BY a.created_at DESC, a.id DESC
+    LIMIT $3::integer
+), hits AS (
+    SELECT c.id, c.created_at, c.status, c.priority FROM cand c WHERE c.ok
+    ORDER BY c.created_at DESC, c.id DESC LIMIT $4::integer
+), edge AS (
+    SELECT (SELECT count(*) FROM cand) AS examined, l.id AS last_id,
+           floor(extract(epoch FROM l.created_at) * 1000000)::bigint AS last_us
+    FROM (SELECT 1) one
+    LEFT JOIN LATERAL (SELECT c.id, c.created_at FROM cand c ORDER BY c.created_at, c.id LIMIT 1) l ON true
+)
+SELECT e.examined, e.last_us, e.last_id, h.id, h.status, h.priority
+FROM edge e LEFT JOIN hits h ON true
+ORDER BY h.created_at DESC, h.id DESC;
+-- name: retry_many
+-- $1 queue, $2 ids: failed, dead-lettered or cancelled ones back to pending,
+-- ready now, retries counted from 0 (the errors stay in the events). One
+-- retry_requested event per activity (detail: its old status).
+WITH done AS (
+    UPDATE runnerq_activities a
+    SET status = 'pending', retry_count = 0, ready_at = now(), finished_at = NULL, dead_lettered_at = NULL,
+        result = NULL, claim_token = NULL, lease_expires_at = NULL, cancel_requested_at = NULL
+    FROM runnerq_activities old
+    WHERE a.id = ANY ($2::uuid[]) AND old.id = a.id AND a.queue_name = $1::text
+      AND a.status IN ('failed', 'dead_letter', 'cancelled')
+    RETURNING a.id, old.status AS was
+), ev AS (
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
+    SELECT $1::text, 'retry_requested', now(), array_agg(id), array_agg(was) FROM done HAVING count(*) > 0
+), notes AS (
+    SELECT pg_notify('runnerq_work', $1::text) FROM (SELECT 1 FROM done LIMIT 1) s
+)
+SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
+
+-- name: cancel_many
+-- $1 queue, $2 ids: pending, scheduled and retrying ones end cancelled (event
+-- cancelled, result waiters notified); processing ones not yet asked are
+-- marked cancel requested (event cancel_requested) for their engine's next
+-- heartbeat.
+WITH done AS (
+    UPDATE runnerq_activities a
+    SET status = CASE WHEN a.status = 'processing' THEN 'processing' ELSE 'cancelled' END,
+        finished_at = CASE WHEN a.status = 'processing' THEN a.finished_at ELSE now() END,
+        cancel_requested_at = CASE WHEN a.status = 'processing' THEN now() END,
+        claim_token = CASE WHEN a.status = 'processing' THEN a.claim_token END,
+        lease_expires_at = CASE WHEN a.status = 'processing' THEN a.lease_expires_at END
+    WHERE a.id = ANY ($2::uuid[]) AND a.queue_name = $1::text
+      AND (a.status IN ('pending', 'scheduled', 'retrying')
+           OR (a.status = 'processing' AND a.cancel_requested_at IS NULL))
+    RETURNING a.id, CASE WHEN a.status = 'processing' THEN 'cancel_requested' ELSE 'cancelled' END AS kind
+), ev AS (
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids)
+    SELECT $1::text, kind, now(), array_agg(id) FROM done GROUP BY kind
+), notes AS (
+    SELECT pg_notify('runnerq_results', $1::text) FROM (SELECT 1 FROM done WHERE kind = 'cancelled' LIMIT 1) s
+)
+SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
+
+-- name: run_now_many
+-- $1 queue, $2 ids: scheduled and retrying ones become pending, ready now
+-- (event run_now, detail: the old status).
+WITH done AS (
+    UPDATE runnerq_activities a
+    SET status = 'pending', ready_at = now()
+    FROM runnerq_activities old
+    WHERE a.id = ANY ($2::uuid[]) AND old.id = a.id AND a.queue_name = $1::text
+      AND a.status IN ('scheduled', 'retrying')
+    RETURNING a.id, old.status AS was
+), ev AS (
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
+    SELECT $1::text, 'run_now', now(), array_agg(id), array_agg(was) FROM done HAVING count(*) > 0
+), notes AS (
+    SELECT pg_notify('runnerq_work', $1::text) FROM (SELECT 1 FROM done LIMIT 1) s
+)
+SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
+
+-- name: set_priority_many
+-- $1 queue, $2 ids, $3 priority: only activities that have not started and
+-- are not at $3 already (event priority_changed, detail "old->new"). The
+-- dequeue index re-sorts them by itself.
+WITH done AS (
+    UPDATE runnerq_activities a
+    SET priority = $3::smallint
+    FROM runnerq_activities old
+    WHERE a.id = ANY ($2::uuid[]) AND old.id = a.id AND a.queue_name = $1::text
+      AND a.status IN ('pending', 'scheduled', 'retrying') AND a.priority <> $3::smallint
+    RETURNING a.id, old.priority::text || '->' || $3::smallint::text AS change, a.ready_at
+), ev AS (
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
+    SELECT $1::text, 'priority_changed', now(), array_agg(id), array_agg(change) FROM done HAVING count(*) > 0
+), notes AS (
+    SELECT pg_notify('runnerq_work', $1::text) FROM (SELECT 1 FROM done WHERE ready_at <= now() LIMIT 1) s
+)
+SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
+
+-- name: delete_many
+-- $1 queue, $2 ids: finished activities, with their idempotency key rows
+-- (only where the key still names them). Their positions in the event batch
+-- rows become NULL, so ids of other activities' events stay as they are
+-- (batch id * 2^20 + position) and the GIN index forgets them; one
+-- "deleted" batch row goes to the live stream. Returns the deleted ids and
+-- the event batches left without any activity (delete_empty_events).
+WITH del AS (
+    DELETE FROM runnerq_activities a
+    WHERE a.id = ANY ($2::uuid[]) AND a.queue_name = $1::text
+      AND a.status IN ('completed', 'failed', 'dead_letter', 'cancelled')
+    RETURNING a.id, a.activity_type, a.idempotency_key
+), gone AS (
+    SELECT coalesce(array_agg(id), '{}') AS ids FROM del
+), keys AS (
+    DELETE FROM runnerq_idempotency k USING del
+    WHERE k.queue_name = $1::text AND k.activity_type = del.activity_type AND k.key = del.idempotency_key
+      AND k.activity_id = del.id
+), evs AS (
+    UPDATE runnerq_events e
+    SET activity_ids = ARRAY(SELECT CASE WHEN u.aid = ANY (g.ids) THEN NULL ELSE u.aid END
+                             FROM unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord) ORDER BY u.ord)
+    FROM gone g
+    WHERE e.activity_ids && g.ids
+    RETURNING e.id, cardinality(array_remove(e.activity_ids, NULL)) = 0 AS empty
+), ev AS (
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids)
+    SELECT $1::text, 'deleted', now(), g.ids FROM gone g WHERE cardinality(g.ids) > 0
+)
+SELECT (SELECT ids FROM gone) AS ids,
+       coalesce((SELECT array_agg(id) FROM evs WHERE empty), '{}') AS empty_batches;
+
+-- name: delete_empty_events
+-- $1 event batch ids: batch rows that name no activity any more.
+DELETE FROM runnerq_events
+WHERE id = ANY ($1::bigint[]) AND cardinality(array_remove(activity_ids, NULL)) = 0;

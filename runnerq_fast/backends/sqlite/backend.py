@@ -25,20 +25,27 @@ import sqlite3
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 import msgspec
 
+from runnerq_fast import filters
+from runnerq_fast.backends import keyset
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
+from runnerq_fast.codec import decode_json
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     Ack,
     AckOutcome,
+    ActionResult,
+    ActivityCount,
     ActivityEvent,
+    ActivityFilter,
+    ActivityPage,
     ActivityResult,
     ActivitySnapshot,
     ClaimedActivity,
@@ -46,9 +53,11 @@ from runnerq_fast.models import (
     EnqueueOutcome,
     EnqueueResult,
     LeaseRef,
+    LeaseReport,
     NewActivity,
     OnDuplicate,
     QueueStats,
+    QueueSummary,
     ReapReport,
 )
 from runnerq_fast.storage import Backend
@@ -198,7 +207,8 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
 
 def _snapshot(r: Sequence[Any]) -> ActivitySnapshot:
     return ActivitySnapshot(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16]
+        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16],
+        r[17],
     )
 
 
@@ -546,36 +556,39 @@ class SqliteBackend(Backend):
             log.info("rejected %d stale acks on queue %r (claim no longer held)", len(rejected), queue)
         return rejected
 
-    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:
         if not leases:
-            return []
-        lost: list[str] = await self._write(_extend, queue, leases, lease_ms, _now_ms())
+            return LeaseReport([], [])
+        report: LeaseReport = await self._write(_extend, queue, leases, lease_ms, _now_ms())
         self._wake_streams()
-        return lost
+        return report
 
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         if not leases:
             return []
-        done: list[str] = await self._write(_release, queue, leases, _now_ms())
+        done, cancelled = await self._write(_release, queue, leases, _now_ms())
+        if cancelled:
+            self._schedule_lookup()
         if done:
             self._wake_work(queue)
             self._wake_streams()
             self._tell_siblings()
-        return done
+        return list(done)
 
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
         if limit <= 0:
             return ReapReport([], [])
-        requeued, dead = await self._write(_reap, queue, limit, _now_ms())
+        requeued, dead, cancelled = await self._write(_reap, queue, limit, _now_ms())
         if requeued:
             self._wake_work(queue)
-        if dead and self._waiters:
+        if (dead or cancelled) and self._waiters:
             self._schedule_lookup()
-        if requeued or dead:
+        if requeued or dead or cancelled:
             self._wake_streams()
             self._tell_siblings()
-            log.info("reaped queue %r: %d requeued, %d dead-lettered", queue, len(requeued), len(dead))
-        return ReapReport(requeued, dead)
+            log.info("reaped queue %r: %d requeued, %d dead-lettered, %d cancelled", queue, len(requeued), len(dead),
+                     len(cancelled))
+        return ReapReport(requeued, dead, cancelled)
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:
         ev = self._work_event(queue)
@@ -639,7 +652,7 @@ class SqliteBackend(Backend):
 
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         rows = await self._call(self._fetchall, Q["list_dead_letter"], (queue, offset, limit))
-        return [DeadLetterRecord(_snapshot(r), r[15], r[17] or 0) for r in rows]
+        return [DeadLetterRecord(_snapshot(r), r[15], r[18] or 0) for r in rows]
 
     async def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         wake = asyncio.Event()
@@ -661,6 +674,71 @@ class SqliteBackend(Backend):
                     await asyncio.wait_for(wake.wait(), self._stream_poll)
         finally:
             self._streams.discard(wake)
+
+    # ------------------------------------------------- listings with filters
+    async def list_queues(self) -> list[QueueSummary]:
+        return await self._call(self._in_read, _list_queues, _now_ms())
+
+    async def query_activities(
+        self,
+        queue: str,
+        flt: ActivityFilter,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        newest_first: bool = True,
+    ) -> ActivityPage:
+        flt = filters.check_filter(flt)
+        at = filters.check_page(limit, cursor, newest_first)
+        rows, last = await self._call(self._in_read, _query, queue, flt, limit, at, newest_first)
+        nxt = None if last is None else filters.encode_cursor(last[0], last[1], newest_first)
+        return ActivityPage([_snapshot(r) for r in rows], nxt)
+
+    async def count_activities(
+        self, queue: str, flt: ActivityFilter, *, cap: int = filters.COUNT_CAP
+    ) -> ActivityCount:
+        flt = filters.check_filter(flt)
+        cap = filters.check_cap(cap)
+        return await self._call(self._in_read, _count, queue, flt, cap)
+
+    def _in_read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(conn, *args)`` in one read transaction: one snapshot for every statement."""
+        conn = self._conn
+        conn.execute("BEGIN")
+        try:
+            return fn(conn, *args)
+        finally:
+            conn.execute("COMMIT")
+
+    async def _act(self, queue: str, flt: ActivityFilter, action: str, limit: int, *extra: Any) -> ActionResult:
+        flt = filters.check_filter(flt)
+        limit = filters.check_action_limit(limit)
+        result: ActionResult = await self._write(_ACTIONS[action], queue, flt, limit, _now_ms(), *extra)
+        if result.changed:
+            if action in ("retry", "run_now", "set_priority"):
+                self._wake_work(queue)
+            if action == "cancel":
+                self._schedule_lookup()
+            self._wake_streams()
+            self._tell_siblings()
+        return result
+
+    async def retry_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act(queue, flt, "retry", limit)
+
+    async def cancel_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act(queue, flt, "cancel", limit)
+
+    async def run_now(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act(queue, flt, "run_now", limit)
+
+    async def set_priority(
+        self, queue: str, flt: ActivityFilter, priority: int, *, limit: int = 10_000
+    ) -> ActionResult:
+        return await self._act(queue, flt, "set_priority", limit, filters.check_priority(priority))
+
+    async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act(queue, flt, "delete", limit)
 
 
 # ------------------------------------------------- work done on the thread
@@ -756,6 +834,7 @@ def _enqueue(
         rows.append((
             it.id, queue, it.activity_type, status, it.priority, it.max_retries, it.timeout_ms,
             it.payload.decode(), it.metadata.decode(), now, it.run_at_ms if later else now, it.idempotency_key,
+            it.parent_id,
         ))
         events.append((it.id, queue, "enqueued", now, None))
         if later:
@@ -811,9 +890,10 @@ def _claim(
     return rows
 
 
-def _held(conn: sqlite3.Connection, refs: Sequence[Ack] | Sequence[LeaseRef]) -> dict[str, str]:
+def _held(conn: sqlite3.Connection, refs: Sequence[Ack] | Sequence[LeaseRef]) -> dict[str, tuple[str, bool]]:
+    """The ones of ``refs`` still processing: id -> (claim token, cancel requested)."""
     ids = _json([r.id for r in refs]).decode()
-    return {r[0]: r[1] for r in conn.execute(Q["held"], (ids,))}
+    return {r[0]: (r[1], bool(r[2])) for r in conn.execute(Q["held"], (ids,))}
 
 
 def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) -> tuple[list[str], bool, bool]:
@@ -823,14 +903,20 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
     events: list[tuple[Any, ...]] = []
     retry_ready = finished = False
     for a in acks:
-        if held.get(a.id) != a.claim_token:
+        h = held.get(a.id)
+        if h is None or h[0] != a.claim_token:
             rejected.append(a.id)
             continue
         del held[a.id]  # a repeated id is accepted once
         o = a.outcome
+        if o == AckOutcome.RETRY and h[1]:
+            o = AckOutcome.CANCELLED  # an operator asked to cancel it: it is not retried
         updates.append((o, _text(a.result), a.error, a.retry_at_ms, now, a.id, a.claim_token))
         if o == AckOutcome.COMPLETED:
             events.append((a.id, queue, "completed", now, None))
+            finished = True
+        elif o == AckOutcome.CANCELLED:
+            events.append((a.id, queue, "cancelled", now, None))
             finished = True
         elif o == AckOutcome.RETRY:
             events.append((a.id, queue, "retrying", now, a.error))
@@ -844,38 +930,58 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
     return rejected, retry_ready, finished
 
 
-def _extend(conn: sqlite3.Connection, queue: str, leases: Sequence[LeaseRef], lease_ms: int, now: int) -> list[str]:
+def _extend(
+    conn: sqlite3.Connection, queue: str, leases: Sequence[LeaseRef], lease_ms: int, now: int
+) -> LeaseReport:
     held = _held(conn, leases)
     until = now + lease_ms
     lost: list[str] = []
+    stop: list[str] = []
     kept: list[LeaseRef] = []
     for ref in leases:
-        if held.get(ref.id) == ref.claim_token:
+        h = held.get(ref.id)
+        if h is not None and h[0] == ref.claim_token:
             kept.append(ref)
+            if h[1]:
+                stop.append(ref.id)
         else:
             lost.append(ref.id)
     if kept:
         conn.executemany(Q["extend_lease"], [(until, r.id, r.claim_token) for r in kept])
         conn.executemany(Q["insert_event"], [(r.id, queue, "lease_extended", now, str(until)) for r in kept])
-    return lost
+    return LeaseReport(lost, stop)
 
 
-def _release(conn: sqlite3.Connection, queue: str, leases: Sequence[LeaseRef], now: int) -> list[str]:
+def _release(conn: sqlite3.Connection, queue: str, leases: Sequence[LeaseRef], now: int) -> tuple[list[str], bool]:
+    """Release held ``leases``; those asked to cancel end cancelled. Returns (ids, whether some were cancelled)."""
     held = _held(conn, leases)
     kept: list[LeaseRef] = []
+    stop: list[str] = []
     for ref in leases:
-        if held.get(ref.id) == ref.claim_token:
+        h = held.get(ref.id)
+        if h is not None and h[0] == ref.claim_token:
             del held[ref.id]
-            kept.append(ref)
+            if h[1]:
+                stop.append(ref.id)
+            else:
+                kept.append(ref)
     done = [r.id for r in kept]
     if kept:
         conn.executemany(Q["release"], [(r.id, r.claim_token) for r in kept])
         conn.executemany(Q["insert_event"], [(i, queue, "requeued", now, "released at shutdown") for i in done])
-    return done
+    if stop:
+        conn.executemany(Q["cancel_held"], [(i, now) for i in stop])
+        conn.executemany(Q["insert_event"], [(i, queue, "cancelled", now, "released at shutdown") for i in stop])
+    return done + stop, bool(stop)
 
 
-def _reap(conn: sqlite3.Connection, queue: str, limit: int, now: int) -> tuple[list[str], list[str]]:
+def _reap(conn: sqlite3.Connection, queue: str, limit: int, now: int) -> tuple[list[str], list[str], list[str]]:
     rows = conn.execute(Q["expired"], (queue, now, limit)).fetchall()
+    stop = [r[0] for r in rows if r[3]]
+    rows = [r for r in rows if not r[3]]
+    if stop:
+        conn.executemany(Q["cancel_held"], [(i, now) for i in stop])
+        conn.executemany(Q["insert_event"], [(i, queue, "cancelled", now, "lease expired") for i in stop])
     requeued = [r[0] for r in rows if r[1] + 1 <= r[2]]
     dead = [r[0] for r in rows if r[1] + 1 > r[2]]
     if requeued:
@@ -885,7 +991,7 @@ def _reap(conn: sqlite3.Connection, queue: str, limit: int, now: int) -> tuple[l
         err = "lease expired; retries exhausted"
         conn.executemany(Q["reap_dead"], [(i, now) for i in dead])
         conn.executemany(Q["insert_event"], [(i, queue, "dead_letter", now, err) for i in dead])
-    return requeued, dead
+    return requeued, dead, stop
 
 
 def _cancel(conn: sqlite3.Connection, activity_id: str, now: int) -> bool:
@@ -894,3 +1000,217 @@ def _cancel(conn: sqlite3.Connection, activity_id: str, now: int) -> bool:
         return False
     conn.execute(Q["insert_event"], (activity_id, row[0], "cancelled", now, None))
     return True
+
+
+# ------------------------------------------------- listings (on the thread)
+# Key rows from the scan_* blocks: (id, created_at, status, priority, metadata, activity_type, parent_id).
+_BIG = 2**62
+
+
+def _key(r: Sequence[Any]) -> tuple[int, str]:
+    return (r[1], r[0])
+
+
+def _scan(
+    conn: sqlite3.Connection, queue: str, flt: ActivityFilter, at: filters.Cursor | None, newest_first: bool
+) -> tuple[Iterator[Any], list[sqlite3.Cursor]]:
+    """The rows ``flt`` selects by index, in listing order after ``at``; and the cursors to close."""
+    lo = -1 if flt.created_after_ms is None else flt.created_after_ms
+    hi = _BIG if flt.created_before_ms is None else flt.created_before_ms
+    if at is not None:
+        c, cid = at.created, at.id
+    else:
+        c, cid = (_BIG, "") if newest_first else (-1, "")
+    d = "desc" if newest_first else "asc"
+    cursors: list[sqlite3.Cursor] = []
+    if flt.ids is not None:
+        rows = conn.execute(Q["scan_ids"], (queue, _json(list(flt.ids)).decode())).fetchall()
+        if newest_first:
+            rows = [r for r in rows if lo <= r[1] < hi and (r[1], r[0]) < (c, cid)]
+        else:
+            rows = [r for r in rows if lo <= r[1] < hi and (r[1], r[0]) > (c, cid)]
+        rows.sort(key=_key, reverse=newest_first)
+        sources: list[Any] = [rows]
+    elif flt.parent_id is not None:
+        cursors.append(conn.execute(Q[f"scan_parent_{d}"], (queue, flt.parent_id, lo, hi, c, cid)))
+        sources = list(cursors)
+    else:
+        statuses = flt.statuses if flt.statuses is not None else filters.ALL_STATUSES
+        if flt.activity_types is not None:
+            for t in flt.activity_types:
+                for st in statuses:
+                    cursors.append(conn.execute(Q[f"scan_type_{d}"], (queue, st, lo, hi, c, cid, t)))
+        else:
+            for st in statuses:
+                cursors.append(conn.execute(Q[f"scan_status_{d}"], (queue, st, lo, hi, c, cid)))
+        sources = list(cursors)
+    rows_iter = keyset.merged(sources, _key, newest_first)
+    return (r for r in rows_iter if _indexed(r, flt)), cursors
+
+
+def _indexed(r: Sequence[Any], flt: ActivityFilter) -> bool:
+    """The index-served conditions, for sources that do not apply them all (ids, parent)."""
+    return (
+        (flt.statuses is None or r[2] in flt.statuses)
+        and (flt.activity_types is None or r[5] in flt.activity_types)
+        and (flt.parent_id is None or r[6] == flt.parent_id)
+    )
+
+
+def _row_ok(flt: ActivityFilter) -> Callable[[Sequence[Any]], bool] | None:
+    if not filters.row_filters(flt):
+        return None
+    priorities, pairs = flt.priorities, flt.metadata
+
+    def ok(r: Sequence[Any]) -> bool:
+        if priorities is not None and r[3] not in priorities:
+            return False
+        return not pairs or filters.metadata_matches(decode_json(r[4]), pairs)
+
+    return ok
+
+
+def _close(cursors: list[sqlite3.Cursor]) -> None:
+    for cur in cursors:
+        cur.close()
+
+
+def _query(
+    conn: sqlite3.Connection,
+    queue: str,
+    flt: ActivityFilter,
+    limit: int,
+    at: filters.Cursor | None,
+    newest_first: bool,
+) -> tuple[list[Any], tuple[int, str] | None]:
+    rows, cursors = _scan(conn, queue, flt, at, newest_first)
+    try:
+        keys, last = keyset.page(rows, limit, _key, _row_ok(flt))
+    finally:
+        _close(cursors)
+    if not keys:
+        return [], last
+    found = {r[0]: r for r in conn.execute(Q["snapshots_by_ids"], (_json([k[0] for k in keys]).decode(),))}
+    return [found[k[0]] for k in keys if k[0] in found], last
+
+
+def _count(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, cap: int) -> ActivityCount:
+    rows, cursors = _scan(conn, queue, flt, None, True)
+    try:
+        return keyset.count(rows, cap, _row_ok(flt))
+    finally:
+        _close(cursors)
+
+
+def _list_queues(conn: sqlite3.Connection, now: int) -> list[QueueSummary]:
+    out: list[QueueSummary] = []
+    for (name,) in conn.execute(Q["queue_names"]).fetchall():
+        counts = QueueStats(**{r[0]: r[1] for r in conn.execute(Q["stats"], (name,))})
+        by_type: dict[str, dict[str, int]] = {}
+        for typ, status, n in conn.execute(Q["counts_by_type"], (name,)):
+            by_type.setdefault(typ, {})[status] = n
+        oldest: int | None = None
+        for priority in (4, 3, 2, 1):
+            bound = _BIG
+            while True:
+                head = conn.execute(Q["ready_head"], (name, priority, bound)).fetchone()
+                if head is None:
+                    break
+                bound, ready = head
+                if ready <= now and (oldest is None or ready < oldest):
+                    oldest = ready
+        out.append(QueueSummary(name, counts, by_type, oldest))
+    return out
+
+
+# -------------------------------------------------- actions (on the thread)
+def _select(
+    conn: sqlite3.Connection, queue: str, flt: ActivityFilter, action: str, limit: int
+) -> tuple[list[Any], int]:
+    """Up to ``limit`` key rows ``action`` applies to (newest first), and how many matched but are skipped."""
+    act, skip = filters.applicable(action, flt)
+    picked: list[Any] = []
+    if act:
+        sub = msgspec.structs.replace(flt, statuses=act)
+        rows, cursors = _scan(conn, queue, sub, None, True)
+        ok = _row_ok(sub)
+        try:
+            for r in rows:
+                if ok is None or ok(r):
+                    picked.append(r)
+                    if len(picked) == limit:
+                        break
+        finally:
+            _close(cursors)
+    skipped = _count(conn, queue, msgspec.structs.replace(flt, statuses=skip), limit).count if skip else 0
+    return picked, skipped
+
+
+def _retry(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, limit: int, now: int) -> ActionResult:
+    rows, skipped = _select(conn, queue, flt, "retry", limit)
+    conn.executemany(Q["retry_one"], [(r[0], now) for r in rows])
+    conn.executemany(Q["insert_event"], [(r[0], queue, "retry_requested", now, r[2]) for r in rows])
+    return ActionResult("retry", [r[0] for r in rows], skipped)
+
+
+def _cancel_many(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, limit: int, now: int) -> ActionResult:
+    rows, skipped = _select(conn, queue, flt, "cancel", limit)
+    changed: list[str] = []
+    events: list[tuple[Any, ...]] = []
+    for r in rows:
+        if r[2] == "processing":
+            if conn.execute(Q["request_cancel"], (r[0], now)).rowcount == 0:
+                skipped += 1  # already asked
+                continue
+            events.append((r[0], queue, "cancel_requested", now, None))
+        else:
+            conn.execute(Q["cancel"], (r[0], now)).fetchall()
+            events.append((r[0], queue, "cancelled", now, None))
+        changed.append(r[0])
+    conn.executemany(Q["insert_event"], events)
+    return ActionResult("cancel", changed, skipped)
+
+
+def _run_now(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, limit: int, now: int) -> ActionResult:
+    rows, skipped = _select(conn, queue, flt, "run_now", limit)
+    conn.executemany(Q["run_now_one"], [(r[0], now) for r in rows])
+    conn.executemany(Q["insert_event"], [(r[0], queue, "run_now", now, r[2]) for r in rows])
+    return ActionResult("run_now", [r[0] for r in rows], skipped)
+
+
+def _set_priority(
+    conn: sqlite3.Connection, queue: str, flt: ActivityFilter, limit: int, now: int, priority: int
+) -> ActionResult:
+    rows, skipped = _select(conn, queue, flt, "set_priority", limit)
+    same = [r for r in rows if r[3] == priority]
+    rows = [r for r in rows if r[3] != priority]
+    conn.executemany(Q["set_priority_one"], [(r[0], priority) for r in rows])
+    conn.executemany(
+        Q["insert_event"], [(r[0], queue, "priority_changed", now, f"{r[3]}->{priority}") for r in rows]
+    )
+    return ActionResult("set_priority", [r[0] for r in rows], skipped + len(same))
+
+
+def _delete(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, limit: int, now: int) -> ActionResult:
+    rows, skipped = _select(conn, queue, flt, "delete", limit)
+    changed: list[str] = []
+    for r in rows:
+        gone = conn.execute(Q["delete_one"], (r[0],)).fetchone()
+        if gone is None:
+            continue
+        if gone[1] is not None:
+            conn.execute(Q["delete_key"], (queue, gone[0], gone[1], r[0]))
+        conn.execute(Q["delete_events"], (r[0],))
+        changed.append(r[0])
+    # the one row left of each: "deleted", for the live stream (get_events leaves it out)
+    conn.executemany(Q["insert_event"], [(i, queue, "deleted", now, None) for i in changed])
+    return ActionResult("delete", changed, skipped)
+
+
+_ACTIONS: dict[str, Callable[..., ActionResult]] = {
+    "retry": _retry,
+    "cancel": _cancel_many,
+    "run_now": _run_now,
+    "set_priority": _set_priority,
+    "delete": _delete,
+}

@@ -14,8 +14,15 @@
 --     interleave inside one;
 --   * a list parameter (activity types, ids) is one JSON array read with
 --     json_each(), so no statement text is ever built from values;
---   * ack outcomes: 1 completed, 2 retry, 3 failed, 4 dead letter
---     (runnerq_fast.models.AckOutcome).
+--   * ack outcomes: 1 completed, 2 retry, 3 failed, 4 dead letter,
+--     5 cancelled (runnerq_fast.models.AckOutcome);
+--   * listings: the scan_* blocks walk one index range each in
+--     (created_at, id) order, returning the same key columns (id, created_at,
+--     status, priority, metadata, activity_type, parent_id); the backend
+--     merges the ranges of a filter and reads whole rows only for the page.
+--     Bounds are always bound (no "?n IS NULL OR ..."), so each block keeps
+--     one plan: no cursor is (created_at <= 2^62, id < '') going down and
+--     (created_at >= -1, id > '') going up.
 
 -- name: create_migrations_table
 CREATE TABLE IF NOT EXISTS runnerq_migrations (
@@ -37,10 +44,10 @@ SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runnerq_activities'
 -- name: insert_activity
 -- ?1 id, ?2 queue, ?3 type, ?4 status, ?5 priority, ?6 max_retries,
 -- ?7 timeout_ms, ?8 payload, ?9 metadata, ?10 created_at, ?11 ready_at,
--- ?12 idempotency key.
+-- ?12 idempotency key, ?13 parent id.
 INSERT INTO runnerq_activities (id, queue_name, activity_type, status, priority, max_retries, timeout_ms,
-                                payload, metadata, created_at, ready_at, idempotency_key)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12);
+                                payload, metadata, created_at, ready_at, idempotency_key, parent_id)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13);
 
 -- name: insert_event
 -- ?1 activity id, ?2 queue, ?3 event type, ?4 at (ms), ?5 detail.
@@ -81,15 +88,17 @@ RETURNING id, activity_type, payload, priority, retry_count, max_retries, timeou
           created_at, ready_at, seq;
 
 -- name: held
--- ?1 ids as a JSON array: the ones currently processing, with their claim token.
-SELECT id, claim_token FROM runnerq_activities
+-- ?1 ids as a JSON array: the ones currently processing, with their claim token
+-- and whether an operator asked to cancel them.
+SELECT id, claim_token, cancel_requested_at IS NOT NULL FROM runnerq_activities
 WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'processing';
 
 -- name: ack
 -- ?1 outcome, ?2 result JSON, ?3 error, ?4 retry time (ms), ?5 now (ms),
 -- ?6 id, ?7 claim token. Guarded by the claim like every ack.
 UPDATE runnerq_activities
-SET status = CASE ?1 WHEN 1 THEN 'completed' WHEN 2 THEN 'retrying' WHEN 3 THEN 'failed' ELSE 'dead_letter' END,
+SET status = CASE ?1 WHEN 1 THEN 'completed' WHEN 2 THEN 'retrying' WHEN 3 THEN 'failed' WHEN 5 THEN 'cancelled'
+                     ELSE 'dead_letter' END,
     retry_count = CASE WHEN ?1 = 2 THEN retry_count + 1 ELSE retry_count END,
     ready_at = CASE WHEN ?1 = 2 THEN max(?4, ?5) ELSE ready_at END,
     finished_at = CASE WHEN ?1 = 2 THEN finished_at ELSE ?5 END,
@@ -97,7 +106,8 @@ SET status = CASE ?1 WHEN 1 THEN 'completed' WHEN 2 THEN 'retrying' WHEN 3 THEN 
     last_error = CASE WHEN ?1 = 2 OR ?3 IS NOT NULL THEN ?3 ELSE last_error END,
     result = CASE WHEN ?1 = 1 THEN ?2 END,
     claim_token = NULL,
-    lease_expires_at = NULL
+    lease_expires_at = NULL,
+    cancel_requested_at = NULL
 WHERE id = ?6 AND status = 'processing' AND claim_token = ?7;
 
 -- name: extend_lease
@@ -112,7 +122,7 @@ WHERE id = ?1 AND status = 'processing' AND claim_token = ?2;
 
 -- name: expired
 -- ?1 queue, ?2 now (ms), ?3 limit: held activities whose lease has run out.
-SELECT id, retry_count, max_retries FROM runnerq_activities
+SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL FROM runnerq_activities
 WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at <= ?2
 ORDER BY lease_expires_at
 LIMIT ?3;
@@ -129,6 +139,13 @@ WHERE id = ?1 AND status = 'processing';
 UPDATE runnerq_activities
 SET retry_count = retry_count + 1, status = 'dead_letter', last_error = 'lease expired; retries exhausted',
     finished_at = ?2, dead_lettered_at = ?2, claim_token = NULL, lease_expires_at = NULL
+WHERE id = ?1 AND status = 'processing';
+
+-- name: cancel_held
+-- ?1 id, ?2 now (ms): a processing activity an operator asked to cancel ends
+-- cancelled (on a release or an expired lease).
+UPDATE runnerq_activities
+SET status = 'cancelled', finished_at = ?2, claim_token = NULL, lease_expires_at = NULL, cancel_requested_at = NULL
 WHERE id = ?1 AND status = 'processing';
 
 -- name: cancel
@@ -158,7 +175,7 @@ SELECT status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY s
 -- ?1 queue, ?2 status (NULL: any), ?3 offset, ?4 limit; newest first.
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
        created_at, ready_at, started_at, finished_at,
-       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key
+       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key, parent_id
 FROM runnerq_activities
 WHERE queue_name = ?1 AND (?2 IS NULL OR status = ?2)
 ORDER BY seq DESC
@@ -167,22 +184,25 @@ LIMIT ?4 OFFSET ?3;
 -- name: get_activity
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
        created_at, ready_at, started_at, finished_at,
-       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key
+       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key, parent_id
 FROM runnerq_activities
 WHERE id = ?1;
 
 -- name: list_dead_letter
 -- ?1 queue, ?2 offset, ?3 limit; most recently dead-lettered first.
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
-       created_at, ready_at, started_at, finished_at, NULL, last_error, idempotency_key, dead_lettered_at
+       created_at, ready_at, started_at, finished_at, NULL, last_error, idempotency_key, parent_id, dead_lettered_at
 FROM runnerq_activities
 WHERE queue_name = ?1 AND status = 'dead_letter'
 ORDER BY dead_lettered_at DESC, seq DESC
 LIMIT ?3 OFFSET ?2;
 
 -- name: get_events
--- The activity's events, oldest first.
-SELECT id, activity_id, queue_name, event_type, at, detail FROM runnerq_events WHERE activity_id = ?1 ORDER BY id;
+-- The activity's events, oldest first. A deleted activity keeps only its
+-- "deleted" row, for the live stream; its timeline is empty.
+SELECT id, activity_id, queue_name, event_type, at, detail FROM runnerq_events
+WHERE activity_id = ?1 AND event_type <> 'deleted'
+ORDER BY id;
 
 -- name: events_after
 -- ?1 queue, ?2 last event id seen, ?3 limit: the next page of the live stream.
@@ -195,3 +215,125 @@ LIMIT ?3;
 
 -- name: last_event_id
 SELECT coalesce(max(id), 0) FROM runnerq_events;
+
+-- name: scan_status_desc
+-- ?1 queue, ?2 status, ?3 created at or after, ?4 created before, ?5/?6
+-- cursor (created_at, id): one range of runnerq_activities_status_created_idx,
+-- newest first.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+  AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
+ORDER BY created_at DESC, id DESC;
+
+-- name: scan_status_asc
+-- As scan_status_desc, oldest first.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+  AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
+ORDER BY created_at, id;
+
+-- name: scan_type_desc
+-- As scan_status_desc for ?7 activity type: runnerq_activities_type_created_idx.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+  AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
+ORDER BY created_at DESC, id DESC;
+
+-- name: scan_type_asc
+-- As scan_type_desc, oldest first.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+  AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
+ORDER BY created_at, id;
+
+-- name: scan_parent_desc
+-- ?1 queue, ?2 parent id, ?3 .. ?6 as scan_status_desc: the children of one
+-- activity (runnerq_activities_parent_idx), newest first.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE parent_id = ?2 AND queue_name = ?1 AND created_at >= ?3 AND created_at < ?4
+  AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
+ORDER BY created_at DESC, id DESC;
+
+-- name: scan_parent_asc
+-- As scan_parent_desc, oldest first.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE parent_id = ?2 AND queue_name = ?1 AND created_at >= ?3 AND created_at < ?4
+  AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
+ORDER BY created_at, id;
+
+-- name: scan_ids
+-- ?1 queue, ?2 ids as a JSON array: their key columns, in no order.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE id IN (SELECT value FROM json_each(?2)) AND queue_name = ?1;
+
+-- name: snapshots_by_ids
+-- ?1 ids as a JSON array: whole rows for a page.
+SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
+       created_at, ready_at, started_at, finished_at,
+       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key, parent_id
+FROM runnerq_activities
+WHERE id IN (SELECT value FROM json_each(?1));
+
+-- name: queue_names
+-- Every queue with an activity: a skip scan over the first column of
+-- runnerq_activities_status_created_idx (one probe per queue).
+WITH RECURSIVE q(name) AS (
+    SELECT min(queue_name) FROM runnerq_activities
+    UNION ALL
+    SELECT (SELECT min(queue_name) FROM runnerq_activities WHERE queue_name > q.name) FROM q WHERE q.name IS NOT NULL
+)
+SELECT name FROM q WHERE name IS NOT NULL;
+
+-- name: counts_by_type
+-- ?1 queue: counts by type and status (reads the queue's entries of
+-- runnerq_activities_type_created_idx, not the rows).
+SELECT activity_type, status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY activity_type, status;
+
+-- name: ready_head
+-- ?1 queue, ?2 priority, ?3 retry count bound (exclusive): the oldest ready
+-- time among ready rows of that priority with the largest retry count below
+-- ?3 (one probe of runnerq_activities_dequeue_idx). Repeated per (priority,
+-- retry count) group, it finds the oldest claimable activity without reading
+-- the backlog.
+SELECT retry_count, ready_at FROM runnerq_activities
+WHERE queue_name = ?1 AND status IN ('pending', 'scheduled', 'retrying') AND priority = ?2 AND retry_count < ?3
+ORDER BY priority DESC, retry_count DESC, ready_at, seq
+LIMIT 1;
+
+-- name: retry_one
+-- ?1 id, ?2 now (ms): a failed, dead-lettered or cancelled activity back to
+-- pending, ready now, its retries counted from 0 again (the errors stay in
+-- its events).
+UPDATE runnerq_activities
+SET status = 'pending', retry_count = 0, ready_at = ?2, finished_at = NULL, dead_lettered_at = NULL, result = NULL,
+    claim_token = NULL, lease_expires_at = NULL, cancel_requested_at = NULL
+WHERE id = ?1 AND status IN ('failed', 'dead_letter', 'cancelled');
+
+-- name: request_cancel
+-- ?1 id, ?2 now (ms): ask the engine running it to cancel the handler.
+UPDATE runnerq_activities SET cancel_requested_at = ?2
+WHERE id = ?1 AND status = 'processing' AND cancel_requested_at IS NULL;
+
+-- name: run_now_one
+-- ?1 id, ?2 now (ms): a scheduled or retrying activity becomes ready now.
+UPDATE runnerq_activities SET status = 'pending', ready_at = ?2
+WHERE id = ?1 AND status IN ('scheduled', 'retrying');
+
+-- name: set_priority_one
+-- ?1 id, ?2 priority: only activities that have not started.
+UPDATE runnerq_activities SET priority = ?2
+WHERE id = ?1 AND status IN ('pending', 'scheduled', 'retrying') AND priority <> ?2;
+
+-- name: delete_one
+-- ?1 id: a finished activity. Returns what its idempotency key row needs.
+DELETE FROM runnerq_activities
+WHERE id = ?1 AND status IN ('completed', 'failed', 'dead_letter', 'cancelled')
+RETURNING activity_type, idempotency_key;
+
+-- name: delete_events
+-- ?1 id: the activity's timeline.
+DELETE FROM runnerq_events WHERE activity_id = ?1;
+
+-- name: delete_key
+-- ?1 queue, ?2 type, ?3 key, ?4 id: the idempotency key, if it still names this activity.
+DELETE FROM runnerq_idempotency WHERE queue_name = ?1 AND activity_type = ?2 AND key = ?3 AND activity_id = ?4;

@@ -12,7 +12,15 @@ import heapq
 import itertools
 from collections import deque
 
-from runnerq_fast.models import READY_STATUSES, AckOutcome, ActivityEvent, ActivityResult, ActivitySnapshot, ClaimedActivity
+from runnerq_fast.models import (
+    READY_STATUSES,
+    TERMINAL_STATUSES,
+    AckOutcome,
+    ActivityEvent,
+    ActivityResult,
+    ActivitySnapshot,
+    ClaimedActivity,
+)
 
 cdef object _Event = ActivityEvent
 cdef object _Result = ActivityResult
@@ -23,6 +31,7 @@ cdef frozenset _READY = frozenset(READY_STATUSES)
 cdef object _COMPLETED = AckOutcome.COMPLETED
 cdef object _RETRY = AckOutcome.RETRY
 cdef object _FAILED = AckOutcome.FAILED
+cdef object _CANCELLED = AckOutcome.CANCELLED
 
 
 cdef inline object _ready_key(object priority, object retry_count, object ready_at_ms, object seq):
@@ -36,7 +45,7 @@ cdef class Row:
     cdef public object id, queue, activity_type, payload, priority, max_retries, timeout_ms, metadata
     cdef public object idempotency_key, retry_count, created_at_ms, ready_at_ms, status, claim_token
     cdef public object lease_expires_at_ms, started_at_ms, finished_at_ms, dead_lettered_at_ms
-    cdef public object last_error, heap_seq
+    cdef public object last_error, heap_seq, parent_id, cancel_requested
 
     def __init__(self, queue, item, now):
         self.id = item.id
@@ -59,6 +68,8 @@ cdef class Row:
         self.dead_lettered_at_ms = None
         self.last_error = None
         self.heap_seq = 0
+        self.parent_id = item.parent_id
+        self.cancel_requested = False
 
     def snapshot(self):
         return ActivitySnapshot(
@@ -79,14 +90,15 @@ cdef class Row:
             lease_expires_at_ms=self.lease_expires_at_ms if self.status == "processing" else None,
             last_error=self.last_error,
             idempotency_key=self.idempotency_key,
+            parent_id=self.parent_id,
         )
 
 
 cdef class QueueState:
     """Per-queue heaps, processing set, rows, recent events and wake event."""
 
-    cdef public dict by_type, processing, rows
-    cdef public list scheduled
+    cdef public dict by_type, processing, rows, by_status, type_rows, children
+    cdef public list scheduled, order
     cdef public object events, wake
 
     def __init__(self):
@@ -96,6 +108,11 @@ cdef class QueueState:
         self.rows = {}
         self.events = deque(maxlen=10_000)
         self.wake = asyncio.Event()
+        self.by_status = {s: {} for s in ("pending", "scheduled", "retrying", *TERMINAL_STATUSES)}
+        self.by_status["processing"] = self.processing
+        self.order = []
+        self.type_rows = {}
+        self.children = {}
 
 
 cdef class StoreCore:
@@ -138,6 +155,9 @@ cdef class StoreCore:
     def _finish(self, Row row, status, now, data, error):
         self._finish_c(row, status, now, data, error)
 
+    def _move(self, QueueState q, Row row, status):
+        self._move_c(q, row, status)
+
     def _held(self, ref_id, token):
         return self._held_c(ref_id, token)
 
@@ -171,14 +191,19 @@ cdef class StoreCore:
             self._push_ready_c(q, row)
             q.wake.set()
 
-    cdef void _finish_c(self, Row row, str status, object now, object data, object error) except *:
+    cdef void _move_c(self, QueueState q, Row row, str status) except *:
+        (<dict>q.by_status[row.status]).pop(row.id, None)
+        (<dict>q.by_status[status])[row.id] = row
         row.status = status
+
+    cdef void _finish_c(self, Row row, str status, object now, object data, object error) except *:
+        self._move_c(<QueueState>self._queues[row.queue], row, status)
         row.finished_at_ms = now
         row.claim_token = None
         row.lease_expires_at_ms = None
+        row.cancel_requested = False
         if error is not None:
             row.last_error = error
-        (<QueueState>self._queues[row.queue]).processing.pop(row.id, None)
         res = _Result(row.id, status, data, error)
         self._results[row.id] = res
         waiters = self._waiters.pop(row.id, None)
@@ -215,6 +240,7 @@ cdef class StoreCore:
             row = <Row>found
             if row.heap_seq != entry[1] or row.status not in _READY:
                 continue
+            (<dict>q.by_status[row.status]).pop(row.id, None)
             row.status = "processing"
             row.claim_token = token
             row.lease_expires_at_ms = lease_until
@@ -252,14 +278,17 @@ cdef class StoreCore:
             if outcome == _COMPLETED:
                 self._event_c(row, "completed", now, None)
                 self._finish_c(row, "completed", now, a.result, None)
+            elif outcome == _CANCELLED or (outcome == _RETRY and row.cancel_requested):
+                # a retry of an activity an operator asked to cancel ends it instead
+                self._event_c(row, "cancelled", now, None)
+                self._finish_c(row, "cancelled", now, None, None)
             elif outcome == _RETRY:
                 row.retry_count += 1
-                row.status = "retrying"
                 row.ready_at_ms = max(a.retry_at_ms, now)
                 row.claim_token = None
                 row.lease_expires_at_ms = None
                 row.last_error = a.error
-                q.processing.pop(row.id, None)
+                self._move_c(q, row, "retrying")
                 self._event_c(row, "retrying", now, a.error)
                 self._make_ready_c(q, row, now)
             elif outcome == _FAILED:
