@@ -26,6 +26,7 @@ from runnerq_fast.metrics import ACTIVITIES_ENQUEUED
 from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.storage import Backend
 from runnerq_fast.web import wire
+from runnerq_fast.web.actions import ACTION_PATHS, ActionRoutes
 from runnerq_fast.web.context import WebContext, WebLimits
 from runnerq_fast.web.enqueue import EnqueueRoutes
 from runnerq_fast.web.health import HealthRoutes
@@ -39,6 +40,7 @@ from runnerq_fast.web.responses import (
     http_exception_handler,
     problem_exception_handler,
 )
+from runnerq_fast.web.v1 import V1Routes
 
 __all__ = ["create_app", "endpoints"]
 
@@ -48,6 +50,21 @@ _ID = Param("id", "path", str, "Activity id (32 hex digits; the dashed UUID form
 _OFFSET = Param("offset", "query", int, "Items to skip (RunnerQ paging; at most 10,000).")
 _LIMIT = Param("limit", "query", int, "Most items returned (1-1000, default 50).")
 _SSE = "text/event-stream"
+_LIST_PARAMS = (
+    Param("status", "query", str, "Statuses, comma-separated or repeated (pending, scheduled, ...)."),
+    Param("type", "query", str, "Activity types, comma-separated or repeated."),
+    Param("priority", "query", str, "Priorities, 1-4 or low|normal|high|critical, comma-separated."),
+    Param("created_after", "query", str, "RFC 3339 time: created at or after it."),
+    Param("created_before", "query", str, "RFC 3339 time: created before it."),
+    Param("metadata", "query", str, "key=value; repeated, every pair must match."),
+    Param("parent_id", "query", str, "Only children of this activity."),
+    Param("ids", "query", str, "Activity ids, comma-separated (at most 10,000)."),
+)
+_PAGE_PARAMS = (
+    Param("limit", "query", int, "Most items (1-1000, default 50)."),
+    Param("cursor", "query", str, "next_cursor of the previous page."),
+    Param("order", "query", str, "newest (default) or oldest first, by creation."),
+)
 
 
 class _Index:
@@ -73,12 +90,17 @@ class _Index:
 def endpoints(
     enq: EnqueueRoutes,
     obs: ObservabilityRoutes,
+    v1: V1Routes,
+    act: ActionRoutes,
     health: HealthRoutes,
     metrics: MetricsRoute,
     index: _Index,
 ) -> list[Endpoint]:
-    """The route table of one app (Starlette routes and OpenAPI operations)."""
+    """The route table of one app (Starlette routes and OpenAPI operations, in matching order)."""
     j = JSON
+    one = "/api/v1/queues/{queue}/activities/{id}"
+    done = {200: ("What the action did", wire.ActionResponse, j),
+            409: ("The activity is not in a state the action applies to", wire.Problem, wire.PROBLEM_JSON)}
     return [
         Endpoint("GET", "/", index.index, "Service index", "service", responses={200: ("Where things are", None, j)}),
         Endpoint("GET", "/healthz", health.healthz, "Liveness: the process is up", "service",
@@ -115,6 +137,38 @@ def endpoints(
             params=(_QUEUE_PATH,),
             writes=True,
         ),
+        Endpoint("GET", "/api/v1/queues", v1.queues, "Every queue with counts by status and by type", "inspection",
+                 responses={200: ("Queues", wire.QueuesResponse, j)}),
+        Endpoint("GET", "/api/v1/queues/{queue}", v1.queue, "One queue's counts by status and by type",
+                 "inspection", responses={200: ("The queue", wire.QueueView, j)}, params=(_QUEUE_PATH,)),
+        Endpoint("GET", "/api/v1/queues/{queue}/activities", v1.list_activities,
+                 "Activities matching a filter, one keyset page", "inspection",
+                 responses={200: ("A page", wire.ActivityPageView, j)},
+                 params=(_QUEUE_PATH, *_LIST_PARAMS, *_PAGE_PARAMS)),
+        Endpoint("GET", "/api/v1/queues/{queue}/activities/count", v1.count,
+                 "How many activities match a filter (bounded by ?cap=)", "inspection",
+                 responses={200: ("The count", wire.CountView, j)},
+                 params=(_QUEUE_PATH, *_LIST_PARAMS,
+                         Param("cap", "query", int, "Stop counting here (default 10,000)."))),
+        Endpoint("GET", one, v1.detail, "One activity with its events, result and children", "inspection",
+                 responses={200: ("The activity", wire.ActivityDetail, j)}, params=(_QUEUE_PATH, _ID)),
+        Endpoint("GET", one + "/children", v1.children, "Child activities, oldest first", "inspection",
+                 responses={200: ("A page", wire.ActivityPageView, j)},
+                 params=(_QUEUE_PATH, _ID, *_PAGE_PARAMS[:2])),
+        Endpoint("POST", one + "/retry", act.retry, "Retry a failed, dead-lettered or cancelled activity",
+                 "actions", responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("POST", one + "/cancel", act.cancel, "Cancel an activity (a running one is asked to stop)",
+                 "actions", responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("POST", one + "/run-now", act.run_now, "Make a scheduled or retrying activity ready now",
+                 "actions", responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("POST", one + "/priority", act.set_priority, "Change the priority of one that has not started",
+                 "actions", request=wire.PriorityRequest, responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("DELETE", one, act.delete, "Delete a finished activity with its events", "actions",
+                 responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("POST", "/api/v1/queues/{queue}/actions/{action}", act.bulk,
+                 "One action on many activities: by ids, by the listing's filter, or both", "actions",
+                 request=wire.ActionRequest, responses={200: ("What the action did", wire.ActionResponse, j)},
+                 params=(_QUEUE_PATH, Param("action", "path", str, " | ".join(ACTION_PATHS), True)), writes=True),
         Endpoint("GET", "/api/observability/stats", obs.stats, "Counts by status (RunnerQ)", "observability",
                  responses={200: ("Counts", wire.RunnerQStats, j)}, params=(_QUEUE_QUERY,)),
         Endpoint(
@@ -225,7 +279,7 @@ def create_app(
     obs = ObservabilityRoutes(ctx, sse_keepalive=sse_keepalive, sse_buffer=sse_buffer)
     health = HealthRoutes(ctx)
     metrics_route = MetricsRoute(ctx, sink, gauge_ttl)
-    table = endpoints(enq, obs, health, metrics_route, _Index(ctx))
+    table = endpoints(enq, obs, V1Routes(ctx), ActionRoutes(ctx), health, metrics_route, _Index(ctx))
     openapi_doc: dict[str, Any] = {}
 
     async def openapi(request: Request) -> Response:

@@ -18,23 +18,38 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Raw, UnsetType
 
-from runnerq_fast.models import ActivityEvent, ActivityResult, ActivitySnapshot, DeadLetterRecord, QueueStats
+from runnerq_fast.models import (
+    ActivityEvent,
+    ActivityResult,
+    ActivitySnapshot,
+    DeadLetterRecord,
+    QueueStats,
+    QueueSummary,
+)
 
 __all__ = [
     "PROBLEM_JSON",
+    "ActionRequest",
+    "ActionResponse",
     "ActivityDetail",
+    "ActivityPageView",
     "ActivityView",
     "BatchEnqueueRequest",
     "BatchEnqueueResponse",
     "BatchItemOutcome",
+    "CountView",
     "DeadLetterView",
     "EnqueueRequest",
     "EnqueueResponse",
     "EventView",
+    "FilterSpec",
     "Health",
     "ItemError",
     "OnDuplicateName",
+    "PriorityRequest",
     "Problem",
+    "QueueView",
+    "QueuesResponse",
     "ResultView",
     "RunnerQStats",
     "activity_view",
@@ -43,6 +58,7 @@ __all__ = [
     "encode",
     "event_view",
     "ms_to_datetime",
+    "queue_view",
     "raw_json",
     "result_view",
     "runnerq_stats",
@@ -343,9 +359,101 @@ def runnerq_stats(queue: str, st: QueueStats) -> RunnerQStats:
 
 
 class ActivityDetail(msgspec.Struct):
-    """One activity with its events (oldest first), its result and its child activities."""
+    """One activity with its events (oldest first), its result and its first page of child activities
+    (oldest first; ``children_next_cursor`` continues at ``.../children?cursor=``)."""
 
     activity: ActivityView
     events: list[EventView]
     result: ResultView | None
     children: list[ActivityView]
+    children_next_cursor: str | None
+
+
+# ---------------------------------------------------------------------- v1
+class QueueView(msgspec.Struct):
+    """One queue at a glance: counts by status and by activity type, and its oldest ready activity.
+
+    ``oldest_ready_at`` is the ready time of the oldest activity a worker could
+    claim now (``null`` when there is none).
+    """
+
+    queue: str
+    total: int
+    counts: QueueStats
+    by_type: dict[str, dict[str, int]]
+    oldest_ready_at: datetime | None
+
+
+class QueuesResponse(msgspec.Struct):
+    """Every queue the store knows, by name."""
+
+    queues: list[QueueView]
+
+
+class ActivityPageView(msgspec.Struct):
+    """One page of a listing; pass ``next_cursor`` back as ``?cursor=`` until it is ``null``.
+
+    A page may hold fewer than ``limit`` items (even none) and still have a
+    cursor: a priority or metadata condition examines a bounded number of rows
+    per request.
+    """
+
+    items: list[ActivityView]
+    next_cursor: str | None
+
+
+class CountView(msgspec.Struct):
+    """How many activities match; ``exact`` is false when counting stopped at the cap (at least ``count``)."""
+
+    count: int
+    exact: bool
+
+
+class FilterSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_defaults=True):
+    """Which activities an action applies to: the listing's filter, as a JSON object.
+
+    Every given field must match; within a list any value matches. ``{}``
+    matches every activity of the queue.
+    """
+
+    status: list[str] | None = None
+    type: list[str] | None = None
+    priority: list[int | str] | None = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    metadata: dict[str, str] | None = None
+    parent_id: str | None = None
+
+
+class ActionRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A bulk action: by ``ids``, by ``filter``, or both (the ids must then match the filter too).
+
+    ``priority`` (1-4 or a name) is for ``set-priority`` only; ``limit`` (1-100,000,
+    default 10,000) bounds how many activities change.
+    """
+
+    ids: list[str] | None = None
+    filter: FilterSpec | None = None
+    priority: int | str | None = None
+    limit: int = 10_000
+
+
+class PriorityRequest(msgspec.Struct, forbid_unknown_fields=True):
+    """The new priority of one activity: 1-4 or low, normal, high, critical."""
+
+    priority: int | str
+
+
+class ActionResponse(msgspec.Struct):
+    """What an action did: the ids it ``changed`` and how many matched activities it ``skipped``
+    (not in a state the action applies to)."""
+
+    action: str
+    changed: list[str]
+    changed_count: int
+    skipped: int
+
+
+def queue_view(s: QueueSummary) -> QueueView:
+    """The wire form of a queue summary."""
+    return QueueView(s.queue, s.counts.total, s.counts, s.by_type, _opt_dt(s.oldest_ready_ms))

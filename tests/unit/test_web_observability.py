@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -162,3 +163,40 @@ async def test_openapi_is_generated_from_the_structs() -> None:
         assert "get" in doc["paths"][path], path
     assert redirect.status_code in (302, 307) and redirect.headers["location"] == "/api/openapi.json"
     assert index["openapi"] == "/api/openapi.json"
+
+
+async def test_depth_and_oldest_ready_gauges_are_read_at_scrape_time_and_cached() -> None:
+    backend = rq.MemoryBackend()
+    ex = rq.ActivityExecutor(backend, "g")
+    await ex.activity("t").execute()
+    await ex.activity("t").delay(3600).execute()
+    app = create_app(backend, gauge_ttl=60)
+    gauges = app.state.runnerq_metrics.gauges
+    async with asgi_client(app) as c:
+        await asyncio.sleep(0.05)
+        first = (await c.get("/metrics")).text
+        await ex.activity("t").execute()
+        cached = (await c.get("/metrics")).text
+        gauges.clear()
+        fresh = (await c.get("/metrics")).text
+
+    def depth(text: str, status: str) -> float:
+        fams = {f.name: f for f in text_string_to_metric_families(text)}
+        return next(s.value for s in fams["runnerq_queue_depth"].samples
+                    if s.labels == {"queue": "g", "status": status})
+
+    assert depth(first, "pending") == 1 and depth(first, "scheduled") == 1 and depth(first, "completed") == 0
+    assert depth(cached, "pending") == 1  # within the ttl: no backend read
+    assert depth(fresh, "pending") == 2 and gauges.readings == 2
+    fams = {f.name: f for f in text_string_to_metric_families(first)}
+    (age,) = [s for s in fams["runnerq_oldest_ready_age_seconds"].samples if s.labels == {"queue": "g"}]
+    assert 0.04 <= age.value < 30
+
+
+async def test_gauges_of_served_queues_only() -> None:
+    backend = rq.MemoryBackend()
+    await rq.ActivityExecutor(backend, "private").activity("t").execute()
+    async with asgi_client(create_app(backend, queues=["public"])) as c:
+        text = (await c.get("/metrics")).text
+    assert 'queue="private"' not in text
+    assert 'runnerq_queue_depth{queue="public",status="pending"} 0.0' in text
