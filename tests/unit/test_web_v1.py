@@ -101,7 +101,7 @@ async def check_v1_and_actions(c: httpx.AsyncClient, backend: rq.Backend, queue:
     # one activity with events, result and children
     detail = (await c.get(f"{base}/activities/{ids['parent']}")).json()
     assert detail["activity"]["status"] == "completed"
-    assert [e["event_type"] for e in detail["events"]][0] == "enqueued"
+    assert [e["event_type"] for e in detail["events"]][:2] == ["enqueued", "claimed"]
     assert detail["result"]["result"] == ids["children"]
     assert [ch["id"] for ch in detail["children"]] == ids["children"] and detail["children_next_cursor"] is None
     children = (await c.get(f"{base}/activities/{ids['parent']}/children", params={"limit": 2})).json()
