@@ -155,7 +155,7 @@ def serve(
                         for sig in (signal.SIGINT, signal.SIGTERM):
                             loop.remove_signal_handler(sig)
 
-            config = uvicorn.Config(app, http="httptools", lifespan="on", access_log=access_log,
+            config = uvicorn.Config(app, http="httptools", lifespan="on", access_log=access_log, proxy_headers=False,
                                     log_level=log_level.lower(), timeout_graceful_shutdown=10, server_header=False)
             server = Server(config)
             bound_host, bound_port = sock.getsockname()[:2]

@@ -20,6 +20,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.metrics import ACTIVITIES_ENQUEUED
@@ -42,7 +43,7 @@ from runnerq_fast.web.responses import (
 )
 from runnerq_fast.web.v1 import V1Routes
 
-__all__ = ["create_app", "endpoints"]
+__all__ = ["RunnerQApp", "create_app", "endpoints"]
 
 _QUEUE_PATH = Param("queue", "path", str, "Queue name, 1-255 characters.", True)
 _QUEUE_QUERY = Param("queue", "query", str, "Queue name; default: the app's only queue, else 'default'.")
@@ -199,6 +200,38 @@ def endpoints(
     ]
 
 
+_PREFIX = "/api/v1/queues/"
+_SUFFIX = "/activities"
+
+
+class RunnerQApp(Starlette):
+    """The Starlette app, with ``POST /api/v1/queues/{queue}/activities`` served directly.
+
+    The single-activity enqueue is the hot route: it skips Starlette's router,
+    middleware and Request/Response objects and calls
+    :meth:`~runnerq_fast.web.enqueue.EnqueueRoutes.asgi_one`, the same code
+    the routed endpoint runs (which answers when the direct path is off: with
+    CORS configured). Everything else goes through Starlette as usual.
+    """
+
+    direct_enqueue: EnqueueRoutes | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        enq = self.direct_enqueue
+        if enq is not None and scope["type"] == "http" and scope["method"] == "POST":
+            path: str = scope["path"]
+            root: str = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root):]
+            if path.startswith(_PREFIX) and path.endswith(_SUFFIX):
+                queue = path[len(_PREFIX):-len(_SUFFIX)]
+                if queue and "/" not in queue:
+                    scope["app"] = self
+                    await enq.asgi_one(scope, receive, send, queue)
+                    return
+        await super().__call__(scope, receive, send)
+
+
 def create_app(
     backend_or_url: Backend | str,
     *,
@@ -313,12 +346,14 @@ def create_app(
                 expose_headers=["Location"],
             )
         )
-    app = Starlette(
+    app = RunnerQApp(
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
         exception_handlers={ProblemError: problem_exception_handler, HTTPException: http_exception_handler},
     )
+    if not cors_origins:
+        app.direct_enqueue = enq
     app.state.runnerq = ctx
     app.state.runnerq_streams = obs.streams
     app.state.runnerq_metrics = metrics_route

@@ -14,7 +14,7 @@ from starlette.requests import Request
 
 from runnerq_fast.web.responses import ProblemError
 
-__all__ = ["require_write"]
+__all__ = ["check_write", "require_write"]
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="runnerq"'}
 
@@ -37,6 +37,11 @@ def require_write(request: Request, token: bytes | None, read_only: bool) -> Non
         405 on a read-only app; 401 (with ``WWW-Authenticate``) when the token
         is missing, malformed or wrong.
     """
+    check_write(request.headers.get("authorization"), token, read_only)
+
+
+def check_write(header: str | None, token: bytes | None, read_only: bool) -> None:
+    """:func:`require_write` given the ``Authorization`` header's value (``None`` if absent)."""
     if read_only:
         raise ProblemError(
             405,
@@ -45,7 +50,6 @@ def require_write(request: Request, token: bytes | None, read_only: bool) -> Non
         )
     if token is None:
         return
-    header = request.headers.get("authorization")
     if header is None:
         raise ProblemError(401, "this route needs 'Authorization: Bearer <token>'", headers=_CHALLENGE)
     scheme, _, presented = header.partition(" ")

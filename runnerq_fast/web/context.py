@@ -17,7 +17,7 @@ from runnerq_fast.config import WorkerConfig
 from runnerq_fast.errors import InvalidActivityError
 from runnerq_fast.executor import ActivityExecutor, validate_queue_name
 from runnerq_fast.storage import Backend, open_backend
-from runnerq_fast.web.auth import require_write
+from runnerq_fast.web.auth import check_write, require_write
 from runnerq_fast.web.buffer import EnqueueBuffer
 from runnerq_fast.web.responses import ProblemError
 
@@ -212,3 +212,7 @@ class WebContext:
     def require_write(self, request: Request) -> None:
         """Refuse a write on a read-only app or without the bearer token (see :mod:`.auth`)."""
         require_write(request, self.token, self.read_only)
+
+    def check_write(self, authorization: str | None) -> None:
+        """:meth:`require_write` given the ``Authorization`` header's value."""
+        check_write(authorization, self.token, self.read_only)

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import parse_qs
 
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from runnerq_fast.codec import decode_json
 from runnerq_fast.errors import InvalidActivityError, RunnerQError
@@ -25,8 +28,17 @@ from runnerq_fast.executor import ActivityBuilder, ActivityExecutor
 from runnerq_fast.models import ActivityResult, EnqueueOutcome, EnqueueResult, NewActivity, OnDuplicate, Priority
 from runnerq_fast.storage import Backend
 from runnerq_fast.web.context import WebContext
-from runnerq_fast.web.responses import JSON, JsonResponse, ProblemError, read_body
+from runnerq_fast.web.responses import (
+    JSON,
+    JsonResponse,
+    ProblemError,
+    header_map,
+    problem_bytes,
+    read_asgi_body,
+    read_body,
+)
 from runnerq_fast.web.wire import (
+    PROBLEM_JSON,
     BatchEnqueueRequest,
     BatchEnqueueResponse,
     BatchItemOutcome,
@@ -35,10 +47,13 @@ from runnerq_fast.web.wire import (
     EnqueueResponse,
     ItemError,
     decode,
+    encode,
     raw_json,
 )
 
 __all__ = ["EnqueueRoutes", "build_activity"]
+
+log = logging.getLogger("runnerq_fast.web")
 
 _PRIORITY_NAMES = {p.name.lower(): int(p) for p in Priority}
 _ON_DUPLICATE = {o.name.lower(): o for o in OnDuplicate}
@@ -95,8 +110,7 @@ def build_activity(ex: ActivityExecutor, req: EnqueueRequest, key: str | None = 
     return b.build()
 
 
-def _check_json_type(request: Request) -> None:
-    ctype = request.headers.get("content-type")
+def _check_json_type(ctype: str | None) -> None:
     if ctype is None:
         return
     media = ctype.split(";", 1)[0].strip().lower()
@@ -113,8 +127,10 @@ def _decode(body: bytes, into: type[Any]) -> Any:
         raise ProblemError(400, f"the body is not valid JSON: {exc}") from None
 
 
-def _wait_param(request: Request, max_wait: float) -> float | None:
-    text = request.query_params.get("wait")
+def _wait_param(query_string: bytes, max_wait: float) -> float | None:
+    if b"wait" not in query_string:
+        return None
+    text = parse_qs(query_string.decode("latin-1")).get("wait", [None])[-1]
     if text is None:
         return None
     try:
@@ -151,19 +167,30 @@ class EnqueueRoutes:
         self.ctx = ctx
         self.on_created = on_created
 
-    def _location(self, request: Request, queue: str, activity_id: str) -> str:
-        root = request.scope.get("root_path", "")
+    @staticmethod
+    def _location(root: str, queue: str, activity_id: str) -> str:
         return f"{root}/api/v1/queues/{queue}/activities/{activity_id}"
 
-    async def enqueue_one(self, request: Request) -> Response:
-        """``POST /api/v1/queues/{queue}/activities``: one activity."""
+    async def handle_one(self, scope: Scope, receive: Receive, queue_name: str) -> tuple[int, dict[str, str], Any]:
+        """Enqueue the activity of one request: (status, headers, body Struct).
+
+        The transport-neutral core of ``POST /api/v1/queues/{queue}/activities``,
+        used by the Starlette route and by the app's direct path (:meth:`asgi_one`).
+
+        Raises
+        ------
+        ProblemError
+            For every refusal (401, 405, 400, 413, 415, 422, 404, 409, 503).
+        """
         ctx = self.ctx
-        ctx.require_write(request)
-        queue = ctx.queue(request.path_params["queue"])
-        wait = _wait_param(request, ctx.limits.max_wait)
-        _check_json_type(request)
-        req: EnqueueRequest = _decode(await read_body(request, ctx.limits.max_body_bytes), EnqueueRequest)
-        header_key = request.headers.get("idempotency-key")
+        headers = header_map(scope)
+        ctx.check_write(headers.get("authorization"))
+        queue = ctx.queue(queue_name)
+        wait = _wait_param(scope.get("query_string", b""), ctx.limits.max_wait)
+        _check_json_type(headers.get("content-type"))
+        raw = await read_asgi_body(receive, headers.get("content-length"), ctx.limits.max_body_bytes)
+        req: EnqueueRequest = _decode(raw, EnqueueRequest)
+        header_key = headers.get("idempotency-key")
         ex = await ctx.executor(queue)
         try:
             item = build_activity(ex, req, header_key)
@@ -178,21 +205,21 @@ class EnqueueRoutes:
             raise ProblemError(503, str(exc), headers={"Retry-After": "1"}) from None
         except RunnerQError as exc:
             raise ProblemError(503, f"the backend failed: {type(exc).__name__}: {exc}") from None
+        root = scope.get("root_path", "")
         if res.outcome == EnqueueOutcome.REJECTED:
             raise ProblemError(
                 409,
                 f"idempotency key {item.idempotency_key!r} is already used by activity {res.activity_id} "
                 "(on_duplicate=no_reuse)",
                 existing_id=res.activity_id,
-                headers={"Location": self._location(request, queue, res.activity_id)},
+                headers={"Location": self._location(root, queue, res.activity_id)},
             )
         created = res.outcome == EnqueueOutcome.CREATED
         if created and self.on_created is not None:
             self.on_created(queue, item.activity_type, 1)
         if not created and header_key is not None:
             await self._check_same_body(ex, res, item, header_key)
-        headers = {"Location": self._location(request, queue, res.activity_id)}
-        status = 201 if created else 200
+        out_headers = {"Location": self._location(root, queue, res.activity_id)}
         body = EnqueueResponse(id=res.activity_id, queue=queue, created=created)
         if wait is not None:
             outcome = await _wait_result(ex.backend, res.activity_id, wait, ctx.shutting_down)
@@ -201,9 +228,34 @@ class EnqueueRoutes:
                 snap = await ex.backend.get_activity(res.activity_id)
                 if snap is not None:
                     body.status = snap.status
-                return JsonResponse(body, 202, headers)
+                return 202, out_headers, body
             _add_outcome(body, outcome)
+        return (201 if created else 200), out_headers, body
+
+    async def enqueue_one(self, request: Request) -> Response:
+        """``POST /api/v1/queues/{queue}/activities``: one activity."""
+        status, headers, body = await self.handle_one(request.scope, request.receive, request.path_params["queue"])
         return JsonResponse(body, status, headers)
+
+    async def asgi_one(self, scope: Scope, receive: Receive, send: Send, queue_name: str) -> None:
+        """The same route as plain ASGI, without Starlette's router, middleware and Request/Response
+        objects (the app's hot path; see :class:`runnerq_fast.web.app.RunnerQApp`)."""
+        try:
+            status, headers, body = await self.handle_one(scope, receive, queue_name)
+            data = encode(body)
+            media = b"application/json"
+        except ProblemError as exc:
+            status, headers = exc.status, exc.headers
+            data = problem_bytes(exc, scope["path"])
+            media = PROBLEM_JSON.encode()
+        except Exception:
+            log.exception("POST %s failed", scope.get("path"))
+            status, headers, media = 500, {}, PROBLEM_JSON.encode()
+            data = problem_bytes(ProblemError(500, "internal error (see the server log)"), scope.get("path", ""))
+        raw_headers = [(b"content-type", media), (b"content-length", b"%d" % len(data))]
+        raw_headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": status, "headers": raw_headers})
+        await send({"type": "http.response.body", "body": data})
 
     async def _check_same_body(self, ex: ActivityExecutor, res: EnqueueResult, item: NewActivity, key: str) -> None:
         snap = await ex.backend.get_activity(res.activity_id)
@@ -225,7 +277,7 @@ class EnqueueRoutes:
         queue = ctx.queue(request.path_params["queue"])
         if request.headers.get("idempotency-key") is not None:
             raise ProblemError(400, "a batch takes an idempotency_key per activity, not an Idempotency-Key header")
-        _check_json_type(request)
+        _check_json_type(request.headers.get("content-type"))
         req: BatchEnqueueRequest = _decode(
             await read_body(request, ctx.limits.max_batch_body_bytes), BatchEnqueueRequest
         )

@@ -14,6 +14,7 @@ import msgspec
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope
 
 from runnerq_fast.web.wire import PROBLEM_JSON, ItemError, Problem, encode
 
@@ -21,9 +22,12 @@ __all__ = [
     "JSON",
     "JsonResponse",
     "ProblemError",
+    "header_map",
     "http_exception_handler",
+    "problem_bytes",
     "problem_exception_handler",
     "problem_response",
+    "read_asgi_body",
     "read_body",
 ]
 
@@ -71,6 +75,25 @@ class ProblemError(Exception):
         self.headers = dict(headers or {})
         self.errors = errors
         self.existing_id = existing_id
+
+
+def problem_bytes(exc: ProblemError, instance: str | None) -> bytes:
+    """The problem+json body of ``exc``."""
+    return encode(
+        Problem(
+            title=HTTPStatus(exc.status).phrase,
+            status=exc.status,
+            detail=exc.detail,
+            instance=msgspec.UNSET if instance is None else instance,
+            errors=msgspec.UNSET if exc.errors is None else exc.errors,
+            existing_id=msgspec.UNSET if exc.existing_id is None else exc.existing_id,
+        )
+    )
+
+
+def header_map(scope: Scope) -> dict[str, str]:
+    """The request headers of an ASGI scope by lower-case name (the last one wins)."""
+    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
 
 
 def problem_response(
@@ -123,6 +146,38 @@ async def http_exception_handler(request: Request, exc: Exception) -> Response:
         instance=request.url.path,
         headers=exc.headers,
     )
+
+
+async def read_asgi_body(receive: Receive, declared: str | None, limit: int) -> bytes:
+    """The body of an ASGI request, refusing more than ``limit`` bytes (see :func:`read_body`).
+
+    Raises
+    ------
+    ProblemError
+        413 over the limit, 400 for a malformed Content-Length or a client gone mid-body.
+    """
+    if declared is not None:
+        try:
+            size = int(declared)
+        except ValueError:
+            raise ProblemError(400, f"malformed Content-Length header {declared!r}") from None
+        if size > limit:
+            raise ProblemError(413, f"request body is {size} bytes, over the limit of {limit} bytes")
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ProblemError(400, "the client disconnected before the body was complete")
+        chunk = message.get("body", b"")
+        if chunk:
+            total += len(chunk)
+            if total > limit:
+                raise ProblemError(413, f"request body is over the limit of {limit} bytes")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
