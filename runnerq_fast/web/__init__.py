@@ -14,7 +14,7 @@ Routes: the enqueue API (``/api/v1/queues/{queue}/activities``, batch,
 * :mod:`.metrics`, :mod:`.health`, :mod:`.auth`, :mod:`.openapi`.
 """
 
-from runnerq_fast.web.app import create_app
+from runnerq_fast.web.app import RunnerQApp, create_app
 from runnerq_fast.web.context import WebLimits
 
-__all__ = ["WebLimits", "create_app"]
+__all__ = ["RunnerQApp", "WebLimits", "create_app"]

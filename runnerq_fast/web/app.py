@@ -246,7 +246,7 @@ def create_app(
     sse_keepalive: float = 15.0,
     sse_buffer: int = 10_000,
     gauge_ttl: float = 2.0,
-) -> Starlette:
+) -> RunnerQApp:
     """The runnerq-fast HTTP service as one ASGI application.
 
     Parameters
@@ -284,8 +284,9 @@ def create_app(
 
     Returns
     -------
-    starlette.applications.Starlette
-        The app; ``app.state.runnerq`` is its :class:`~runnerq_fast.web.context.WebContext`.
+    RunnerQApp
+        A :class:`starlette.applications.Starlette` app; ``app.state.runnerq`` is
+        its :class:`~runnerq_fast.web.context.WebContext`.
 
     Raises
     ------
