@@ -201,7 +201,7 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
     out.push_ack(Ack(a.id, a.claim_token, _COMPLETED, data))
     out.stats["completed"] += 1
     if out.metrics_on:
-        out.record_completed(a.activity_type, duration)
+        out.done_metrics.append((a.activity_type, duration))
     if hooks:
         await call_hooks(hooks, "on_processed", a, duration)
 

@@ -494,17 +494,20 @@ class WorkerEngine:
     def _record_claims(self, batch: list[ClaimedActivity]) -> None:
         """Count a claimed batch by type and observe each activity's queue wait (ready time to now)."""
         assert self._outcomes is not None
-        labels = self._outcomes.labels
-        sink = self._sink
         now_ms = time.time() * 1000.0
-        counts: dict[str, int] = {}
+        waits: dict[str, list[float]] = {}
         for a in batch:
-            t = a.activity_type
-            counts[t] = counts.get(t, 0) + 1
-            wait_ms = now_ms - a.ready_at_ms
-            sink.observe(QUEUE_WAIT, labels(t)[0], wait_ms / 1000.0 if wait_ms > 0 else 0.0)
-        for t, k in counts.items():
-            sink.count(ACTIVITIES_CLAIMED, labels(t)[0], k)
+            w = (now_ms - a.ready_at_ms) / 1000.0
+            got = waits.get(a.activity_type)
+            if got is None:
+                waits[a.activity_type] = [w if w > 0.0 else 0.0]
+            else:
+                got.append(w if w > 0.0 else 0.0)
+        labels, sink = self._outcomes.labels, self._sink
+        for t, ws in waits.items():
+            lab = labels(t)[0]
+            sink.count(ACTIVITIES_CLAIMED, lab, len(ws))
+            sink.observe_many(QUEUE_WAIT, lab, ws)
 
     async def _idle_wait(self) -> None:
         """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due."""
@@ -543,6 +546,8 @@ class WorkerEngine:
         """
         out = self._outcomes
         assert out is not None
+        if self._metrics_on:
+            out.flush_metrics()
         delay = 0.05
         failures = 0
         while out.acks:

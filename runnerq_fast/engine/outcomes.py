@@ -123,6 +123,7 @@ class Outcomes:
         "cancellation",
         "config",
         "deadlines",
+        "done_metrics",
         "executor",
         "handlers",
         "hooks",
@@ -175,6 +176,9 @@ class Outcomes:
         self.stats = new_stats()
         self._hook_tasks: set[asyncio.Future[None]] = set()
         self._labels: dict[str, tuple[tuple[str, ...], ...]] = {}
+        #: (activity type, run seconds) of completed attempts not yet given to the sink (metrics on only);
+        #: the worker path appends, :meth:`flush_metrics` hands them over in batches
+        self.done_metrics: list[tuple[str, float]] = []
 
     # ------------------------------------------------------------ metrics
     def labels(self, activity_type: str) -> tuple[tuple[str, ...], ...]:
@@ -194,12 +198,28 @@ class Outcomes:
                 self._labels[activity_type] = lab
         return lab
 
-    def record_completed(self, activity_type: str, duration: float) -> None:
-        """Count a completed attempt and its run time in seconds (called only when metrics are on)."""
-        lab = self.labels(activity_type)
+    def flush_metrics(self) -> None:
+        """Give the buffered completions to the sink, one count and one ``observe_many`` per type.
+
+        Called by the engine after each ack flush and at stop, so the per-activity
+        path only appends to a list.
+        """
+        done = self.done_metrics
+        if not done:
+            return
+        self.done_metrics = []
+        by_type: dict[str, list[float]] = {}
+        for t, seconds in done:
+            runs = by_type.get(t)
+            if runs is None:
+                by_type[t] = [seconds]
+            else:
+                runs.append(seconds)
         m = self.metrics
-        m.count(ACTIVITIES_COMPLETED, lab[0])
-        m.observe(ACTIVITY_DURATION, lab[1], duration)
+        for t, runs in by_type.items():
+            lab = self.labels(t)
+            m.count(ACTIVITIES_COMPLETED, lab[0], len(runs))
+            m.observe_many(ACTIVITY_DURATION, lab[1], runs)
 
     def _record(self, activity_type: str, counter: str, outcome: int, duration: float | None) -> None:
         lab = self.labels(activity_type)

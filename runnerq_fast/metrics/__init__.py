@@ -1,7 +1,9 @@
 """Metric names, their labels, and the :class:`MetricsSink` protocol (no-op by default).
 
-The engine reports to a sink through two labelled calls, :meth:`MetricsSink.count`
-and :meth:`MetricsSink.observe`, whose ``labels`` tuple holds the values of
+The engine reports to a sink through labelled calls,
+:meth:`LabelledMetricsSink.count`, :meth:`~LabelledMetricsSink.observe` and
+:meth:`~LabelledMetricsSink.observe_many` (durations of a batch of claims or
+completions at once), whose ``labels`` tuple holds the values of
 the names :data:`LABELS` lists for that metric, in that order: ``queue`` and
 ``activity_type``, plus ``outcome`` where it applies, and nothing unbounded.
 The engine skips the sink entirely when it is :class:`NoopMetrics` (the
@@ -16,6 +18,7 @@ completed attempts only).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 __all__ = [
@@ -131,6 +134,9 @@ class LabelledMetricsSink(MetricsSink, Protocol):
     def observe(self, name: str, labels: tuple[str, ...], seconds: float) -> None:
         """Record one duration of histogram ``name`` at ``labels``, in seconds."""
 
+    def observe_many(self, name: str, labels: tuple[str, ...], seconds: Sequence[float]) -> None:
+        """Record several durations (seconds) of histogram ``name`` at ``labels`` (the engine's batched call)."""
+
 
 class NoopMetrics:
     """A sink that records nothing (the default); the engine skips it entirely."""
@@ -145,6 +151,9 @@ class NoopMetrics:
         """Do nothing."""
 
     def observe(self, name: str, labels: tuple[str, ...], seconds: float) -> None:
+        """Do nothing."""
+
+    def observe_many(self, name: str, labels: tuple[str, ...], seconds: Sequence[float]) -> None:
         """Do nothing."""
 
 
@@ -166,6 +175,10 @@ class _Unlabelled:
         if name == ACTIVITY_DURATION and labels[-1:] != ("completed",):
             return
         self.sink.observe_duration(name, seconds)
+
+    def observe_many(self, name: str, labels: tuple[str, ...], seconds: Sequence[float]) -> None:
+        for one in seconds:
+            self.observe(name, labels, one)
 
 
 def labelled(sink: MetricsSink) -> LabelledMetricsSink:

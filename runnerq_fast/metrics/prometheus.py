@@ -19,6 +19,7 @@ import logging
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from itertools import pairwise
+from math import fsum
 from typing import TYPE_CHECKING
 
 from runnerq_fast.metrics import COUNTERS, HELP, HISTOGRAMS, LABELS
@@ -119,6 +120,24 @@ class PrometheusMetrics:
                 h = d[labels] = [0.0] * (len(self.buckets) + 2)
         h[bisect_left(self.buckets, seconds)] += 1
         h[-1] += seconds
+
+    def observe_many(self, name: str, labels: tuple[str, ...], seconds: Sequence[float]) -> None:
+        """Record every value of ``seconds`` in histogram ``name`` at ``labels``."""
+        if not seconds:
+            return
+        d = self._hists.get(name)
+        h = None if d is None else d.get(labels)
+        if h is None:
+            self.observe(name, labels, seconds[0])
+            seconds = seconds[1:]
+            d = self._hists[name]
+            h = d.get(labels)
+            if h is None:  # folded into _other
+                h = d[(OTHER,) * len(labels)]
+        bounds = self.buckets
+        for v in seconds:
+            h[bisect_left(bounds, v)] += 1
+        h[-1] += fsum(seconds)
 
     def inc_counter(self, name: str, value: int = 1) -> None:
         """RunnerQ's unlabelled call: every label of the metric is empty."""

@@ -160,7 +160,7 @@ cdef bint _completed(out, a, result, double duration) except -1:
     cdef dict stats = out.stats
     stats["completed"] += 1
     if out.metrics_on:
-        out.record_completed(a.activity_type, duration)
+        out.done_metrics.append((a.activity_type, duration))
     return True
 
 
