@@ -207,3 +207,15 @@ def test_importing_runnerq_fast_does_not_import_prometheus_client() -> None:
     code = "import runnerq_fast, sys; runnerq_fast.PrometheusMetrics(); print('prometheus_client' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_observe_many_equals_observing_one_by_one() -> None:
+    one, many = PrometheusMetrics(max_label_sets=1), PrometheusMetrics(max_label_sets=1)
+    values = [0.0001, 0.002, 0.3, 0.3, 7.0, 5000.0]
+    for labels in (("q", "a"), ("q", "b")):  # the second label set folds into _other
+        for v in values:
+            one.observe(QUEUE_WAIT, labels, v)
+        many.observe_many(QUEUE_WAIT, labels, values)
+    many.observe_many(QUEUE_WAIT, ("q", "a"), [])
+    assert scrape(one) == scrape(many)
+    assert many.value(QUEUE_WAIT, (OTHER, OTHER)) == len(values)
