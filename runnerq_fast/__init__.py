@@ -40,7 +40,7 @@ from runnerq_fast.models import (
     QueueStats,
     QueueSummary,
 )
-from runnerq_fast.observability import QueueInspector
+from runnerq_fast.observability import QueueAdmin, QueueInspector
 from runnerq_fast.storage import Backend, register_connector
 
 register_connector(connect)
@@ -87,6 +87,7 @@ __all__ = [
     "OnDuplicate",
     "Priority",
     "PrometheusMetrics",
+    "QueueAdmin",
     "QueueInspector",
     "QueueStats",
     "QueueSummary",

@@ -175,7 +175,7 @@ class OperationsConformance:
         assert page.items == [] and page.next_cursor is not None  # stopped after ROW_SCAN_LIMIT rows
         assert await _all_pages(backend, self.queue, flt, 10) == [wanted]
         # a count examines at most cap + ROW_SCAN_LIMIT candidates: the match lies beyond them
-        assert await backend.count_activities(self.queue, flt, cap=10) == rq.ActivityCount(0, False)
+        assert (await backend.count_activities(self.queue, flt, cap=10)).exact is False
         assert await backend.count_activities(self.queue, flt, cap=ROW_SCAN_LIMIT * 4) == rq.ActivityCount(1, True)
 
     async def test_count_is_exact_below_the_cap_and_says_so_above(self, backend: Backend) -> None:
@@ -206,6 +206,28 @@ class OperationsConformance:
         mine = {s.queue: s for s in await backend.list_queues()}[self.queue]
         assert mine.oldest_ready_ms is None  # only a scheduled one is left, not due
         assert mine.by_type["x"] == {"processing": 3}
+
+    async def test_oldest_ready_looks_past_priority_and_retry_groups(self, backend: Backend) -> None:
+        (due,) = await self._enqueue(backend, 1, "s", priority=1, run_at_ms=now_ms() + 30)
+        await asyncio.sleep(0.06)  # due now, but nothing claimed it: still scheduled
+        (low,) = await self._enqueue(backend, 1, "a", priority=1)
+        (r,) = await self._enqueue(backend, 1, "r", priority=3)
+        (c,) = await backend.claim(self.queue, "w", 1, ["r"], 30_000)
+        await backend.ack(self.queue, [Ack(c.id, c.claim_token, AckOutcome.RETRY, None, "x", 0)])
+        await self._enqueue(backend, 2, "b", priority=4)
+
+        async def oldest() -> int | None:
+            return {s.queue: s for s in await backend.list_queues()}[self.queue].oldest_ready_ms
+
+        snaps = {a: await backend.get_activity(a) for a in (due, low, r)}
+        ready = {a: s.ready_at_ms for a, s in snaps.items() if s is not None}
+        assert await oldest() == ready[due]
+        await backend.cancel_activities(self.queue, F(ids=(due,)))
+        assert await oldest() == ready[low]
+        await backend.cancel_activities(self.queue, F(ids=(low,)))
+        retried = await backend.get_activity(r)
+        assert retried is not None and retried.retry_count == 1
+        assert await oldest() == retried.ready_at_ms  # priority 3, one retry: older than the priority-4 ones
 
     @pytest.mark.parametrize(
         ("call", "message"),
@@ -385,6 +407,56 @@ class OperationsConformance:
         snap = await backend.get_activity(c)
         assert snap is not None and snap.status == "processing"
 
+    async def test_engine_cancels_a_running_handler_on_request(self, backend: Backend) -> None:
+        engine = self.engine(backend, heartbeat_interval=0.05, lease_timeout=5.0)
+        started = asyncio.Event()
+        seen: list[str] = []
+
+        @engine.activity("long")
+        async def long(payload: Any, ctx: rq.ActivityContext) -> str:
+            started.set()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+            return "finished"
+
+        @engine.activity("plain")
+        def plain(payload: Any, ctx: rq.ActivityContext) -> str:  # a thread cannot be interrupted: it polls
+            deadline = time.monotonic() + 10
+            while not ctx.cancel_requested and time.monotonic() < deadline:
+                time.sleep(0.005)
+            seen.append(f"plain saw the flag: {ctx.cancel_requested}")
+            return "stopped early"
+
+        @engine.activity("quick")
+        async def quick(payload: Any, ctx: rq.ActivityContext) -> int:
+            return 7
+
+        fut = await engine.executor.activity("long").execute()
+        sync_fut = await engine.executor.activity("plain").execute()
+        async with engine:
+            await asyncio.wait_for(started.wait(), 5)
+            await wait_status_of(backend, sync_fut.activity_id, "processing")
+            t0 = time.monotonic()
+            res = await backend.cancel_activities(self.queue, F(ids=(fut.activity_id, sync_fut.activity_id)))
+            assert sorted(res.changed) == sorted([fut.activity_id, sync_fut.activity_id])
+            with pytest.raises(rq.ActivityCancelled):
+                await fut.result(timeout=5)
+            with pytest.raises(rq.ActivityCancelled):
+                await sync_fut.result(timeout=5)
+            assert time.monotonic() - t0 < 2.0  # about one heartbeat (0.05 s), not the 30 s handler
+            after = await engine.executor.activity("quick").execute()
+            assert await after.result(timeout=5) == 7  # the worker that ran it carries on
+        assert "cancelled" in seen and "plain saw the flag: True" in seen
+        assert engine.stats["cancelled"] == 2
+        for aid in (fut.activity_id, sync_fut.activity_id):
+            kinds = await _kinds(backend, aid)
+            assert kinds.index("cancel_requested") < kinds.index("cancelled") and kinds[-1] == "cancelled"
+            snap = await backend.get_activity(aid)
+            assert snap is not None and snap.status == "cancelled" and snap.retry_count == 0
+
     # ------------------------------------------------------------ run now
     async def test_run_now_makes_scheduled_and_retrying_ready(self, backend: Backend) -> None:
         (sched,) = await self._enqueue(backend, 1, "s", run_at_ms=now_ms() + 600_000)
@@ -527,4 +599,12 @@ class OperationsConformance:
 
 
 async def _count(backend: Backend, queue: str, status: str, n: int) -> bool:
-    return getattr(await backend.stats(queue), status) >= n
+    return bool(getattr(await backend.stats(queue), status) >= n)
+
+
+async def wait_status_of(backend: Backend, activity_id: str, status: str) -> None:
+    async def check() -> bool:
+        snap = await backend.get_activity(activity_id)
+        return snap is not None and snap.status == status
+
+    await eventually(check, 5.0, f"{activity_id} to be {status}")

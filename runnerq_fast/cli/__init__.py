@@ -10,6 +10,8 @@ Every command that touches a backend takes ``--backend URL`` or reads the
     runnerq-fast enqueue send_email --payload '{"to": "a@b.c"}' --priority high --wait 10
     runnerq-fast stats --queue default --json
     runnerq-fast inspect 3f2a...
+    runnerq-fast retry --status dead_letter --type send_email
+    runnerq-fast cancel 3f2a... 41bc...
     runnerq-fast bench --backend memory:// -n 100000 --output-json bench.json
     runnerq-fast demo                        # mixed workload on ./runnerq-demo.db (SQLite)
     runnerq-fast demo-shop --orders 5        # from the repository root
@@ -22,7 +24,8 @@ One module per group of commands, sharing :mod:`runnerq_fast.cli._common`
 
 * :mod:`~runnerq_fast.cli.running`: ``worker``
 * :mod:`~runnerq_fast.cli.serving`: ``serve`` (the HTTP service)
-* :mod:`~runnerq_fast.cli.activities`: ``enqueue``, ``inspect``
+* :mod:`~runnerq_fast.cli.activities`: ``enqueue``, ``inspect``, and the actions ``cancel``,
+  ``retry``, ``run-now``, ``set-priority``, ``delete``
 * :mod:`~runnerq_fast.cli.store`: ``migrate``, ``stats``
 * :mod:`~runnerq_fast.cli.tools`: ``bench``, ``demo``, ``demo-shop``
 
@@ -57,6 +60,11 @@ for _command in (
     serving.serve,
     activities.enqueue,
     activities.inspect,
+    activities.cancel,
+    activities.retry,
+    activities.run_now,
+    activities.set_priority,
+    activities.delete,
     store.migrate,
     store.stats,
     tools.bench,

@@ -1,9 +1,11 @@
-"""Commands about single activities: ``enqueue`` one, ``inspect`` one with its events and result."""
+"""Commands about activities: ``enqueue`` one, ``inspect`` one with its events and result, and the
+operator actions ``cancel``, ``retry``, ``run-now``, ``set-priority`` and ``delete`` (by ids or by filter)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import click
@@ -11,6 +13,7 @@ import msgspec
 from rich.table import Table
 
 import runnerq_fast as rq
+from runnerq_fast import filters
 from runnerq_fast.bench import redact_url
 from runnerq_fast.cli._common import (
     NO_SCHEMA,
@@ -206,3 +209,205 @@ def _fmt(value: Any, field: str) -> str:
     if field.endswith("_ms") and isinstance(value, int) and value > 10**11:
         return datetime.fromtimestamp(value / 1000, UTC).isoformat(timespec="milliseconds")
     return str(value)
+
+
+# ------------------------------------------------------------------ actions
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def filter_options(fn: F) -> F:
+    """The options that select activities, shared by every action command."""
+    options = [
+        click.argument("activity_ids", metavar="[ID]...", nargs=-1),
+        click.option("--status", "statuses", multiple=True, metavar="STATUS",
+                     help="Only activities in STATUS (repeatable): pending, scheduled, processing, retrying, "
+                          "completed, failed, dead_letter, cancelled."),
+        click.option("--type", "types", multiple=True, metavar="TYPE", help="Only activities of TYPE (repeatable)."),
+        click.option("--priority", "priorities", multiple=True, type=PriorityType(),
+                     help="Only activities of this priority (repeatable): low|normal|high|critical or 1-4."),
+        click.option("--created-after", metavar="TIME",
+                     help="Created at or after TIME: ISO 8601 with a time zone, or epoch milliseconds."),
+        click.option("--created-before", metavar="TIME", help="Created before TIME (as --created-after)."),
+        click.option("--metadata", "metadata_pairs", multiple=True, metavar="KEY=VALUE",
+                     help="Only activities whose metadata has KEY=VALUE (repeatable; all must match)."),
+        click.option("--parent", metavar="ID", help="Only children of activity ID."),
+        click.option("--all", "select_all", is_flag=True,
+                     help="With no ID and no filter option: act on every activity of the queue."),
+        click.option("--limit", type=int, default=10_000, show_default=True,
+                     help="Change at most this many activities (newest first)."),
+        click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
+        queue_option,
+        backend_option,
+        log_level_option("warning"),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def _time_ms(text: str | None, what: str) -> int | None:
+    if text is None:
+        return None
+    value = text.strip()
+    if value.isdigit():
+        return int(value)
+    try:
+        when = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise BadInput(f"{what} {text!r} is neither ISO 8601 (with a time zone) nor epoch milliseconds") from None
+    if when.tzinfo is None:
+        raise BadInput(f"{what} {text!r} has no time zone; add one, e.g. {value}Z or {value}+02:00")
+    return int(when.timestamp() * 1000)
+
+
+def build_filter(
+    activity_ids: tuple[str, ...],
+    statuses: tuple[str, ...],
+    types: tuple[str, ...],
+    priorities: tuple[rq.Priority, ...],
+    created_after: str | None,
+    created_before: str | None,
+    metadata_pairs: tuple[str, ...],
+    parent: str | None,
+    select_all: bool,
+) -> rq.ActivityFilter:
+    """The :class:`~runnerq_fast.ActivityFilter` the options describe, validated (:class:`BadInput` if not)."""
+    pairs: list[tuple[str, str]] = []
+    for item in metadata_pairs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BadInput(f"--metadata {item!r} is not KEY=VALUE")
+        pairs.append((key, value))
+    flt = rq.ActivityFilter(
+        ids=activity_ids or None,
+        statuses=statuses or None,
+        activity_types=types or None,
+        priorities=tuple(int(p) for p in priorities) or None,
+        created_after_ms=_time_ms(created_after, "--created-after"),
+        created_before_ms=_time_ms(created_before, "--created-before"),
+        metadata=tuple(pairs),
+        parent_id=parent,
+    )
+    if flt == rq.ActivityFilter() and not select_all:
+        raise BadInput("give activity IDs or a filter option (--status, --type, ...), or --all for the whole queue")
+    try:
+        return filters.check_filter(flt)
+    except rq.InvalidActivityError as exc:
+        raise BadInput(str(exc)) from None
+
+
+_DONE = {"retry": "retried", "cancel": "cancelled", "run_now": "made ready", "set_priority": "re-prioritised",
+         "delete": "deleted"}
+
+
+def _act(
+    name: str,
+    call: Callable[[rq.QueueAdmin, rq.ActivityFilter, int], Awaitable[rq.ActionResult]],
+    flt: rq.ActivityFilter,
+    limit: int,
+    queue: str,
+    as_json: bool,
+    backend_url: str | None,
+    log_level: str,
+) -> None:
+    configure_logging(log_level)
+    if not 1 <= limit <= filters.MAX_ACTION_LIMIT:
+        raise BadInput(f"--limit must be within 1-{filters.MAX_ACTION_LIMIT}, got {limit}")
+    url = require_backend(backend_url)
+
+    async def go() -> rq.ActionResult:
+        backend = await open_store(url)
+        try:
+            return await call(rq.QueueAdmin(backend, queue), flt, limit)
+        except rq.InvalidActivityError as exc:
+            raise BadInput(str(exc)) from None
+        except asyncpg.UndefinedTableError:
+            raise Fail(NO_SCHEMA.format(url=redact_url(url))) from None
+        finally:
+            await backend.close()
+
+    result = run(go())
+    if as_json:
+        click.echo(msgspec.json.encode(result).decode())
+        return
+    click.echo(f"{_DONE[name]} {len(result.changed)}, skipped {result.skipped} (not in a state {name} applies to)")
+    for aid in result.changed:
+        click.echo(aid)
+
+
+@click.command()
+@filter_options
+def cancel(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tuple[str, ...],
+           priorities: tuple[rq.Priority, ...], created_after: str | None, created_before: str | None,
+           metadata_pairs: tuple[str, ...], parent: str | None, select_all: bool, limit: int, as_json: bool,
+           queue: str, backend_url: str | None, log_level: str) -> None:
+    """Cancel activities: by ID, or every one the filter options match.
+
+    Pending, scheduled and retrying ones end cancelled at once; a running one is
+    asked to stop and ends cancelled after its engine's next lease heartbeat.
+    Prints how many changed and their ids; bad input exits 2 and changes nothing.
+    """
+    flt = build_filter(activity_ids, statuses, types, priorities, created_after, created_before, metadata_pairs,
+                       parent, select_all)
+    _act("cancel", lambda adm, f, n: adm.cancel(flt=f, limit=n), flt, limit, queue, as_json, backend_url, log_level)
+
+
+@click.command()
+@filter_options
+def retry(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tuple[str, ...],
+          priorities: tuple[rq.Priority, ...], created_after: str | None, created_before: str | None,
+          metadata_pairs: tuple[str, ...], parent: str | None, select_all: bool, limit: int, as_json: bool,
+          queue: str, backend_url: str | None, log_level: str) -> None:
+    """Put failed, dead-lettered and cancelled activities back to pending (retries counted from 0).
+
+    By ID, or every one the filter options match; their earlier errors stay in their events.
+    """
+    flt = build_filter(activity_ids, statuses, types, priorities, created_after, created_before, metadata_pairs,
+                       parent, select_all)
+    _act("retry", lambda adm, f, n: adm.retry(flt=f, limit=n), flt, limit, queue, as_json, backend_url, log_level)
+
+
+@click.command(name="run-now")
+@filter_options
+def run_now(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tuple[str, ...],
+            priorities: tuple[rq.Priority, ...], created_after: str | None, created_before: str | None,
+            metadata_pairs: tuple[str, ...], parent: str | None, select_all: bool, limit: int, as_json: bool,
+            queue: str, backend_url: str | None, log_level: str) -> None:
+    """Make scheduled and retrying activities ready now: by ID, or every one the filter options match."""
+    flt = build_filter(activity_ids, statuses, types, priorities, created_after, created_before, metadata_pairs,
+                       parent, select_all)
+    _act("run_now", lambda adm, f, n: adm.run_now(flt=f, limit=n), flt, limit, queue, as_json, backend_url,
+         log_level)
+
+
+@click.command()
+@filter_options
+def delete(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tuple[str, ...],
+           priorities: tuple[rq.Priority, ...], created_after: str | None, created_before: str | None,
+           metadata_pairs: tuple[str, ...], parent: str | None, select_all: bool, limit: int, as_json: bool,
+           queue: str, backend_url: str | None, log_level: str) -> None:
+    """Delete finished activities (completed, failed, dead_letter, cancelled) with their events.
+
+    By ID, or every one the filter options match; activities not finished are skipped.
+    """
+    flt = build_filter(activity_ids, statuses, types, priorities, created_after, created_before, metadata_pairs,
+                       parent, select_all)
+    _act("delete", lambda adm, f, n: adm.delete(flt=f, limit=n), flt, limit, queue, as_json, backend_url, log_level)
+
+
+@click.command(name="set-priority")
+@click.argument("new_priority", metavar="PRIORITY", type=PriorityType())
+@filter_options
+def set_priority(new_priority: rq.Priority, activity_ids: tuple[str, ...], statuses: tuple[str, ...],
+                 types: tuple[str, ...], priorities: tuple[rq.Priority, ...], created_after: str | None,
+                 created_before: str | None, metadata_pairs: tuple[str, ...], parent: str | None,
+                 select_all: bool, limit: int, as_json: bool, queue: str, backend_url: str | None,
+                 log_level: str) -> None:
+    """Give activities that have not started PRIORITY (low|normal|high|critical or 1-4).
+
+    By ID, or every one the filter options match; the claim order follows at once.
+    """
+    flt = build_filter(activity_ids, statuses, types, priorities, created_after, created_before, metadata_pairs,
+                       parent, select_all)
+    _act("set_priority", lambda adm, f, n: adm.set_priority(int(new_priority), flt=f, limit=n), flt, limit, queue,
+         as_json, backend_url, log_level)

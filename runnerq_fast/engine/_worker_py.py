@@ -120,11 +120,6 @@ class Handoff:
         return self._items.popleft()
 
 
-def _ran(out: Outcomes, started: float) -> float | None:
-    """Seconds since ``started`` when metrics are on (the run time of a failed attempt), else ``None``."""
-    return time.perf_counter() - started if out.metrics_on else None
-
-
 async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | None = None) -> None:
     """Run one attempt of ``a`` and buffer its ack in ``out``.
 
@@ -147,6 +142,12 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
     if handler is None:
         out.fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
         return
+    cancel_ids = out.cancel_ids
+    if cancel_ids and a.id in cancel_ids:
+        # an operator cancelled it while it waited for a worker
+        cancel_ids.discard(a.id)
+        out.cancelled(a)
+        return
     try:
         payload = decode_json(a.payload)
     except Exception as exc:
@@ -158,36 +159,26 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         await call_hooks(hooks, "on_processing", a)
     started = time.perf_counter()
     timeout = a.timeout_ms / 1000.0 if a.timeout_ms > 0 else None
+    ctx.task = task if task is not None else asyncio.current_task()
+    running = out.running
+    running[a.id] = ctx  # from here until the handler ends, an operator's cancel can reach it
     try:
-        if handler.is_async:
-            result = await out.deadlines.call(handler.fn, payload, ctx, timeout, task)
-        else:
-            result = await out.call_sync(handler.fn, payload, ctx, timeout)
-    except asyncio.CancelledError as exc:
-        current = asyncio.current_task()
-        if (current is not None and current.cancelling()) or out.stopping:
-            if out.stopping:
-                # shutdown grace ran out: back to pending, no attempt counted
-                out.release.append(LeaseRef(a.id, a.claim_token))
+        try:
+            if handler.is_async:
+                result = await out.deadlines.call(handler.fn, payload, ctx, timeout, task)
+            else:
+                result = await out.call_sync(handler.fn, payload, ctx, timeout)
+        finally:
+            del running[a.id]
+    except BaseException as exc:
+        if ctx.cancel_requested:
+            out.cancelled(a, ctx)  # whatever the stopped handler raised
+            return
+        if _failed(out, a, exc, started, timeout):
             raise
-        # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        out.retry_or_dead(a, describe_error(exc), None, _ran(out, started))
         return
-    except NonRetryableError as exc:
-        out.fail(a, describe_error(exc), _ran(out, started))
-        return
-    except TimeoutError as exc:
-        elapsed = time.perf_counter() - started
-        msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        out.retry_or_dead(a, f"TimeoutError: {msg}", None, elapsed if out.metrics_on else None)
-        return
-    except RetryableError as exc:
-        out.retry_or_dead(a, describe_error(exc), exc.retry_after, _ran(out, started))
-        return
-    except (Exception, GeneratorExit, SystemExit) as exc:
-        # any other failure is retryable; GeneratorExit and SystemExit (from a thread it would
-        # end the process) must not end this worker either
-        out.retry_or_dead(a, describe_error(exc), None, _ran(out, started))
+    if ctx.cancel_requested:
+        out.cancelled(a, ctx)  # it returned (or swallowed the cancellation) after the request
         return
     duration = time.perf_counter() - started
     if result is None:
@@ -204,6 +195,35 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         out.done_metrics.append((a.activity_type, duration))
     if hooks:
         await call_hooks(hooks, "on_processed", a, duration)
+
+
+def _failed(out: Outcomes, a: ClaimedActivity, exc: BaseException, started: float, timeout: float | None) -> bool:
+    """Buffer the ack of a handler that raised ``exc``; ``True`` if ``exc`` must propagate instead."""
+    ran = time.perf_counter() - started if out.metrics_on else None  # the attempt's run time, for the metrics
+    if isinstance(exc, asyncio.CancelledError):
+        current = asyncio.current_task()
+        if (current is not None and current.cancelling()) or out.stopping:
+            if out.stopping:
+                # shutdown grace ran out: back to pending, no attempt counted
+                out.release.append(LeaseRef(a.id, a.claim_token))
+            return True
+        # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
+        out.retry_or_dead(a, describe_error(exc), None, ran)
+    elif isinstance(exc, NonRetryableError):
+        out.fail(a, describe_error(exc), ran)
+    elif isinstance(exc, TimeoutError):
+        elapsed = time.perf_counter() - started
+        msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran)
+    elif isinstance(exc, RetryableError):
+        out.retry_or_dead(a, describe_error(exc), exc.retry_after, ran)
+    elif isinstance(exc, Exception | GeneratorExit | SystemExit):
+        # any other failure is retryable; GeneratorExit and SystemExit (from a thread it would
+        # end the process) must not end this worker either
+        out.retry_or_dead(a, describe_error(exc), None, ran)
+    else:
+        return True
+    return False
 
 
 async def worker_loop(out: Outcomes, local: Handoff) -> None:

@@ -44,6 +44,7 @@ class ActivityContext:
     """
 
     __slots__ = (
+        "_cancel_sent",
         "_child_executor",
         "_executor",
         "_metadata",
@@ -56,6 +57,7 @@ class ActivityContext:
         "max_retries",
         "priority",
         "retry_count",
+        "task",
     )
 
     def __init__(self, activity: ClaimedActivity, executor: ActivityExecutor, cancellation: asyncio.Event) -> None:
@@ -69,6 +71,9 @@ class ActivityContext:
         self._child_executor: ActivityExecutor | None = None
         self.cancellation = cancellation
         self.cancel_requested = False
+        #: the task awaiting the handler (set by the engine for the attempt; ``None`` outside one)
+        self.task: asyncio.Task[Any] | None = None
+        self._cancel_sent = False
         self._raw_metadata = activity.metadata
         self._metadata: dict[str, str] | None = None
 

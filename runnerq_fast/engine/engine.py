@@ -53,6 +53,7 @@ from runnerq_fast.metrics import (
     labelled,
 )
 from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef
+from runnerq_fast.observability.admin import QueueAdmin
 from runnerq_fast.observability.inspector import QueueInspector
 from runnerq_fast.storage import Backend, open_backend
 
@@ -206,6 +207,10 @@ class WorkerEngine:
     def inspector(self) -> QueueInspector:
         """A read-only view of this engine's queue."""
         return QueueInspector(self.backend, self.config.queue_name)
+
+    def admin(self) -> QueueAdmin:
+        """Operator actions (retry, cancel, run now, priority, delete) on this engine's queue."""
+        return QueueAdmin(self.backend, self.config.queue_name)
 
     def use_backend(self, backend: Backend | str) -> None:
         """Replace the backend before :meth:`start` (the CLI's ``--backend``)."""
@@ -620,12 +625,16 @@ class WorkerEngine:
                 continue
             refs = [LeaseRef(a.id, a.claim_token) for a in self._inflight.values()]
             try:
-                lost = (await self.backend.extend_leases(cfg.queue_name, refs, self._lease_ms)).lost
+                report = await self.backend.extend_leases(cfg.queue_name, refs, self._lease_ms)
             except Exception as exc:
                 log.warning("lease heartbeat for %d activities failed (%s: %s)", len(refs), type(exc).__name__, exc)
                 if self._metrics_on:
                     self._sink.count(BACKEND_ERRORS, (cfg.queue_name,))
                 continue
+            lost = report.lost
+            if report.cancel_requested and self._outcomes is not None:
+                # an operator cancelled running activities: stop their handlers (ack CANCELLED)
+                self._outcomes.request_cancel(report.cancel_requested, self._inflight)
             if lost:
                 log.warning("%d leases were lost before the heartbeat (reclaimed elsewhere): %s",
                             len(lost), ", ".join(lost[:10]))

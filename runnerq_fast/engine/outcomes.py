@@ -14,7 +14,11 @@ outcome through it:
 * plain ``def`` handlers in the thread pool (:meth:`Outcomes.call_sync`) with
   the bookkeeping that keeps an activity from running twice at once;
 * worker-slot accounting shared with the fetcher (:attr:`Outcomes.busy`,
-  :attr:`Outcomes.slot_free`).
+  :attr:`Outcomes.slot_free`);
+* operator cancellation of running activities: the attempts in progress
+  (:attr:`Outcomes.running`), :meth:`Outcomes.request_cancel` (called by the
+  engine's heartbeat when the store reports a cancel request) and
+  :meth:`Outcomes.cancelled`, the ack that ends them.
 
 Nothing here imports the engine: the engine calls this module, never the reverse.
 """
@@ -25,7 +29,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +63,7 @@ _MAX_CACHED_TYPES = 10_000  # label tuples kept per engine; types beyond are bui
 _RETRY = int(AckOutcome.RETRY)
 _FAILED = int(AckOutcome.FAILED)
 _DEAD = int(AckOutcome.DEAD_LETTER)
+_CANCELLED = int(AckOutcome.CANCELLED)
 
 
 class Registered:
@@ -86,8 +91,8 @@ def _uncancel() -> None:
 
 
 def new_stats() -> dict[str, int]:
-    """Zeroed outcome counters: completed, retried, failed, dead_letter, rejected (late acks)."""
-    return {"completed": 0, "retried": 0, "failed": 0, "dead_letter": 0, "rejected": 0}
+    """Zeroed outcome counters: completed, retried, failed, dead_letter, cancelled, rejected (late acks)."""
+    return {"completed": 0, "retried": 0, "failed": 0, "dead_letter": 0, "cancelled": 0, "rejected": 0}
 
 
 class Outcomes:
@@ -120,6 +125,7 @@ class Outcomes:
         "ack_ready",
         "acks",
         "busy",
+        "cancel_ids",
         "cancellation",
         "config",
         "deadlines",
@@ -132,6 +138,7 @@ class Outcomes:
         "metrics_on",
         "release",
         "retry_wake",
+        "running",
         "slot_free",
         "stats",
         "stopping",
@@ -179,6 +186,11 @@ class Outcomes:
         #: (activity type, run seconds) of completed attempts not yet given to the sink (metrics on only);
         #: the worker path appends, :meth:`flush_metrics` hands them over in batches
         self.done_metrics: list[tuple[str, float]] = []
+
+        #: the context of every attempt whose handler is running, by activity id
+        self.running: dict[str, ActivityContext] = {}
+        #: claimed activities an operator asked to cancel before their handler started
+        self.cancel_ids: set[str] = set()
 
     # ------------------------------------------------------------ metrics
     def labels(self, activity_type: str) -> tuple[tuple[str, ...], ...]:
@@ -300,6 +312,60 @@ class Outcomes:
             self._record(a.activity_type, ACTIVITIES_DEAD_LETTERED, 4, duration)
         if self.hooks:
             self.spawn_hook("on_dead_letter", a, err)
+
+    def request_cancel(self, ids: Iterable[str], inflight: Mapping[str, ClaimedActivity]) -> int:
+        """Stop the handlers of ``ids``, which an operator asked to cancel.
+
+        An ``async def`` handler's task is cancelled (once); a plain ``def``
+        one, which a thread cannot interrupt, sees ``ctx.cancel_requested``.
+        Either way the attempt then ends :meth:`cancelled`. An id claimed but
+        not started yet is cancelled when a worker takes it.
+
+        Parameters
+        ----------
+        ids : iterable of str
+            Activity ids the store reported as cancel requested.
+        inflight : mapping of str to ClaimedActivity
+            The engine's claims not yet acknowledged (to forget ids no longer held).
+
+        Returns
+        -------
+        int
+            Handlers newly asked to stop.
+        """
+        stopped = 0
+        for aid in ids:
+            ctx = self.running.get(aid)
+            if ctx is None:
+                if aid in inflight:
+                    self.cancel_ids.add(aid)
+                continue
+            if ctx.cancel_requested:
+                continue
+            ctx.cancel_requested = True
+            stopped += 1
+            handler = self.handlers.get(ctx.activity_type)
+            if handler is not None and handler.is_async and ctx.task is not None:
+                ctx._cancel_sent = True
+                ctx.task.cancel()
+            log.info("activity %s (%s): cancel requested, stopping its handler", aid, ctx.activity_type)
+        self.cancel_ids.intersection_update(inflight)
+        return stopped
+
+    def cancelled(self, a: ClaimedActivity, ctx: ActivityContext | None = None) -> None:
+        """End the attempt of ``a`` as cancelled by an operator (after its handler stopped, if it ran).
+
+        Withdraws the task cancellation :meth:`request_cancel` sent, whether or
+        not the handler let it through.
+        """
+        if ctx is not None and ctx._cancel_sent:
+            ctx._cancel_sent = False
+            task = ctx.task
+            if task is not None and task.cancelling():
+                task.uncancel()
+        log.info("activity %s (%s) cancelled by request", a.id, a.activity_type)
+        self.push_ack(Ack(a.id, a.claim_token, _CANCELLED))
+        self.stats["cancelled"] += 1
 
     def spawn_hook(self, name: str, *args: Any) -> None:
         """Run lifecycle hook ``name`` in the background (failures are logged by :func:`call_hooks`)."""

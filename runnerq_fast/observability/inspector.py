@@ -7,13 +7,18 @@ from typing import Any
 
 from runnerq_fast.codec import decode_json
 from runnerq_fast.errors import InvalidActivityError
+from runnerq_fast.filters import COUNT_CAP
 from runnerq_fast.models import (
+    ActivityCount,
     ActivityEvent,
+    ActivityFilter,
+    ActivityPage,
     ActivityResult,
     ActivitySnapshot,
     ActivityStatus,
     DeadLetterRecord,
     QueueStats,
+    QueueSummary,
 )
 from runnerq_fast.storage import Backend
 
@@ -82,6 +87,42 @@ class QueueInspector:
     async def dead_letters(self, *, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         """Dead-lettered activities, newest first."""
         return await self.backend.list_dead_letter(self.queue_name, offset, limit)
+
+    async def queues(self) -> list[QueueSummary]:
+        """Every queue of the backend (not only this one) with counts by status and type."""
+        return await self.backend.list_queues()
+
+    async def query(
+        self,
+        flt: ActivityFilter | None = None,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        newest_first: bool = True,
+    ) -> ActivityPage:
+        """One keyset-paged page of this queue's activities matching ``flt`` (default: all).
+
+        Pass the page's ``next_cursor`` back for the next one; see
+        :meth:`~runnerq_fast.storage.Backend.query_activities`.
+
+        Raises
+        ------
+        InvalidActivityError
+            For a bad filter, a ``limit`` outside 1-1000 or a bad cursor.
+        """
+        return await self.backend.query_activities(
+            self.queue_name, flt or ActivityFilter(), limit=limit, cursor=cursor, newest_first=newest_first
+        )
+
+    async def count(self, flt: ActivityFilter | None = None, *, cap: int = COUNT_CAP) -> ActivityCount:
+        """How many of this queue's activities match ``flt``, counting at most ``cap`` (see ``exact``)."""
+        return await self.backend.count_activities(self.queue_name, flt or ActivityFilter(), cap=cap)
+
+    async def children(self, activity_id: str, *, limit: int = 50, cursor: str | None = None) -> ActivityPage:
+        """The activities ``activity_id``'s handler enqueued through ``ctx.executor``, oldest first."""
+        return await self.backend.query_activities(
+            self.queue_name, ActivityFilter(parent_id=activity_id), limit=limit, cursor=cursor, newest_first=False
+        )
 
     def live_events(self, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         """Async iterator over the queue's events as they happen.

@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import runnerq_fast as rq
-from runnerq_fast.backends.redis import RedisBackend
+from runnerq_fast.backends.redis import RedisBackend, keys
 from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
-from runnerq_fast.models import Ack, AckOutcome
+from runnerq_fast.models import Ack, AckOutcome, ActivityFilter
 from tests.conformance import new
 from tests.redis_fixtures import REDIS_URL
 
@@ -235,3 +235,47 @@ def test_hiredis_packing_matches_redis_py(args: tuple[Any, ...]) -> None:
     assert b"".join(_HiredisPackingConnection().pack_command(*args)) == b"".join(Connection().pack_command(*args))
     both = [args, ("PING",)]
     assert b"".join(_HiredisPackingConnection().pack_commands(both)) == b"".join(Connection().pack_commands(both))
+
+
+async def test_reaper_prunes_the_index_entries_of_expired_results(redis_url: str, redis_namespace: str) -> None:
+    backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.05)
+    try:
+        q = "prune"
+        (parent,) = await backend.enqueue(q, [new("p")])
+        kids = await backend.enqueue(q, [new("k", parent_id=parent.activity_id) for _ in range(3)])
+        claimed = await backend.claim(q, "w", 10, ["k"], 30_000)
+        await backend.ack(q, [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1") for c in claimed])
+        assert len(claimed) == 3
+        await asyncio.sleep(0.12)  # the three hashes have expired; their index entries are still there
+        page = await backend.query_activities(q, ActivityFilter(activity_types=("k",)))
+        assert page.items == []
+        await backend.requeue_expired(q, 100)
+        r = backend.client
+        assert await r.zcard(keys.status_set(redis_namespace, q, "completed")) == 0
+        assert await r.zcard(keys.by_type(redis_namespace, q, "k")) == 0
+        assert await r.zcard(keys.children(redis_namespace, q, parent.activity_id)) == 0
+        assert await r.zcard(keys.finished(redis_namespace, q)) == 0
+        raw = await r.hgetall(keys.counts(redis_namespace, q))
+        counts = {(k.decode() if isinstance(k, bytes) else k): int(v) for k, v in raw.items()}
+        assert counts == {"pending:p": 1, "pending:k": 0, "processing:k": 0, "completed:k": 0}
+        (summary,) = await backend.list_queues()
+        assert summary.by_type == {"p": {"pending": 1}} and summary.counts.total == 1
+        assert {k.activity_id for k in kids} and (await backend.stats(q)).completed == 0
+    finally:
+        await backend.close()
+
+
+async def test_retried_result_no_longer_expires(redis_url: str, redis_namespace: str) -> None:
+    backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=60)
+    try:
+        q = "persist"
+        (res,) = await backend.enqueue(q, [new("t")])
+        (c,) = await backend.claim(q, "w", 1, None, 30_000)
+        await backend.ack(q, [Ack(c.id, c.claim_token, AckOutcome.FAILED, None, "boom")])
+        key = keys.activity(redis_namespace, q, res.activity_id)
+        assert 0 < await backend.client.pttl(key) <= 60_000
+        assert (await backend.retry_activities(q, ActivityFilter(ids=(res.activity_id,)))).changed
+        assert await backend.client.pttl(key) == -1
+        assert await backend.client.zcard(keys.finished(redis_namespace, q)) == 0
+    finally:
+        await backend.close()

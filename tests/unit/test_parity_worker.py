@@ -70,6 +70,13 @@ async def _handler(payload: Any, ctx: Any) -> Any:
         raise asyncio.CancelledError("inner")
     if kind == "sleep_past_timeout":
         await asyncio.sleep(1)
+    if kind == "swallow_cancel":
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            return "swallowed"
+    if kind == "long":
+        await asyncio.sleep(5)
     return None
 
 
@@ -100,7 +107,7 @@ def _outcomes(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> A
         ack_ready=asyncio.Event(),
         ack_full=asyncio.Event(),
         ack_batch_size=batch,
-        stats={"completed": 0},
+        stats={"completed": 0, "cancelled": 0},
         metrics_on=True,
         metrics=SimpleNamespace(
             inc_counter=lambda name, n=1: log.append(("inc", name, n)),
@@ -113,8 +120,12 @@ def _outcomes(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> A
         retry_or_dead=lambda a, err, after: log.append(("retry", a.id, err, after)),
         call_sync=call_sync,
         log=log,
+        running={},
+        cancel_ids=set(),
     )
     out.push_ack = lambda ack: Outcomes.push_ack(cast(Outcomes, out), ack)  # the real buffering
+    out.cancelled = lambda a, ctx=None: Outcomes.cancelled(cast(Outcomes, out), a, ctx)
+    out.request_cancel = lambda ids, inflight: Outcomes.request_cancel(cast(Outcomes, out), ids, inflight)
     return out
 
 
@@ -214,3 +225,47 @@ def test_shutdown_cancellation_releases(impl: tuple[ModuleType, ModuleType]) -> 
     release, acks, busy = asyncio.run(go())
     assert [(r.id, r.claim_token) for r in release] == [("x", "tok")]
     assert acks == [] and busy == 0
+
+
+@pytest.mark.parametrize("with_hooks", [False, True], ids=["inline", "run_one"])
+@pytest.mark.parametrize("impl", IMPLS)
+def test_cancel_request_stops_the_handler_and_acks_cancelled(
+    impl: tuple[ModuleType, ModuleType], with_hooks: bool
+) -> None:
+    """An operator's cancel (reported by a heartbeat) cancels a running async handler, also one that
+    swallows the cancellation, ends a claimed one before it starts, and leaves the worker task as it was."""
+    worker, deadline = impl
+
+    async def go() -> tuple[Any, ...]:
+        eng = _outcomes(deadline, (), 1)
+        if with_hooks:
+            eng.hooks = (_Hooks(eng.log),)
+        local = worker.Handoff(asyncio.get_running_loop())
+        task = asyncio.create_task(worker.worker_loop(eng, local))
+        inflight: dict[str, ClaimedActivity] = {}
+        items = [
+            ClaimedActivity("long", "t", b'{"kind": "long", "n": 0}', 2, 0, 3, 60_000, b"{}", "t1", 0, 0),
+            ClaimedActivity("swallow", "t", b'{"kind": "swallow_cancel", "n": 0}', 2, 0, 3, 0, b"{}", "t2", 0, 0),
+            ClaimedActivity("queued", "t", b'{"kind": "value", "n": 0}', 2, 0, 3, 0, b"{}", "t3", 0, 0),
+            ClaimedActivity("after", "t", b'{"kind": "value", "n": 1}', 2, 0, 3, 0, b"{}", "t4", 0, 0),
+        ]
+        eng.busy = len(items)
+        local.put_batch(items, inflight)
+        await asyncio.sleep(0.02)
+        assert set(eng.running) == {"long"}
+        assert eng.request_cancel(["long", "queued"], inflight) == 1
+        assert eng.cancel_ids == {"queued"}
+        await asyncio.sleep(0.02)
+        assert set(eng.running) == {"swallow"}
+        assert eng.request_cancel(["swallow"], inflight) == 1
+        await asyncio.sleep(0.02)
+        local.put_nowait(None)
+        await asyncio.wait_for(task, 2)
+        outcomes = [(a.id, a.outcome) for a in eng.acks]
+        return outcomes, task.cancelling(), eng.busy, eng.cancel_ids, eng.stats, eng.log
+
+    outcomes, cancelling, busy, left, stats, log = asyncio.run(go())
+    assert outcomes == [("long", 5), ("swallow", 5), ("queued", 5), ("after", 1)]
+    assert cancelling == 0 and busy == 0 and left == set()
+    assert stats == {"completed": 1, "cancelled": 3}
+    assert not [e for e in log if e[0] in ("retry", "fail", "dead")]

@@ -829,8 +829,8 @@ class PostgresBackend(Backend):
         kind, extra = source
         checked = filters.row_filters(flt)
         scan = cap + filters.ROW_SCAN_LIMIT + 1 if checked else cap + 1
-        row = await conn.fetchrow(Q[f"count_{kind}"], *_scan_args(queue, flt, flt.statuses, scan, cap + 1, None),
-                                  *extra)
+        statement = f"count_{kind}" if checked or kind not in ("status", "type") else f"count_plain_{kind}"
+        row = await conn.fetchrow(Q[statement], *_scan_args(queue, flt, flt.statuses, scan, cap + 1, None), *extra)
         assert row is not None
         examined, matched = int(row[0]), int(row[1])
         if checked and examined >= scan:

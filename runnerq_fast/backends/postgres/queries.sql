@@ -508,6 +508,7 @@ LEFT JOIN LATERAL (
     FROM hits h JOIN runnerq_activities a ON a.id = h.id
 ) r ON true
 ORDER BY r.created_us DESC, r.id DESC;
+
 -- name: query_status_asc
 -- One page, oldest first, over one range of runnerq_activities_status_created_idx per status in $2.
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -558,6 +559,7 @@ LEFT JOIN LATERAL (
     FROM hits h JOIN runnerq_activities a ON a.id = h.id
 ) r ON true
 ORDER BY r.created_us , r.id ;
+
 -- name: query_type_desc
 -- One page, newest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -608,6 +610,7 @@ LEFT JOIN LATERAL (
     FROM hits h JOIN runnerq_activities a ON a.id = h.id
 ) r ON true
 ORDER BY r.created_us DESC, r.id DESC;
+
 -- name: query_type_asc
 -- One page, oldest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -658,6 +661,7 @@ LEFT JOIN LATERAL (
     FROM hits h JOIN runnerq_activities a ON a.id = h.id
 ) r ON true
 ORDER BY r.created_us , r.id ;
+
 -- name: query_parent_desc
 -- One page, newest first, over the children of $11 (runnerq_activities_parent_idx), statuses $2, types $12 (NULL: any).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -703,6 +707,7 @@ LEFT JOIN LATERAL (
     FROM hits h JOIN runnerq_activities a ON a.id = h.id
 ) r ON true
 ORDER BY r.created_us DESC, r.id DESC;
+
 -- name: query_parent_asc
 -- One page, oldest first, over the children of $11 (runnerq_activities_parent_idx), statuses $2, types $12 (NULL: any).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -748,6 +753,7 @@ LEFT JOIN LATERAL (
     FROM hits h JOIN runnerq_activities a ON a.id = h.id
 ) r ON true
 ORDER BY r.created_us , r.id ;
+
 -- name: query_ids_desc
 -- One page, newest first, over the ids $11 (primary key), statuses $2, types $12 (NULL: any).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -793,6 +799,7 @@ LEFT JOIN LATERAL (
     FROM hits h JOIN runnerq_activities a ON a.id = h.id
 ) r ON true
 ORDER BY r.created_us DESC, r.id DESC;
+
 -- name: query_ids_asc
 -- One page, oldest first, over the ids $11 (primary key), statuses $2, types $12 (NULL: any).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -838,14 +845,17 @@ LEFT JOIN LATERAL (
     FROM hits h JOIN runnerq_activities a ON a.id = h.id
 ) r ON true
 ORDER BY r.created_us , r.id ;
+
 -- name: count_status
 -- How many rows match, over one range of runnerq_activities_status_created_idx per status in $2.
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
 -- (a jsonb object) checked row by row (NULL: any).
--- $7/$8 are NULL. No order is needed to count, so the outer LIMIT $3 stops
--- the index ranges as soon as $3 rows came back. Returns (rows examined,
+-- $7/$8 are NULL. Each range keeps its ORDER BY (an ordered index scan, which
+-- stops at its LIMIT; unordered, the planner may pick a bitmap scan that reads
+-- the whole range), but their union has none, so the outer LIMIT $3 stops the
+-- nested loop as soon as $3 rows came back. Returns (rows examined,
 -- rows matching the row-by-row conditions, at most $4).
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
@@ -860,19 +870,23 @@ WITH cand AS MATERIALIZED (
           AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
           AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
                                      coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
     LIMIT $3::integer
 )
 SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
+
 -- name: count_type
 -- How many rows match, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
 -- (a jsonb object) checked row by row (NULL: any).
--- $7/$8 are NULL. No order is needed to count, so the outer LIMIT $3 stops
--- the index ranges as soon as $3 rows came back. Returns (rows examined,
+-- $7/$8 are NULL. Each range keeps its ORDER BY (an ordered index scan, which
+-- stops at its LIMIT; unordered, the planner may pick a bitmap scan that reads
+-- the whole range), but their union has none, so the outer LIMIT $3 stops the
+-- nested loop as soon as $3 rows came back. Returns (rows examined,
 -- rows matching the row-by-row conditions, at most $4).
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
@@ -887,19 +901,23 @@ WITH cand AS MATERIALIZED (
           AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
           AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
                                      coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY a.created_at DESC, a.id DESC
         LIMIT $3::integer
     ) x
     LIMIT $3::integer
 )
 SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
+
 -- name: count_parent
 -- How many rows match, over the children of $11 (runnerq_activities_parent_idx), statuses $2, types $12 (NULL: any).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
 -- (a jsonb object) checked row by row (NULL: any).
--- $7/$8 are NULL. No order is needed to count, so the outer LIMIT $3 stops
--- the index ranges as soon as $3 rows came back. Returns (rows examined,
+-- $7/$8 are NULL. Each range keeps its ORDER BY (an ordered index scan, which
+-- stops at its LIMIT; unordered, the planner may pick a bitmap scan that reads
+-- the whole range), but their union has none, so the outer LIMIT $3 stops the
+-- nested loop as soon as $3 rows came back. Returns (rows examined,
 -- rows matching the row-by-row conditions, at most $4).
 WITH cand AS MATERIALIZED (
     SELECT a.id, a.created_at, a.status, a.priority,
@@ -912,17 +930,21 @@ WITH cand AS MATERIALIZED (
           AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
       AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
                                      coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+    ORDER BY a.created_at DESC, a.id DESC
     LIMIT $3::integer
 )
 SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
+
 -- name: count_ids
 -- How many rows match, over the ids $11 (primary key), statuses $2, types $12 (NULL: any).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
 -- (a jsonb object) checked row by row (NULL: any).
--- $7/$8 are NULL. No order is needed to count, so the outer LIMIT $3 stops
--- the index ranges as soon as $3 rows came back. Returns (rows examined,
+-- $7/$8 are NULL. Each range keeps its ORDER BY (an ordered index scan, which
+-- stops at its LIMIT; unordered, the planner may pick a bitmap scan that reads
+-- the whole range), but their union has none, so the outer LIMIT $3 stops the
+-- nested loop as soon as $3 rows came back. Returns (rows examined,
 -- rows matching the row-by-row conditions, at most $4).
 WITH cand AS MATERIALIZED (
     SELECT a.id, a.created_at, a.status, a.priority,
@@ -938,6 +960,53 @@ WITH cand AS MATERIALIZED (
     LIMIT $3::integer
 )
 SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
+
+-- name: count_plain_status
+-- count_status without row-by-row conditions ($9/$10 NULL, unused): it reads
+-- only runnerq_activities_status_created_idx
+-- (an index-only scan where the visibility map allows), never the rows.
+WITH cand AS MATERIALIZED (
+    SELECT 1
+    FROM unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT 1
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY a.created_at DESC, a.id DESC
+        LIMIT $3::integer
+    ) x
+    LIMIT $3::integer
+)
+SELECT count(*), least(count(*), $4::integer) FROM cand
+WHERE $9::smallint[] IS NULL AND $10::jsonb IS NULL;
+
+-- name: count_plain_type
+-- count_type without row-by-row conditions ($9/$10 NULL, unused): it reads
+-- only runnerq_activities_type_created_idx
+-- (an index-only scan where the visibility map allows), never the rows.
+WITH cand AS MATERIALIZED (
+    SELECT 1
+    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
+    CROSS JOIN LATERAL (
+        SELECT 1
+        FROM runnerq_activities a
+        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
+          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+          AND (a.created_at, a.id) < (coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'),
+                                     coalesce($8::uuid, 'ffffffff-ffff-ffff-ffff-ffffffffffff'))
+        ORDER BY a.created_at DESC, a.id DESC
+        LIMIT $3::integer
+    ) x
+    LIMIT $3::integer
+)
+SELECT count(*), least(count(*), $4::integer) FROM cand
+WHERE $9::smallint[] IS NULL AND $10::jsonb IS NULL;
+
 -- name: pick_status
 -- The rows an action applies to, newest first, over one range of runnerq_activities_status_created_idx per status in $2.
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -978,6 +1047,7 @@ WITH cand AS MATERIALIZED (
 SELECT e.examined, e.last_us, e.last_id, h.id, h.status, h.priority
 FROM edge e LEFT JOIN hits h ON true
 ORDER BY h.created_at DESC, h.id DESC;
+
 -- name: pick_type
 -- The rows an action applies to, newest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -1018,6 +1088,7 @@ WITH cand AS MATERIALIZED (
 SELECT e.examined, e.last_us, e.last_id, h.id, h.status, h.priority
 FROM edge e LEFT JOIN hits h ON true
 ORDER BY h.created_at DESC, h.id DESC;
+
 -- name: pick_parent
 -- The rows an action applies to, newest first, over the children of $11 (runnerq_activities_parent_idx), statuses $2, types $12 (NULL: any).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -1053,6 +1124,7 @@ WITH cand AS MATERIALIZED (
 SELECT e.examined, e.last_us, e.last_id, h.id, h.status, h.priority
 FROM edge e LEFT JOIN hits h ON true
 ORDER BY h.created_at DESC, h.id DESC;
+
 -- name: pick_ids
 -- The rows an action applies to, newest first, over the ids $11 (primary key), statuses $2, types $12 (NULL: any).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
@@ -1088,6 +1160,7 @@ WITH cand AS MATERIALIZED (
 SELECT e.examined, e.last_us, e.last_id, h.id, h.status, h.priority
 FROM edge e LEFT JOIN hits h ON true
 ORDER BY h.created_at DESC, h.id DESC;
+
 -- name: retry_many
 -- $1 queue, $2 ids: failed, dead-lettered or cancelled ones back to pending,
 -- ready now, retries counted from 0 (the errors stay in the events). One

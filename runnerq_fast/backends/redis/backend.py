@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import hiredis
+import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -34,21 +35,28 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from runnerq_fast import filters
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
     Ack,
+    ActionResult,
+    ActivityCount,
     ActivityEvent,
+    ActivityFilter,
+    ActivityPage,
     ActivityResult,
     ActivitySnapshot,
     ClaimedActivity,
     DeadLetterRecord,
     EnqueueResult,
     LeaseRef,
+    LeaseReport,
     NewActivity,
     QueueStats,
+    QueueSummary,
     ReapReport,
 )
 from runnerq_fast.storage import Backend
@@ -60,13 +68,17 @@ log = logging.getLogger(__name__)
 DEFAULT_RESULT_TTL = 86_400.0
 """Seconds a finished activity (and its result and events) is kept; dead letters are kept until pruned."""
 
-_SCRIPTS = ("enqueue", "claim", "ack", "extend", "release", "reaper", "cancel")
+_SCRIPTS = ("enqueue", "claim", "ack", "extend", "release", "reaper", "cancel", "query", "actions", "summary")
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
 _STREAM_PAGE = 1000
 _LOCATE_CACHE = 10_000
 _RESULT_SAFETY_NET = 5.0
 _CONN_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+_ACTION_CHUNK = 1000
+"""Most activities one run of ``lua/actions.lua`` changes (the server runs nothing else meanwhile)."""
+_FIELDS = (b"t", b"s", b"pr", b"p", b"m", b"rc", b"mr", b"to", b"c", b"r", b"sa", b"fa", b"l", b"e", b"ik", b"pa")
+"""Hash fields ``lua/query.lua`` returns per page item, in its order."""
 
 
 def load_script(name: str, helpers: Sequence[str] = _HELPERS) -> str:
@@ -165,6 +177,7 @@ def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySn
         lease_expires_at_ms=_i(h.get(b"l")) if status == "processing" else None,
         last_error=_s(h.get(b"e")),
         idempotency_key=_s(h.get(b"ik")),
+        parent_id=_s(h.get(b"pa")),
     )
 
 
@@ -438,6 +451,7 @@ class RedisBackend(Backend):
                     key if key is not None else "",
                     int(it.on_duplicate) if key is not None else 0,
                     int(it.idempotency_ttl_ms),
+                    it.parent_id if it.parent_id is not None else "",
                 )
             chunks.append(args)
         replies = await self._enqueue_chunks(queue, chunks)
@@ -518,25 +532,26 @@ class RedisBackend(Backend):
         rejected = await self._run("ack", queue, args)
         return [r.decode() for r in rejected]
 
-    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> list[str]:
+    async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:
         if not leases:
-            return []
+            return LeaseReport([], [])
         args: list[Any] = [int(lease_ms)]
         for ref in leases:
             args += (ref.id, ref.claim_token)
-        return [r.decode() for r in await self._run("extend", queue, args)]
+        lost, stop = await self._run("extend", queue, args)
+        return LeaseReport([r.decode() for r in lost], [r.decode() for r in stop])
 
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         if not leases:
             return []
-        args: list[Any] = []
+        args: list[Any] = [self._ttl_ms]
         for ref in leases:
             args += (ref.id, ref.claim_token)
         return [r.decode() for r in await self._run("release", queue, args)]
 
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
-        requeued, dead = await self._run("reaper", queue, [max(0, limit), self._ttl_ms])
-        return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead])
+        requeued, dead, cancelled = await self._run("reaper", queue, [max(0, limit), self._ttl_ms])
+        return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled])
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:
         """Block in ``BLPOP`` on the wake list, at most until the next scheduled activity is due.
@@ -689,11 +704,7 @@ class RedisBackend(Backend):
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50
     ) -> list[ActivitySnapshot]:
-        """Activities of ``queue``, most recently changed first.
-
-        With ``status=None`` the status sets are merged by the time of each
-        activity's last transition.
-        """
+        """Activities of ``queue``, newest first (the status sets are scored by creation time)."""
         if limit <= 0:
             return []
         if status is not None:
@@ -762,3 +773,141 @@ class RedisBackend(Backend):
                         if ev.id > last:
                             last = ev.id
                             yield ev
+
+    # ------------------------------------------------- listings with filters
+    async def list_queues(self) -> list[QueueSummary]:
+        names = sorted(m.decode() for m in await _guarded(self._r.smembers(keys.queues(self._ns))))
+        if not names:
+            return []
+        replies = [await self._run("summary", name, []) for name in names]
+        out: list[QueueSummary] = []
+        for name, (counts, flat, oldest) in zip(names, replies, strict=True):
+            stats = QueueStats(**dict(zip(keys.STATUSES, (int(c) for c in counts), strict=True)))
+            if stats.total == 0:
+                continue
+            by_type: dict[str, dict[str, int]] = {}
+            for j in range(0, len(flat), 2):
+                n = int(flat[j + 1])
+                if n > 0:
+                    status, _, typ = flat[j].decode().partition(":")
+                    by_type.setdefault(typ, {})[status] = n
+            out.append(QueueSummary(name, stats, by_type, int(oldest) if oldest else None))
+        return out
+
+    def _query_args(
+        self, mode: str, flt: ActivityFilter, limit: int, at: filters.Cursor | None, newest_first: bool, rsl: int
+    ) -> str:
+        doc: dict[str, Any] = {"mode": mode, "desc": newest_first, "limit": limit, "rsl": rsl}
+        if at is not None:
+            doc["cs"], doc["ci"] = at.created, at.id
+        if flt.created_after_ms is not None:
+            doc["lo"] = flt.created_after_ms
+        if flt.created_before_ms is not None:
+            doc["hi"] = flt.created_before_ms
+        for name, value in (
+            ("statuses", flt.statuses),
+            ("types", flt.activity_types),
+            ("ids", flt.ids),
+            ("priorities", flt.priorities),
+        ):
+            if value is not None:
+                doc[name] = list(value)
+        if flt.parent_id is not None:
+            doc["parent"] = flt.parent_id
+        if flt.metadata:
+            doc["meta"] = dict(flt.metadata)
+        return msgspec.json.encode(doc).decode()
+
+    async def query_activities(
+        self,
+        queue: str,
+        flt: ActivityFilter,
+        *,
+        limit: int = 50,
+        cursor: str | None = None,
+        newest_first: bool = True,
+    ) -> ActivityPage:
+        flt = filters.check_filter(flt)
+        at = filters.check_page(limit, cursor, newest_first)
+        if flt.statuses == () or flt.ids == () or flt.activity_types == ():
+            return ActivityPage([], None)
+        reply = await self._run(
+            "query", queue, [self._query_args("page", flt, limit, at, newest_first, filters.ROW_SCAN_LIMIT)]
+        )
+        items: list[ActivitySnapshot] = []
+        for j in range(2, len(reply), 2):
+            values = reply[j + 1]
+            if values[1] is None:
+                continue
+            h = {f: v for f, v in zip(_FIELDS, values, strict=True) if v is not None}
+            items.append(_snapshot(queue, reply[j].decode(), h))
+        nxt = None if not reply[0] else filters.encode_cursor(int(reply[0]), reply[1].decode(), newest_first)
+        return ActivityPage(items, nxt)
+
+    async def count_activities(
+        self, queue: str, flt: ActivityFilter, *, cap: int = filters.COUNT_CAP
+    ) -> ActivityCount:
+        flt = filters.check_filter(flt)
+        cap = filters.check_cap(cap)
+        return await self._count(queue, flt, cap)
+
+    async def _count(self, queue: str, flt: ActivityFilter, cap: int) -> ActivityCount:
+        if flt.statuses == () or flt.ids == () or flt.activity_types == ():
+            return ActivityCount(0, True)
+        plain = flt.ids is None and flt.parent_id is None and not filters.row_filters(flt) and (
+            flt.created_after_ms is None and flt.created_before_ms is None
+        )
+        if plain and (flt.statuses is None or flt.activity_types is None):
+            # whole sets: their sizes are the count
+            async with self._r.pipeline(transaction=False) as pipe:
+                if flt.activity_types is not None:
+                    for t in flt.activity_types:
+                        pipe.zcard(keys.by_type(self._ns, queue, t))
+                else:
+                    for st in flt.statuses or keys.STATUSES:
+                        pipe.zcard(keys.status_set(self._ns, queue, st))
+                n = sum(await _guarded(pipe.execute()))
+            return ActivityCount(min(n, cap), n <= cap)
+        n, exact = await self._run("query", queue, [self._query_args("count", flt, cap, None, True,
+                                                                      filters.ROW_SCAN_LIMIT)])
+        return ActivityCount(int(n), bool(exact))
+
+    async def _act(self, action: str, queue: str, flt: ActivityFilter, limit: int, priority: int = 0) -> ActionResult:
+        flt = filters.check_filter(flt)
+        limit = filters.check_action_limit(limit)
+        act, skip = filters.applicable(action, flt)
+        picked: list[str] = []
+        sub = msgspec.structs.replace(flt, statuses=act)
+        at: filters.Cursor | None = None
+        while act and len(picked) < limit:
+            reply = await self._run(
+                "query", queue, [self._query_args("pick", sub, limit - len(picked), at, True, filters.ROW_SCAN_LIMIT)]
+            )
+            picked += [reply[j].decode() for j in range(2, len(reply), 3)]
+            if not reply[0]:
+                break
+            at = filters.Cursor(int(reply[0]), reply[1].decode(), True)
+        skipped = (await self._count(queue, msgspec.structs.replace(flt, statuses=skip), limit)).count if skip else 0
+        changed: list[str] = []
+        for start in range(0, len(picked), _ACTION_CHUNK):
+            ids = picked[start : start + _ACTION_CHUNK]
+            done = await self._run("actions", queue, [action, self._ttl_ms, priority, *ids])
+            changed += [d.decode() for d in done]
+        return ActionResult(action, changed, skipped + len(picked) - len(changed))
+
+    async def retry_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act("retry", queue, flt, limit)
+
+    async def cancel_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act("cancel", queue, flt, limit)
+
+    async def run_now(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act("run_now", queue, flt, limit)
+
+    async def set_priority(
+        self, queue: str, flt: ActivityFilter, priority: int, *, limit: int = 10_000
+    ) -> ActionResult:
+        return await self._act("set_priority", queue, flt, limit, filters.check_priority(priority))
+
+    async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
+        return await self._act("delete", queue, flt, limit)

@@ -17,7 +17,13 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P types``                    SET     types that ever had a ready set
 ``P sched``                    ZSET    not-yet-due activities, score = ready time (ms)
 ``P lease``                    ZSET    processing activities, score = lease deadline (ms)
-``P st:<status>``              ZSET    ids per status, score = last transition time (ms)
+``P st:<status>``              ZSET    ids per status, score = creation time (ms): counts, listings
+``P ct:<type>``                ZSET    ids of one type (any status), score = creation time (ms)
+``P ch:<id>``                  ZSET    children of activity ``<id>``, score = creation time (ms)
+``P cnt``                      HASH    ``<status>:<type>`` -> number of activities (queue summary)
+``P fin``                      ZSET    finished activities whose hash expires, score = finish time (ms);
+                                       member ``<id>\x1f<type>\x1f<parent id>`` (for pruning)
+``P dl``                       ZSET    dead-lettered ids, score = dead-letter time (ms)
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
 ``P wake``                     LIST    wake tokens for fetchers blocked in ``BLPOP``
@@ -33,9 +39,13 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "STATUSES",
     "activity",
+    "by_type",
+    "children",
+    "counts",
     "dead_letter",
     "done_channel",
     "done_pattern",
+    "finished",
     "prefix",
     "queue_of_channel",
     "queues",
@@ -62,13 +72,33 @@ def activity(ns: str, queue: str, activity_id: str) -> str:
 
 
 def status_set(ns: str, queue: str, status: str) -> str:
-    """ZSET of the ids in ``status``."""
+    """ZSET of the ids in ``status``, scored by creation time (ms)."""
     return f"{ns}:{{{queue}}}:st:{status}"
 
 
 def dead_letter(ns: str, queue: str) -> str:
     """ZSET of dead-lettered ids, scored by dead-letter time (ms)."""
-    return status_set(ns, queue, "dead_letter")
+    return f"{ns}:{{{queue}}}:dl"
+
+
+def by_type(ns: str, queue: str, activity_type: str) -> str:
+    """ZSET of the ids of one type (any status), scored by creation time (ms)."""
+    return f"{ns}:{{{queue}}}:ct:{activity_type}"
+
+
+def children(ns: str, queue: str, parent_id: str) -> str:
+    """ZSET of the children of ``parent_id``, scored by creation time (ms)."""
+    return f"{ns}:{{{queue}}}:ch:{parent_id}"
+
+
+def counts(ns: str, queue: str) -> str:
+    """HASH ``<status>:<type>`` -> number of activities."""
+    return f"{ns}:{{{queue}}}:cnt"
+
+
+def finished(ns: str, queue: str) -> str:
+    """ZSET of finished activities whose hash expires, scored by finish time (ms)."""
+    return f"{ns}:{{{queue}}}:fin"
 
 
 def sched(ns: str, queue: str) -> str:

@@ -170,6 +170,12 @@ async def run_one(out, a, task=None):
     if handler is None:
         out.fail(a, f"handler_not_found: no handler for activity type {a.activity_type!r}")
         return
+    cancel_ids = out.cancel_ids
+    if cancel_ids and a.id in cancel_ids:
+        # an operator cancelled it while it waited for a worker
+        cancel_ids.discard(a.id)
+        out.cancelled(a)
+        return
     try:
         payload = _decode_json(a.payload)
     except Exception as exc:
@@ -182,14 +188,26 @@ async def run_one(out, a, task=None):
     cdef double started = _perf_counter()
     timeout_ms = a.timeout_ms
     timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
+    ctx.task = task if task is not None else _current_task()
+    cdef dict running = out.running
+    running[a.id] = ctx  # from here until the handler ends, an operator's cancel can reach it
     try:
-        if handler.is_async:
-            result = await out.deadlines.call(handler.fn, payload, ctx, timeout, task)
-        else:
-            result = await out.call_sync(handler.fn, payload, ctx, timeout)
+        try:
+            if handler.is_async:
+                result = await out.deadlines.call(handler.fn, payload, ctx, timeout, task)
+            else:
+                result = await out.call_sync(handler.fn, payload, ctx, timeout)
+        finally:
+            del running[a.id]
     except BaseException as exc:
+        if ctx.cancel_requested:
+            out.cancelled(a, ctx)  # whatever the stopped handler raised
+            return
         if _failed(out, a, exc, started, timeout):
             raise
+        return
+    if ctx.cancel_requested:
+        out.cancelled(a, ctx)  # it returned (or swallowed the cancellation) after the request
         return
     cdef double duration = _perf_counter() - started
     if _completed(out, a, result, duration) and hooks:
@@ -213,6 +231,8 @@ async def worker_loop(out, Handoff local):
     cdef _Entry entry
     executor = out.executor
     cancellation = out.cancellation
+    cdef dict running = out.running
+    cdef set cancel_ids = out.cancel_ids
     cdef bint inline = not out.hooks
     cdef double started
     while True:
@@ -224,7 +244,7 @@ async def worker_loop(out, Handoff local):
             return
         try:
             handler = handlers.get(a.activity_type) if inline else None
-            if handler is None or not handler.is_async:
+            if handler is None or not handler.is_async or cancel_ids:
                 await run_one(out, a, me)
             else:
                 try:
@@ -236,30 +256,40 @@ async def worker_loop(out, Handoff local):
                     started = _perf_counter()
                     timeout_ms = a.timeout_ms
                     timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
+                    ctx.task = me
+                    running[a.id] = ctx
                     try:
-                        if deadlines is None or timeout is None:
-                            result = await deadlines_call(handler.fn, payload, ctx, timeout, me)
-                        else:
-                            # Deadlines.call inlined: no coroutine of its own per activity
-                            entry = deadlines.enter(me, timeout)
-                            cancelling = me.cancelling()
-                            try:
-                                result = await handler.fn(payload, ctx)
-                            except _CancelledError as exc:
-                                if entry.fired:
-                                    entry.fired = False
-                                    if me.uncancel() <= cancelling:
-                                        raise TimeoutError from exc
-                                raise
-                            finally:
-                                entry.entries.discard(entry)
-                                if entry.fired:
-                                    me.uncancel()
+                        try:
+                            if deadlines is None or timeout is None:
+                                result = await deadlines_call(handler.fn, payload, ctx, timeout, me)
+                            else:
+                                # Deadlines.call inlined: no coroutine of its own per activity
+                                entry = deadlines.enter(me, timeout)
+                                cancelling = me.cancelling()
+                                try:
+                                    result = await handler.fn(payload, ctx)
+                                except _CancelledError as exc:
+                                    if entry.fired:
+                                        entry.fired = False
+                                        if me.uncancel() <= cancelling:
+                                            raise TimeoutError from exc
+                                    raise
+                                finally:
+                                    entry.entries.discard(entry)
+                                    if entry.fired:
+                                        me.uncancel()
+                        finally:
+                            del running[a.id]
                     except BaseException as exc:
-                        if _failed(out, a, exc, started, timeout):
+                        if ctx.cancel_requested:
+                            out.cancelled(a, ctx)
+                        elif _failed(out, a, exc, started, timeout):
                             raise
                     else:
-                        _completed(out, a, result, _perf_counter() - started)
+                        if ctx.cancel_requested:
+                            out.cancelled(a, ctx)
+                        else:
+                            _completed(out, a, result, _perf_counter() - started)
         except Exception:
             # an engine bug must neither kill this worker nor strand the activity
             log.exception("engine error while running activity %s; it will be retried", a.id)

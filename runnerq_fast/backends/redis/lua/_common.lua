@@ -5,7 +5,13 @@
 --   P.."types"         SET    activity types that ever had a ready set
 --   P.."sched"         ZSET   not-yet-due activities, scored by ready time (ms)
 --   P.."lease"         ZSET   processing activities, scored by lease deadline (ms)
---   P.."st:"..status   ZSET   ids per status, scored by the time of the last transition (ms)
+--   P.."st:"..status   ZSET   ids per status, scored by creation time (ms): status counts and listings
+--   P.."ct:"..type     ZSET   ids of one type (any status), scored by creation time (ms): type listings
+--   P.."ch:"..id       ZSET   children of activity id (parent_id), scored by creation time (ms)
+--   P.."cnt"           HASH   "<status>:<type>" -> number of activities (the queue summary)
+--   P.."fin"           ZSET   finished activities whose hash expires, scored by finish time (ms);
+--                             member "<id>\31<type>\31<parent id or empty>" (what pruning needs once it is gone)
+--   P.."dl"            ZSET   dead-lettered ids, scored by dead-letter time (ms)
 --   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
 --   P.."evseq"         STRING last event id of the queue
 --   P.."wake"          LIST   wake tokens for blocked fetchers (capped)
@@ -13,7 +19,8 @@
 -- Activity hash fields: t type, p payload, m metadata, pr priority, mr max_retries,
 --   to timeout_ms, ik idempotency key, rc retry_count, c created ms, r ready ms,
 --   s status, tk claim token, l lease deadline ms, sa started ms, fa finished ms,
---   da dead-lettered ms, e last error, res result, and one field per event:
+--   da dead-lettered ms, e last error, res result, pa parent id, cr cancel requested ms
+--   (an operator asked to cancel the running activity), and one field per event:
 --   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
 local P = KEYS[1]
 local TIME = redis.call('TIME')
@@ -59,7 +66,7 @@ end
 -- Sorted-set and set writes are buffered per key and sent as one variadic call per key by
 -- rq_flush() (removals first), which every script calls before it returns and before it reads
 -- a set it may have buffered writes for.
-local ZADDS, ZREMS, SADDS = {}, {}, {}
+local ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
 local CHUNK = 4000
 
 local function rq_zadd(key, score, member)
@@ -87,13 +94,30 @@ local function rq_flush()
     for m, _ in pairs(t) do members[#members + 1] = m end
     redis.call('SADD', key, unpack(members))
   end
-  ZADDS, ZREMS, SADDS = {}, {}, {}
+  for field, delta in pairs(COUNTS) do
+    if delta ~= 0 then redis.call('HINCRBY', P .. 'cnt', field, delta) end
+  end
+  ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
   rq_flush_events()
 end
 
-local function rq_move(id, old, new)
-  if old then rq_zrem(P .. 'st:' .. old, id) end
-  rq_zadd(P .. 'st:' .. new, NOW, id)
+local function rq_count(status, typ, delta)
+  local field = status .. ':' .. typ
+  COUNTS[field] = (COUNTS[field] or 0) + delta
+end
+
+-- Status change of id (type typ, created ms): the status sets and the per-type counters.
+local function rq_move(id, old, new, typ, created)
+  if old then
+    rq_zrem(P .. 'st:' .. old, id)
+    rq_count(old, typ, -1)
+  end
+  rq_zadd(P .. 'st:' .. new, created, id)
+  rq_count(new, typ, 1)
+end
+
+local function rq_fin_member(id, typ, parent)
+  return id .. '\31' .. typ .. '\31' .. (parent or '')
 end
 
 -- Put a non-terminal activity where a claim finds it; returns true if it is ready now.
@@ -114,11 +138,13 @@ local function rq_wake()
   redis.call('LTRIM', P .. 'wake', 0, WAKE_TOKENS - 1)
 end
 
--- Terminal transition from status `old`; results expire after ttl_ms except dead letters.
--- The claim token and lease stay in the hash: the status guards every ack and extension.
-local function rq_finish(id, old, status, result, err, ttl_ms)
+-- Terminal transition from status `old` of id (type typ, created ms, parent or nil); results
+-- expire after ttl_ms except dead letters (kept until deleted). The claim token and lease stay
+-- in the hash: the status guards every ack and extension. `detail` is the event's detail
+-- (default: the error).
+local function rq_finish(id, old, status, result, err, ttl_ms, typ, created, parent, detail)
   local k = P .. 'a:' .. id
-  local ef, ev = rq_event(id, status, err)
+  local ef, ev = rq_event(id, status, detail or err)
   local args = {'s', status, 'fa', NOW, ef, ev}
   if status == 'dead_letter' then
     args[#args + 1] = 'da'
@@ -133,6 +159,11 @@ local function rq_finish(id, old, status, result, err, ttl_ms)
     args[#args + 1] = err
   end
   redis.call('HSET', k, unpack(args))
-  rq_move(id, old, status)
-  if status ~= 'dead_letter' then redis.call('PEXPIRE', k, ttl_ms) end
+  rq_move(id, old, status, typ, created)
+  if status == 'dead_letter' then
+    rq_zadd(P .. 'dl', NOW, id)
+  else
+    redis.call('PEXPIRE', k, ttl_ms)
+    rq_zadd(P .. 'fin', NOW, rq_fin_member(id, typ, parent))
+  end
 end

@@ -1,14 +1,15 @@
 -- runnerq-fast: enqueue a batch of activities, applying idempotency atomically.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type,
---   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."events", P.."wake",
+--   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."ct:"..type, P.."ch:"..parent,
+--   P.."cnt", P.."events", P.."wake",
 --   P.."idem:"..#type..":"..type..":"..key (STRING: holder id, PX = idempotency ttl).
--- ARGV: 11 per item: id, type, payload, priority, max_retries, timeout_ms, run_at_ms,
---   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms.
+-- ARGV: 12 per item: id, type, payload, priority, max_retries, timeout_ms, run_at_ms,
+--   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms, parent id ('' = none).
 -- Returns: 2 per item: outcome (1 created, 2 existing, 3 rejected), activity id.
 local REUSABLE = {failed = true, dead_letter = true, cancelled = true}
 local out = {}
 local woke = false
-for b = 0, #ARGV - 1, 11 do
+for b = 0, #ARGV - 1, 12 do
   local id, typ = ARGV[b + 1], ARGV[b + 2]
   local priority = tonumber(ARGV[b + 4])
   local run_at = tonumber(ARGV[b + 7])
@@ -49,8 +50,15 @@ for b = 0, #ARGV - 1, 11 do
       args[#args + 1] = 'ik'
       args[#args + 1] = ARGV[b + 9]
     end
+    local parent = ARGV[b + 12]
+    if parent ~= '' then
+      args[#args + 1] = 'pa'
+      args[#args + 1] = parent
+      rq_zadd(P .. 'ch:' .. parent, NOW, id)
+    end
     redis.call('HSET', k, unpack(args))
-    rq_move(id, nil, status)
+    rq_move(id, nil, status, typ, NOW)
+    rq_zadd(P .. 'ct:' .. typ, NOW, id)
     if rq_make_ready(id, typ, priority, 0, ready) then woke = true end
     out[#out + 1] = 1
     out[#out + 1] = id
