@@ -64,3 +64,26 @@ async def test_cancelling_a_running_activity_over_http_records_the_request() -> 
     assert detail["activity"]["status"] == "processing"
     assert "cancel_requested" in [e["event_type"] for e in detail["events"]]
     assert again.status_code == 409  # already asked to stop
+
+
+async def test_cancelling_a_running_activity_over_http_stops_its_handler() -> None:
+    backend = rq.MemoryBackend()
+    engine = rq.WorkerEngine(backend, **{**FAST, "lease_timeout": 0.3})
+    started = asyncio.Event()
+
+    @engine.activity("long")
+    async def long(payload: Any, ctx: rq.ActivityContext) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    async with engine, asgi_client(create_app(backend)) as c:
+        aid = (await c.post(f"{V1}/default/activities", json={"type": "long"})).json()["id"]
+        await asyncio.wait_for(started.wait(), 5)
+        cancel = await c.post(f"{V1}/default/activities/{aid}/cancel")
+        waited = await c.get(f"/api/observability/activities/{aid}/result")
+        with pytest.raises(rq.ActivityCancelled):
+            await rq.ActivityFuture(backend, aid).result(timeout=5)
+        result = (await c.get(f"/api/observability/activities/{aid}/result")).json()
+    assert cancel.status_code == 200 and cancel.json()["changed"] == [aid]
+    assert waited.status_code == 200
+    assert result["status"] == "cancelled"
