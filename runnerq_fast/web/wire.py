@@ -78,11 +78,8 @@ def encode(obj: Any) -> bytes:
     return _encoder.encode(obj)
 
 
-_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
-
-
 def decode(data: bytes, into: type[Any]) -> Any:
-    """Decode ``data`` into ``into`` with validation.
+    """Decode ``data`` into the request Struct ``into`` with validation.
 
     Raises
     ------
@@ -90,11 +87,10 @@ def decode(data: bytes, into: type[Any]) -> Any:
         Malformed JSON.
     msgspec.ValidationError
         Well-formed JSON that does not match ``into`` (a subclass of DecodeError).
+    KeyError
+        If ``into`` is not a request Struct of this module.
     """
-    dec = _decoders.get(into)
-    if dec is None:
-        dec = _decoders[into] = msgspec.json.Decoder(into)
-    return dec.decode(data)
+    return _DECODERS[into].decode(data)
 
 
 # --------------------------------------------------------------- problems
@@ -457,3 +453,10 @@ class ActionResponse(msgspec.Struct):
 def queue_view(s: QueueSummary) -> QueueView:
     """The wire form of a queue summary."""
     return QueueView(s.queue, s.counts.total, s.counts, s.by_type, _opt_dt(s.oldest_ready_ms))
+
+
+_DECODERS: dict[type, msgspec.json.Decoder[Any]] = {
+    t: msgspec.json.Decoder(t)
+    for t in (EnqueueRequest, BatchEnqueueRequest, ActionRequest, PriorityRequest)
+}
+"""One reusable decoder per request Struct, made at import (never changed afterwards)."""
