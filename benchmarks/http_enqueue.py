@@ -6,7 +6,7 @@
         postgresql://postgres@127.0.0.1:5432/rqhttp --duration 10 --output-json http.json
 
 For each backend URL: start ``runnerq-fast serve`` on a free loopback port
-(a fresh ``bench-<random>`` queue), then
+(a fresh ``httpbench-<random>`` queue), then
 
 * ``single``: ``--connections`` (64) keep-alive connections each sending one
   ``POST /api/v1/queues/Q/activities`` after the other for ``--duration``
@@ -243,7 +243,7 @@ async def _stored(url: str, queue: str) -> int:
 
 def run_backend(url: str, args: argparse.Namespace, client: str) -> dict[str, Any]:
     """Both tests on one backend."""
-    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    queue = f"httpbench-{uuid.uuid4().hex[:8]}"
     path = f"/api/v1/queues/{queue}/activities"
     server = Server(url, args.serve_arg)
     result: dict[str, Any] = {"backend": _redact(url), "queue": queue}
