@@ -25,9 +25,10 @@ from starlette.types import Receive, Scope, Send
 from runnerq_fast.codec import decode_json
 from runnerq_fast.errors import InvalidActivityError, RunnerQError
 from runnerq_fast.executor import ActivityBuilder, ActivityExecutor
-from runnerq_fast.models import ActivityResult, EnqueueOutcome, EnqueueResult, NewActivity, OnDuplicate, Priority
+from runnerq_fast.models import ActivityResult, EnqueueOutcome, EnqueueResult, NewActivity, OnDuplicate
 from runnerq_fast.storage import Backend
 from runnerq_fast.web.context import WebContext
+from runnerq_fast.web.filtering import parse_priority
 from runnerq_fast.web.responses import (
     JSON,
     JsonResponse,
@@ -55,7 +56,6 @@ __all__ = ["EnqueueRoutes", "build_activity"]
 
 log = logging.getLogger("runnerq_fast.web")
 
-_PRIORITY_NAMES = {p.name.lower(): int(p) for p in Priority}
 _ON_DUPLICATE = {o.name.lower(): o for o in OnDuplicate}
 _OUTCOME_NAMES: dict[int, BatchOutcome] = {EnqueueOutcome.CREATED: "created", EnqueueOutcome.EXISTING: "existing",
                   EnqueueOutcome.REJECTED: "conflict"}
@@ -81,13 +81,7 @@ def build_activity(ex: ActivityExecutor, req: EnqueueRequest, key: str | None = 
     """
     b: ActivityBuilder = ex.activity(req.type).payload(req.payload)
     if req.priority is not None:
-        prio = req.priority
-        if isinstance(prio, str):
-            named = _PRIORITY_NAMES.get(prio.lower())
-            if named is None:
-                raise InvalidActivityError(f"priority must be 1-4 or one of low, normal, high, critical; got {prio!r}")
-            prio = named
-        b.priority(prio)
+        b.priority(parse_priority(req.priority))
     if req.delay is not None and req.run_at is not None:
         raise InvalidActivityError("give delay or run_at, not both")
     if req.delay is not None:
