@@ -117,7 +117,8 @@ class Row:
 
 class QueueState:
     __slots__ = (
-        "by_status", "by_type", "children", "events", "order", "processing", "rows", "scheduled", "type_rows", "wake",
+        "by_status", "by_type", "children", "events", "order", "order_tail", "processing", "rows", "scheduled",
+        "type_rows", "wake",
     )
 
     def __init__(self) -> None:
@@ -134,8 +135,10 @@ class QueueState:
             s: {} for s in ("pending", "scheduled", "retrying", *TERMINAL_STATUSES)
         }
         self.by_status["processing"] = self.processing
-        # listing indexes: (created_at_ms, id) sorted, rows by type, children by parent id
+        # listing indexes: (created_at_ms, id) sorted, rows by type, children by parent id; enqueue
+        # batches not yet merged into ``order`` wait in ``order_tail`` as (created_at_ms, ids)
         self.order: list[tuple[int, str]] = []
+        self.order_tail: list[tuple[int, list[str]]] = []
         self.type_rows: dict[str, dict[str, Row]] = {}
         self.children: dict[str, dict[str, Row]] = {}
 
@@ -205,7 +208,6 @@ class StoreCore:
         row.finished_at_ms = now
         row.claim_token = None
         row.lease_expires_at_ms = None
-        row.cancel_requested = False
         if error is not None:
             row.last_error = error
         res = ActivityResult(row.id, status, data, error)

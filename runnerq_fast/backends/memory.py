@@ -101,12 +101,16 @@ class MemoryBackend(StoreCore, Backend):
         now = _now_ms()
         q = self._queue(queue)
         out: list[EnqueueResult] = []
+        rows, qrows, by_status, type_rows = self._rows, q.rows, q.by_status, q.type_rows
+        batch: list[str] = []
+        typed: dict[str, Row] | None = None
+        typed_name: str | None = None
         for item in items:
             if item.idempotency_key is not None:
                 ikey = (queue, item.activity_type, item.idempotency_key)
                 held = self._idem.get(ikey)
-                if held is not None and held[1] > now and held[0] in self._rows:
-                    holder = self._rows[held[0]]
+                if held is not None and held[1] > now and held[0] in rows:
+                    holder = rows[held[0]]
                     beh = item.on_duplicate
                     if beh == OnDuplicate.RETURN_EXISTING:
                         out.append(EnqueueResult(holder.id, EnqueueOutcome.EXISTING))
@@ -119,29 +123,45 @@ class MemoryBackend(StoreCore, Backend):
                         continue
                 self._idem[ikey] = (item.id, now + item.idempotency_ttl_ms)
             row = Row(queue, item, now)
-            self._rows[row.id] = row
-            q.rows[row.id] = row
-            q.by_status[row.status][row.id] = row
-            key = (now, row.id)
-            if not q.order or q.order[-1] <= key:
-                q.order.append(key)
-            else:  # the clock stepped back, or ids arrive out of order within a millisecond
-                bisect.insort(q.order, key)
-            typed = q.type_rows.get(row.activity_type)
-            if typed is None:
-                typed = q.type_rows[row.activity_type] = {}
-            typed[row.id] = row
+            rid = row.id
+            rows[rid] = row
+            qrows[rid] = row
+            by_status[row.status][rid] = row
+            batch.append(rid)
+            if item.activity_type != typed_name:
+                typed_name = item.activity_type
+                typed = type_rows.get(typed_name)
+                if typed is None:
+                    typed = type_rows[typed_name] = {}
+            assert typed is not None
+            typed[rid] = row
             if item.parent_id is not None:
                 kids = q.children.get(item.parent_id)
                 if kids is None:
                     kids = q.children[item.parent_id] = {}
-                kids[row.id] = row
+                kids[rid] = row
             self._event(row, "enqueued", now)
             if row.status == "scheduled":
                 self._event(row, "scheduled", now)
             self._make_ready(q, row, now)
-            out.append(EnqueueResult(row.id, EnqueueOutcome.CREATED))
+            out.append(EnqueueResult(rid, EnqueueOutcome.CREATED))
+        if batch:
+            q.order_tail.append((now, batch))  # merged into q.order by the next listing (_order)
         return out
+
+    @staticmethod
+    def _order(q: QueueState) -> list[tuple[int, str]]:
+        """``q.order`` with the enqueue batches since the last listing merged in, sorted."""
+        order = q.order
+        if q.order_tail:
+            size = len(order)
+            for now, ids in q.order_tail:
+                order.extend([(now, i) for i in ids])
+            q.order_tail.clear()
+            tail = order[size:]
+            if tail != sorted(tail) or (size and order[size - 1] > tail[0]):
+                order.sort()  # ids out of order, or the clock stepped back
+        return order
 
     def _promote_due(self, q: QueueState, now: int) -> None:
         sched = q.scheduled
@@ -287,7 +307,7 @@ class MemoryBackend(StoreCore, Backend):
         q = self._queues.get(queue)
         if q is None or limit <= 0:
             return []
-        keys = q.order
+        keys = self._order(q)
         if status is None:
             end = max(len(keys) - offset, 0)
             picked = [q.rows[i] for _, i in reversed(keys[max(end - limit, 0) : end])]
@@ -347,14 +367,14 @@ class MemoryBackend(StoreCore, Backend):
             out.append(QueueSummary(name, await self.stats(name), by_type, min(due) if due else None))
         return out
 
-    def _source(self, q: QueueState, flt: ActivityFilter) -> list[Row] | None:
+    def _source(self, q: QueueState, flt: ActivityFilter, limit: int = 50) -> list[Row] | None:
         """The rows an index serves for ``flt`` (smallest choice), or ``None`` for "walk the queue in order"."""
         if flt.ids is not None:
             return [r for i in flt.ids if (r := q.rows.get(i)) is not None]
         if flt.parent_id is not None:
             return list(q.children.get(flt.parent_id, {}).values())
         best: list[dict[str, Row]] | None = None
-        size = len(q.order)
+        size = len(q.rows)
         if flt.statuses is not None:
             best = [q.by_status[s] for s in flt.statuses]
             size = sum(len(d) for d in best)
@@ -366,19 +386,19 @@ class MemoryBackend(StoreCore, Backend):
         if best is None:
             return None
         # Sorting the candidates costs about their number; walking the queue's order
-        # costs about (rows / candidates) per item found. Take the cheaper.
-        if size <= 20_000 or size * size <= 4 * 50 * len(q.order):
+        # costs about (rows / candidates) per item found, for `limit` items. Take the cheaper.
+        if size * size <= 4 * limit * len(q.rows):
             return [r for d in best for r in d.values()]
         return None
 
     def _scan(
-        self, q: QueueState, flt: ActivityFilter, cursor: filters.Cursor | None, newest_first: bool
+        self, q: QueueState, flt: ActivityFilter, cursor: filters.Cursor | None, newest_first: bool, limit: int = 50
     ) -> Iterator[Row]:
         """Rows of ``q`` in (created, id) order after ``cursor``, pre-selected by an index where one helps."""
-        source = self._source(q, flt)
+        source = self._source(q, flt, limit)
         keys: list[tuple[int, str]]
         if source is None:
-            keys, rows = q.order, q.rows
+            keys, rows = self._order(q), q.rows
         else:
             keys = sorted((r.created_at_ms, r.id) for r in source)
             rows = {r.id: r for r in source}
@@ -431,7 +451,7 @@ class MemoryBackend(StoreCore, Backend):
         q = self._queues.get(queue)
         if q is None:
             return ActivityPage([], None)
-        rows = (r for r in self._scan(q, flt, at, newest_first) if self._indexed_match(r, flt))
+        rows = (r for r in self._scan(q, flt, at, newest_first, limit) if self._indexed_match(r, flt))
         ok = (lambda r: self._row_match(r, flt)) if filters.row_filters(flt) else None
         items, last = keyset.page(rows, limit, _key, ok)
         nxt = None if last is None else filters.encode_cursor(last[0], last[1], newest_first)
@@ -451,8 +471,28 @@ class MemoryBackend(StoreCore, Backend):
         if flt == ActivityFilter(statuses=flt.statuses):
             n = sum(len(q.by_status[s]) for s in flt.statuses or filters.ALL_STATUSES)
             return ActivityCount(min(n, cap), n <= cap)
-        rows = (r for r in self._scan(q, flt, None, True) if self._indexed_match(r, flt))
+        rows = (r for r in self._unordered(q, flt) if self._indexed_match(r, flt))
         return keyset.count(rows, cap, (lambda r: self._row_match(r, flt)) if filters.row_filters(flt) else None)
+
+    def _unordered(self, q: QueueState, flt: ActivityFilter) -> Iterator[Row]:
+        """The rows the smallest index holds for ``flt`` (in no particular order: counting needs none)."""
+        if flt.ids is not None:
+            sets: list[dict[str, Row]] = [{i: r for i in flt.ids if (r := q.rows.get(i)) is not None}]
+        elif flt.parent_id is not None:
+            sets = [q.children.get(flt.parent_id, {})]
+        else:
+            sets = [q.rows]
+            if flt.statuses is not None:
+                sets = [q.by_status[s] for s in flt.statuses]
+            if flt.activity_types is not None:
+                typed = [d for t in flt.activity_types if (d := q.type_rows.get(t)) is not None]
+                if sum(len(d) for d in typed) <= sum(len(d) for d in sets):
+                    sets = typed
+        lo, hi = flt.created_after_ms, flt.created_before_ms
+        for rows in sets:
+            for r in rows.values():
+                if (lo is None or r.created_at_ms >= lo) and (hi is None or r.created_at_ms < hi):
+                    yield r
 
     def _select(self, q: QueueState, flt: ActivityFilter, action: str, limit: int) -> tuple[list[Row], int]:
         """Up to ``limit`` rows ``action`` applies to (newest first), and how many matched but are skipped."""
@@ -549,9 +589,10 @@ class MemoryBackend(StoreCore, Backend):
             del self._rows[rid]
             del q.rows[rid]
             q.by_status[row.status].pop(rid, None)
-            at = bisect.bisect_left(q.order, (row.created_at_ms, rid))
-            if at < len(q.order) and q.order[at][1] == rid:
-                del q.order[at]
+            order = self._order(q)
+            at = bisect.bisect_left(order, (row.created_at_ms, rid))
+            if at < len(order) and order[at][1] == rid:
+                del order[at]
             q.type_rows.get(row.activity_type, {}).pop(rid, None)
             if row.parent_id is not None:
                 q.children.get(row.parent_id, {}).pop(rid, None)

@@ -180,11 +180,15 @@ async def test_pages_read_one_page_per_index_range(conn: asyncpg.Connection, gen
         _check(plan, index, bound)
 
 
-async def test_a_page_deep_in_the_finished_rows_reads_one_page(conn: asyncpg.Connection, big_db: tuple[str, int]) -> None:
+async def test_a_page_deep_in_the_finished_rows_reads_one_page(
+    conn: asyncpg.Connection, big_db: tuple[str, int]
+) -> None:
     n = big_db[1]
-    mid_us, mid_id = await conn.fetchrow(
+    mid = await conn.fetchrow(
         "SELECT floor(extract(epoch FROM created_at) * 1000000)::bigint, id FROM runnerq_activities "
         "WHERE queue_name = $1 AND status = 'completed' ORDER BY created_at, id OFFSET $2 LIMIT 1", QUEUE, n // 2)
+    assert mid is not None
+    mid_us, mid_id = mid
     at = filters.Cursor(mid_us, mid_id.hex, True)
     for name, flt, extra, index in [
         ("query_status_desc", ActivityFilter(statuses=("completed",)), [], STATUS_IDX),

@@ -15,13 +15,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import runnerq_fast as rq
 from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
 from runnerq_fast.backends.sqlite import SqliteBackend, apply_migrations, sqlite_path
-from runnerq_fast.backends.sqlite.backend import _split_script
+from runnerq_fast.backends.sqlite.backend import Q, _split_script
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import Ack, AckOutcome, ActivityFilter
 from tests.conformance import new
@@ -508,3 +509,30 @@ def test_a_killed_worker_loses_nothing(tmp_path: Path) -> None:
     retried = asyncio.run(check())
     # the victim held up to 8 activities when it died: each counted one attempt
     assert 1 <= sum(retried) <= 8 and set(retried) <= {0, 1}
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "index"),
+    [
+        ("scan_status_desc", ("q", "completed", -1, 2**62, 2**62, ""), "runnerq_activities_status_created_idx"),
+        ("scan_status_asc", ("q", "pending", 5, 2**62, 7, "ab"), "runnerq_activities_status_created_idx"),
+        ("scan_type_desc", ("q", "failed", -1, 2**62, 2**62, "", "t"), "runnerq_activities_type_created_idx"),
+        ("scan_type_asc", ("q", "failed", -1, 9, -1, "", "t"), "runnerq_activities_type_created_idx"),
+        ("scan_parent_desc", ("q", "p", -1, 2**62, 2**62, ""), "runnerq_activities_parent_idx"),
+        ("count_status", ("q", "completed", -1, 2**62, 10_001), "runnerq_activities_status_created_idx"),
+        ("count_type", ("q", "completed", -1, 2**62, 10_001, "t"), "runnerq_activities_type_created_idx"),
+        ("ready_head", ("q", 4, 2**62), "runnerq_activities_dequeue_idx"),
+    ],
+)
+def test_listing_statements_search_their_index(tmp_path: Path, name: str, params: tuple[Any, ...], index: str) -> None:
+    """Every listing and count statement is an index SEARCH (a range), never a SCAN of the table."""
+    conn = sqlite3.connect(tmp_path / "plan.db", isolation_level=None)
+    try:
+        apply_migrations(conn)
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + Q[name], params))
+    finally:
+        conn.close()
+    assert f"SEARCH runnerq_activities USING COVERING INDEX {index}" in plan or (
+        f"SEARCH runnerq_activities USING INDEX {index}" in plan
+    ), plan
+    assert "SCAN runnerq_activities" not in plan, plan

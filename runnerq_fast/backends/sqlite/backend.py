@@ -1095,6 +1095,23 @@ def _query(
 
 
 def _count(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, cap: int) -> ActivityCount:
+    if flt.ids is None and flt.parent_id is None and not filters.row_filters(flt):
+        # counted in the index ranges themselves, at most cap + 1 entries in all
+        lo = -1 if flt.created_after_ms is None else flt.created_after_ms
+        hi = _BIG if flt.created_before_ms is None else flt.created_before_ms
+        statuses = flt.statuses if flt.statuses is not None else filters.ALL_STATUSES
+        ranges: list[tuple[str, tuple[Any, ...]]] = (
+            [("count_type", (st, t)) for t in flt.activity_types for st in statuses]
+            if flt.activity_types is not None
+            else [("count_status", (st,)) for st in statuses]
+        )
+        total = 0
+        for name, key in ranges:
+            params = (queue, key[0], lo, hi, cap + 1 - total, *key[1:])
+            total += conn.execute(Q[name], params).fetchone()[0]
+            if total > cap:
+                return ActivityCount(cap, False)
+        return ActivityCount(total, True)
     rows, cursors = _scan(conn, queue, flt, None, True)
     try:
         return keyset.count(rows, cap, _row_ok(flt))

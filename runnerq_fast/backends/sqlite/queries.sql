@@ -337,3 +337,21 @@ DELETE FROM runnerq_events WHERE activity_id = ?1;
 -- name: delete_key
 -- ?1 queue, ?2 type, ?3 key, ?4 id: the idempotency key, if it still names this activity.
 DELETE FROM runnerq_idempotency WHERE queue_name = ?1 AND activity_type = ?2 AND key = ?3 AND activity_id = ?4;
+
+-- name: count_status
+-- ?1 queue, ?2 status, ?3 created at or after, ?4 created before, ?5 most rows
+-- to count: how many (up to ?5) are in one range of
+-- runnerq_activities_status_created_idx (read from the index alone).
+SELECT count(*) FROM (
+    SELECT 1 FROM runnerq_activities
+    WHERE queue_name = ?1 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+    LIMIT ?5
+);
+
+-- name: count_type
+-- As count_status for ?6 activity type: one range of runnerq_activities_type_created_idx.
+SELECT count(*) FROM (
+    SELECT 1 FROM runnerq_activities
+    WHERE queue_name = ?1 AND activity_type = ?6 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+    LIMIT ?5
+);

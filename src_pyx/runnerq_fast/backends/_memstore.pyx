@@ -98,7 +98,7 @@ cdef class QueueState:
     """Per-queue heaps, processing set, rows, recent events and wake event."""
 
     cdef public dict by_type, processing, rows, by_status, type_rows, children
-    cdef public list scheduled, order
+    cdef public list scheduled, order, order_tail
     cdef public object events, wake
 
     def __init__(self):
@@ -111,6 +111,7 @@ cdef class QueueState:
         self.by_status = {s: {} for s in ("pending", "scheduled", "retrying", *TERMINAL_STATUSES)}
         self.by_status["processing"] = self.processing
         self.order = []
+        self.order_tail = []
         self.type_rows = {}
         self.children = {}
 
@@ -201,7 +202,6 @@ cdef class StoreCore:
         row.finished_at_ms = now
         row.claim_token = None
         row.lease_expires_at_ms = None
-        row.cancel_requested = False
         if error is not None:
             row.last_error = error
         res = _Result(row.id, status, data, error)
