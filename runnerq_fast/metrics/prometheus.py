@@ -7,6 +7,15 @@ numbers become Prometheus metric families when a registry collects them
 prometheus-client is imported only at the first scrape, not with
 ``runnerq_fast``.
 
+**Several processes.** When ``PROMETHEUS_MULTIPROC_DIR`` is set (as the
+supervisor of ``runnerq-fast worker --processes N`` does for its children),
+prometheus-client's multiprocess mode is the only way values leave the
+process: the sink then also adds what it records to ordinary
+prometheus-client counters and histograms (backed by that directory's
+files), at the engine's batched calls, and its own ``collect()`` yields
+nothing, so a ``MultiProcessCollector`` over the directory counts every
+process once.
+
 Labels are those of :data:`runnerq_fast.metrics.LABELS`. A metric that sees
 more than ``max_label_sets`` distinct label sets (a client enqueueing
 thousands of made-up activity types, say) records the rest under the values
@@ -16,11 +25,12 @@ thousands of made-up activity types, say) records the rest under the values
 from __future__ import annotations
 
 import logging
+import os
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from itertools import pairwise
 from math import fsum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from runnerq_fast.metrics import COUNTERS, HELP, HISTOGRAMS, LABELS
 
@@ -28,7 +38,7 @@ if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
     from prometheus_client.registry import CollectorRegistry
 
-__all__ = ["DEFAULT_BUCKETS", "PrometheusMetrics"]
+__all__ = ["DEFAULT_BUCKETS", "MULTIPROC_ENV", "OTHER", "PrometheusMetrics"]
 
 log = logging.getLogger("runnerq_fast.metrics")
 
@@ -37,6 +47,9 @@ DEFAULT_BUCKETS: tuple[float, ...] = (
     1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0,
 )  # fmt: skip
 """Histogram bucket bounds in seconds: 0.5 ms to 30 min."""
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""Set: prometheus-client's multiprocess mode (the sink writes through its files)."""
 
 OTHER = "_other"
 """Label value standing for every label set beyond ``max_label_sets``."""
@@ -59,6 +72,9 @@ class PrometheusMetrics:
     max_label_sets : int
         Distinct label sets kept per metric before the rest fold into
         ``_other``. Default 1000.
+    multiprocess : bool or None
+        Write through prometheus-client's multiprocess files (see above).
+        Default ``None``: when ``PROMETHEUS_MULTIPROC_DIR`` is set.
 
     Raises
     ------
@@ -72,6 +88,7 @@ class PrometheusMetrics:
         registry: CollectorRegistry | None = None,
         buckets: Sequence[float] = DEFAULT_BUCKETS,
         max_label_sets: int = 1000,
+        multiprocess: bool | None = None,
     ) -> None:
         bounds = tuple(float(b) for b in buckets)
         if not bounds or any(b >= c for b, c in pairwise(bounds)):
@@ -84,6 +101,10 @@ class PrometheusMetrics:
         # per label set: one count per bucket, one for +Inf, then the sum (seconds)
         self._hists: dict[str, dict[tuple[str, ...], list[float]]] = {name: {} for name in HISTOGRAMS}
         self._warned: set[str] = set()
+        if multiprocess is None:
+            multiprocess = bool(os.environ.get(MULTIPROC_ENV))
+        self.multiprocess = multiprocess
+        self._shared: dict[str, Any] = {}  # name -> prometheus-client Counter/Histogram (multiprocess only)
         if registry is not None:
             registry.register(self)
 
@@ -105,6 +126,8 @@ class PrometheusMetrics:
                 labels = self._fold(name, labels)
             old = d.get(labels, 0)
         d[labels] = old + value
+        if self.multiprocess:
+            self._metric(name, histogram=False).labels(*labels).inc(value)
 
     def observe(self, name: str, labels: tuple[str, ...], seconds: float) -> None:
         """Record ``seconds`` in histogram ``name`` at ``labels``."""
@@ -120,6 +143,8 @@ class PrometheusMetrics:
                 h = d[labels] = [0.0] * (len(self.buckets) + 2)
         h[bisect_left(self.buckets, seconds)] += 1
         h[-1] += seconds
+        if self.multiprocess:
+            self._metric(name, histogram=True).labels(*labels).observe(seconds)
 
     def observe_many(self, name: str, labels: tuple[str, ...], seconds: Sequence[float]) -> None:
         """Record every value of ``seconds`` in histogram ``name`` at ``labels``."""
@@ -133,11 +158,16 @@ class PrometheusMetrics:
             d = self._hists[name]
             h = d.get(labels)
             if h is None:  # folded into _other
-                h = d[(OTHER,) * len(labels)]
+                labels = (OTHER,) * len(labels)
+                h = d[labels]
         bounds = self.buckets
         for v in seconds:
             h[bisect_left(bounds, v)] += 1
         h[-1] += fsum(seconds)
+        if self.multiprocess:
+            child = self._metric(name, histogram=True).labels(*labels)
+            for v in seconds:
+                child.observe(v)
 
     def inc_counter(self, name: str, value: int = 1) -> None:
         """RunnerQ's unlabelled call: every label of the metric is empty."""
@@ -146,6 +176,21 @@ class PrometheusMetrics:
     def observe_duration(self, name: str, seconds: float) -> None:
         """RunnerQ's unlabelled call: every label of the metric is empty."""
         self.observe(name, ("",) * len(LABELS.get(name, ())), seconds)
+
+    def _metric(self, name: str, *, histogram: bool) -> Any:
+        """The prometheus-client metric writing ``name`` to the multiprocess files (made on first use)."""
+        m = self._shared.get(name)
+        if m is None:
+            from prometheus_client import CollectorRegistry, Counter, Histogram
+
+            private = CollectorRegistry()  # never the global registry: the files are what counts
+            names = _label_names(name)
+            if histogram:
+                m = Histogram(name, HELP.get(name, name), names, buckets=self.buckets, registry=private)
+            else:
+                m = Counter(name, HELP.get(name, name), names, registry=private)
+            self._shared[name] = m
+        return m
 
     # ------------------------------------------------------------- reading
     def value(self, name: str, labels: tuple[str, ...]) -> float:
@@ -157,7 +202,9 @@ class PrometheusMetrics:
 
     # ------------------------------------------------ prometheus collector
     def describe(self) -> Iterator[Metric]:
-        """The metric families, without samples (registry duplicate checks)."""
+        """The metric families, without samples (registry duplicate checks); none in multiprocess mode."""
+        if self.multiprocess:
+            return
         from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
         for name in self._counters:
@@ -166,7 +213,12 @@ class PrometheusMetrics:
             yield HistogramMetricFamily(name, HELP.get(name, name), labels=_label_names(name), unit="")
 
     def collect(self) -> Iterator[Metric]:
-        """Every family with its current samples (called by a registry at scrape time)."""
+        """Every family with its current samples (called by a registry at scrape time).
+
+        Nothing in multiprocess mode: a ``MultiProcessCollector`` reads the files instead.
+        """
+        if self.multiprocess:
+            return
         from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 
         for name, d in list(self._counters.items()):

@@ -219,3 +219,49 @@ def test_observe_many_equals_observing_one_by_one() -> None:
     many.observe_many(QUEUE_WAIT, ("q", "a"), [])
     assert scrape(one) == scrape(many)
     assert many.value(QUEUE_WAIT, (OTHER, OTHER)) == len(values)
+
+
+MULTIPROCESS_CHILD = """
+import asyncio, sys
+import runnerq_fast as rq
+
+async def main() -> None:
+    backend = rq.MemoryBackend()
+    metrics = rq.PrometheusMetrics()
+    assert metrics.multiprocess and list(metrics.collect()) == []
+    engine = rq.WorkerEngine(backend, queue_name="mp", metrics=metrics, ack_flush_interval=0.001)
+
+    @engine.activity("t")
+    async def t(payload, ctx):
+        return None
+
+    futs = [await engine.executor.activity("t").execute() for _ in range(int(sys.argv[1]))]
+    async with engine:
+        for f in futs:
+            await f.result(timeout=5)
+
+asyncio.run(main())
+"""
+
+
+def test_in_multiprocess_mode_every_process_counts_once(tmp_path: Any) -> None:
+    """Two processes with PROMETHEUS_MULTIPROC_DIR set: a MultiProcessCollector over the directory sums them."""
+    import os
+    import subprocess
+    import sys
+
+    from prometheus_client import multiprocess
+
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    for n in (3, 4):
+        subprocess.run([sys.executable, "-c", MULTIPROCESS_CHILD, str(n)], env=env, check=True, timeout=60)
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=str(tmp_path))
+    fams = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    done = fams["runnerq_activities_completed"]
+    assert sample([(s.name, s.labels, s.value) for s in done.samples], ACTIVITIES_COMPLETED,
+                  queue="mp", activity_type="t") == 7
+    run = [(s.name, s.labels, s.value) for s in fams[ACTIVITY_DURATION].samples]
+    assert sample(run, f"{ACTIVITY_DURATION}_count", queue="mp", activity_type="t", outcome="completed") == 7
+    enq = [(s.name, s.labels, s.value) for s in fams["runnerq_activities_enqueued"].samples]
+    assert sample(enq, ACTIVITIES_ENQUEUED, queue="mp", activity_type="t") == 7
