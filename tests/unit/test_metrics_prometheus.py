@@ -256,7 +256,8 @@ def test_in_multiprocess_mode_every_process_counts_once(tmp_path: Any) -> None:
     for n in (3, 4):
         subprocess.run([sys.executable, "-c", MULTIPROCESS_CHILD, str(n)], env=env, check=True, timeout=60)
     registry = CollectorRegistry()
-    multiprocess.MultiProcessCollector(registry, path=str(tmp_path))
+    collector: Any = multiprocess.MultiProcessCollector  # prometheus-client leaves it unannotated
+    collector(registry, path=str(tmp_path))
     fams = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
     done = fams["runnerq_activities_completed"]
     assert sample([(s.name, s.labels, s.value) for s in done.samples], ACTIVITIES_COMPLETED,
