@@ -231,3 +231,23 @@ def test_a_taken_port_and_a_bad_backend_are_one_line_errors(
     assert taken.returncode == 1 and "cannot listen" in taken.stderr and "Traceback" not in taken.stderr
     assert bad.returncode == 2 and "unsupported backend URL scheme" in bad.stderr
     assert missing.returncode == 2 and "RUNNERQ_BACKEND" in missing.stderr
+
+
+async def _stop_while_streaming(server: ServeProcess) -> tuple[int, list[dict[str, str]]]:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as c:
+        async with c.stream("GET", f"{OBS}/stream", params={"queue": "web"}) as r:
+            lines = r.aiter_lines()
+            first = await sse_events(lines, 1)
+            code = await asyncio.to_thread(server.stop, 30)
+            rest = await sse_events(lines, 10)  # returns when the server ends the stream
+    return code, first + rest
+
+
+def test_sigterm_ends_open_streams_first_and_exits_0(
+    tmp_path: Path, start_serve: Callable[..., ServeProcess]
+) -> None:
+    server = start_serve("--backend", sqlite_url(tmp_path))
+    code, got = asyncio.run(_stop_while_streaming(server))
+    assert code == 0
+    assert got == [{"retry": "2000"}]
+    assert "timeout graceful shutdown exceeded" not in server.log()  # the stream did not hold the stop up
