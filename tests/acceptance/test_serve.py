@@ -234,12 +234,12 @@ def test_a_taken_port_and_a_bad_backend_are_one_line_errors(
 
 
 async def _stop_while_streaming(server: ServeProcess) -> tuple[int, list[dict[str, str]]]:
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as c:
-        async with c.stream("GET", f"{OBS}/stream", params={"queue": "web"}) as r:
-            lines = r.aiter_lines()
-            first = await sse_events(lines, 1)
-            code = await asyncio.to_thread(server.stop, 30)
-            rest = await sse_events(lines, 10)  # returns when the server ends the stream
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as c, \
+            c.stream("GET", f"{OBS}/stream", params={"queue": "web"}) as r:
+        lines = r.aiter_lines()
+        first = await sse_events(lines, 1)
+        code = await asyncio.to_thread(server.stop, 30)
+        rest = await sse_events(lines, 10)  # returns when the server ends the stream
     return code, first + rest
 
 
