@@ -215,3 +215,31 @@ class WebConformance:
         assert runnerq["payload"] == payload == v1["payload"]
         assert runnerq["metadata"] == {"a": "b"} == v1["metadata"]
         assert runnerq["queue"] == q and runnerq["status"] == "pending"
+
+    async def test_runnerq_listings_page_by_offset_and_show_dead_letters(self, backend: rq.Backend) -> None:
+        q = self.queue
+        ex = rq.ActivityExecutor(backend, q)
+        ids = [(await ex.activity("t").payload(i).execute()).activity_id for i in range(7)]
+        engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": q}, activity_types=["doomed"])
+
+        @engine.activity("doomed")
+        async def doomed(payload: Any, ctx: rq.ActivityContext) -> None:
+            raise RuntimeError("always")
+
+        dead = (await ex.activity("doomed").max_retries(0).execute()).activity_id
+        async with engine:
+            with contextlib.suppress(rq.ActivityFailed):
+                await rq.ActivityFuture(backend, dead).result(timeout=10)
+        async with asgi_client(create_app(backend)) as c:
+            first = (await c.get("/api/observability/activities/pending", params={"queue": q, "limit": 3})).json()
+            second = (await c.get("/api/observability/activities/pending",
+                                  params={"queue": q, "limit": 3, "offset": 3})).json()
+            rest = (await c.get("/api/observability/activities/pending",
+                                params={"queue": q, "offset": 6})).json()
+            listed = (await c.get("/api/observability/activities/dead_letter", params={"queue": q})).json()
+            records = (await c.get("/api/observability/dead-letter", params={"queue": q})).json()
+        newest_first = list(reversed(ids))
+        assert [a["id"] for a in first + second + rest] == newest_first
+        assert [a["id"] for a in listed] == [dead]
+        assert [r["activity"]["id"] for r in records] == [dead] and "always" in records[0]["error"]
+        assert records[0]["failed_at"] is not None

@@ -1,9 +1,10 @@
 """RunnerQ's read routes at RunnerQ's paths: ``/api/observability/...``.
 
 ``?queue=`` chooses the queue (default: the app's only queue, else
-``default``). Listings take RunnerQ's ``?offset=&limit=``; the versioned
-``/api/v1/`` routes (:mod:`runnerq_fast.web.v1`) page with keyset cursors
-instead and are the ones to use on a large store.
+``default``). Listings take RunnerQ's ``?offset=&limit=`` (offset at most
+10,000), served from the store's keyset pages of the status, so a request
+reads at most ``offset + limit`` rows; the versioned ``/api/v1/`` routes
+(:mod:`runnerq_fast.web.v1`) page with cursors instead.
 """
 
 from __future__ import annotations
@@ -11,11 +12,19 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from runnerq_fast.models import ActivitySnapshot, ActivityStatus
+from runnerq_fast.filters import MAX_PAGE
+from runnerq_fast.models import ActivityFilter, ActivitySnapshot, ActivityStatus
 from runnerq_fast.web.context import WebContext
 from runnerq_fast.web.responses import JsonResponse, ProblemError
 from runnerq_fast.web.stream import EventStream, parse_resume_id
-from runnerq_fast.web.wire import activity_view, dead_letter_view, event_view, result_view, runnerq_stats
+from runnerq_fast.web.wire import (
+    DeadLetterView,
+    activity_view,
+    event_view,
+    ms_to_datetime,
+    result_view,
+    runnerq_stats,
+)
 
 __all__ = ["MAX_LIMIT", "MAX_OFFSET", "ObservabilityRoutes", "int_param", "normalize_id"]
 
@@ -111,11 +120,7 @@ class ObservabilityRoutes:
             queue = self._queue(request)
             offset = int_param(request, "offset", 0, 0, MAX_OFFSET)
             limit = int_param(request, "limit", 50, 1, MAX_LIMIT)
-            backend = await self.ctx.backend()
-            if key == "dead_letter":
-                records = await backend.list_dead_letter(queue, offset, limit)
-                return JsonResponse([activity_view(r.activity) for r in records])
-            snaps = await backend.list_activities(queue, key, offset, limit)
+            snaps = await self._newest(queue, key, offset, limit)
             return JsonResponse([activity_view(s) for s in snaps])
         if normalize_id(key) is None:
             raise ProblemError(
@@ -141,8 +146,27 @@ class ObservabilityRoutes:
         queue = self._queue(request)
         offset = int_param(request, "offset", 0, 0, MAX_OFFSET)
         limit = int_param(request, "limit", 50, 1, MAX_LIMIT)
-        records = await (await self.ctx.backend()).list_dead_letter(queue, offset, limit)
-        return JsonResponse([dead_letter_view(r) for r in records])
+        snaps = await self._newest(queue, "dead_letter", offset, limit)
+        return JsonResponse([
+            DeadLetterView(activity_view(s), s.last_error, ms_to_datetime(s.finished_at_ms or s.ready_at_ms))
+            for s in snaps
+        ])
+
+    async def _newest(self, queue: str, status: str, offset: int, limit: int) -> list[ActivitySnapshot]:
+        """Activities of one status, newest first, ``offset`` skipped: keyset pages of the status index,
+        so the work is bounded by ``offset + limit`` rows however many others the queue holds."""
+        backend = await self.ctx.backend()
+        flt = ActivityFilter(statuses=(status,))
+        out: list[ActivitySnapshot] = []
+        cursor: str | None = None
+        want = offset + limit
+        while len(out) < want:
+            page = await backend.query_activities(queue, flt, limit=min(MAX_PAGE, want - len(out)), cursor=cursor)
+            out += page.items
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return out[offset:want]
 
     async def stream(self, request: Request) -> Response:
         """``GET /api/observability/stream``: the queue's events as Server-Sent Events."""

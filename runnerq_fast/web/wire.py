@@ -22,7 +22,6 @@ from runnerq_fast.models import (
     ActivityEvent,
     ActivityResult,
     ActivitySnapshot,
-    DeadLetterRecord,
     QueueStats,
     QueueSummary,
 )
@@ -53,7 +52,6 @@ __all__ = [
     "ResultView",
     "RunnerQStats",
     "activity_view",
-    "dead_letter_view",
     "decode",
     "encode",
     "event_view",
@@ -316,11 +314,6 @@ class DeadLetterView(msgspec.Struct):
     activity: ActivityView
     error: str | None
     failed_at: datetime
-
-
-def dead_letter_view(rec: DeadLetterRecord) -> DeadLetterView:
-    """The wire form of a dead-letter record."""
-    return DeadLetterView(activity_view(rec.activity), rec.error, ms_to_datetime(rec.dead_lettered_at_ms))
 
 
 class RunnerQStats(msgspec.Struct):
