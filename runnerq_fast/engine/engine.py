@@ -38,6 +38,7 @@ from runnerq_fast.config import WorkerConfig
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
+from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
 from runnerq_fast.errors import ConfigError
 from runnerq_fast.executor import ActivityExecutor, validate_activity_type
@@ -49,7 +50,7 @@ from runnerq_fast.metrics import (
     MetricsSink,
     NoopMetrics,
 )
-from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef
+from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, Priority
 from runnerq_fast.observability.inspector import QueueInspector
 from runnerq_fast.storage import Backend, open_backend
 
@@ -129,6 +130,7 @@ class WorkerEngine:
         self.hooks: tuple[LifecycleHooks, ...] = tuple(hooks)
         self.worker_id = worker_id or _default_worker_id()
         self._handlers: dict[str, Registered] = {}
+        self._schedules: dict[str, Schedule] = {}
         self._executor: ActivityExecutor | None = None
         self._started = False
         self._stopping = False
@@ -168,6 +170,82 @@ class WorkerEngine:
         if not callable(handler):
             raise ConfigError(f"handler for {activity_type!r} is not callable")
         self._handlers[activity_type] = Registered(handler)
+
+    def periodic(
+        self,
+        every_or_cron: str | float,
+        activity_type: str,
+        *,
+        payload: Any = None,
+        name: str | None = None,
+        timezone: str | None = None,
+        missed: str = "skip",
+        catch_up: float = 86400.0,
+        priority: Priority | int = Priority.NORMAL,
+        metadata: dict[str, str] | None = None,
+    ) -> Schedule:
+        """Enqueue one ``activity_type`` activity per tick of a cron expression or an interval.
+
+        Every engine with the same schedule (same name) enqueues each tick
+        with the idempotency key ``periodic:<name>:<tick epoch ms>``, so the
+        queue gets exactly one activity per tick however many engines run it
+        (see :mod:`runnerq_fast.engine.scheduler`). The activity type needs
+        no handler in this engine: another engine may run it.
+
+        Parameters
+        ----------
+        every_or_cron : str or float
+            A cron expression (``"*/5 * * * *"``; 5 fields, or 6 with seconds
+            first) or an interval in **seconds** (>= 0.01), whose ticks are
+            aligned to the Unix epoch.
+        activity_type : str
+            Type enqueued at each tick.
+        payload : Any, optional
+            JSON-encodable payload of every activity.
+        name : str, optional
+            Unique schedule name (default: ``activity_type``); keep it stable
+            across deployments, it keys the ticks.
+        timezone : str, optional
+            IANA timezone of a cron expression (default ``"UTC"``), e.g.
+            ``"Europe/Paris"``; DST follows Debian cron.
+        missed : {"skip", "run_once"}
+            What happens to ticks no engine could enqueue (default ``"skip"``):
+            ``"run_once"`` enqueues, at start, the latest past tick if it is at
+            most ``catch_up`` seconds old (and was not already enqueued).
+        catch_up : float
+            Seconds, default 86400 (one day); only used by ``"run_once"``.
+        priority : Priority or int
+            Priority of every activity (default NORMAL).
+        metadata : dict of str to str, optional
+            Extra metadata; ``{"schedule": name}`` is always added.
+
+        Returns
+        -------
+        Schedule
+            The registered schedule (also in :attr:`schedules`).
+
+        Raises
+        ------
+        ConfigError
+            If the engine has started, the name is taken, or an argument is
+            invalid (bad cron expression, interval, timezone, policy, payload).
+        InvalidActivityError
+            If the activity type is empty, too long or not a string.
+        """
+        validate_activity_type(activity_type)
+        if self._started:
+            raise ConfigError("schedules must be added before the engine starts")
+        schedule = make_schedule(every_or_cron, activity_type, payload=payload, name=name, timezone=timezone,
+                                 missed=missed, catch_up=catch_up, priority=priority, metadata=metadata)
+        if schedule.name in self._schedules:
+            raise ConfigError(f"a schedule named {schedule.name!r} exists; give this one another name=")
+        self._schedules[schedule.name] = schedule
+        return schedule
+
+    @property
+    def schedules(self) -> list[Schedule]:
+        """The periodic schedules registered with :meth:`periodic`, in registration order."""
+        return list(self._schedules.values())
 
     @property
     def activity_types(self) -> list[str]:
@@ -215,6 +293,7 @@ class WorkerEngine:
         self._workers: list[asyncio.Task[None]] = []
         self._fetcher: asyncio.Task[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
+        self._scheduler: asyncio.Task[None] | None = None
         self._claiming = False
         self._flush_closing = False
         self._flush_deadline: float | None = None
@@ -277,6 +356,12 @@ class WorkerEngine:
             asyncio.create_task(self._reaper_loop(), name="runnerq-reaper"),
         ]
         self._fetcher = asyncio.create_task(self._fetch_loop(), name="runnerq-fetcher")
+        if self._schedules:
+            self._scheduler = asyncio.create_task(run_schedules(self.executor, self.schedules),
+                                                  name="runnerq-scheduler")
+            for sched in self._schedules.values():
+                log.info("schedule %r: %s (%s, missed=%s) -> %s", sched.name, sched.spec, sched.timezone,
+                         sched.missed, sched.activity_type)
         log.info(
             "engine %s started on %s queue=%r workers=%d types=%s",
             self.worker_id, self.backend.name, cfg.queue_name, cfg.max_workers,
@@ -369,6 +454,12 @@ class WorkerEngine:
         self._stopped.set()
         out.cancellation.set()
         cfg = self.config
+        # 0. stop enqueueing ticks (another engine, or the next start, takes the schedule over)
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scheduler
+            self._scheduler = None
         # 1. stop claiming (let a claim in flight land, so nothing it took is lost)
         fetcher = self._fetcher
         if fetcher is not None:
