@@ -66,6 +66,14 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     sync_workers : int
         Threads for plain ``def`` handlers; 0 (default) means
         ``min(32, max_workers)``.
+    limits : dict of str to int, or None
+        Most activities of a type this engine runs at once, e.g.
+        ``{"thumbnail": 4}``; the other types share the remaining worker
+        slots. Each type must be one the engine claims (not with
+        ``activity_types="*"``); each limit >= 1. Default ``None``: no
+        per-type limit. A limit holds per engine; for a limit across all
+        processes run a dedicated engine (``--activity-types thumbnail
+        --concurrency 4``).
 
     Raises
     ------
@@ -93,6 +101,7 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     max_payload_bytes: int = 1024 * 1024
     idempotency_ttl: float = 86400.0
     sync_workers: int = 0
+    limits: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         if not self.queue_name or len(self.queue_name) > MAX_ACTIVITY_TYPE_LENGTH:
@@ -123,6 +132,9 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
             raise ConfigError("heartbeat_interval must be shorter than lease_timeout")
         if isinstance(self.activity_types, str) and self.activity_types != "*":
             raise ConfigError('activity_types must be a list of names, "*" or None')
+        for name, limit in (self.limits or {}).items():
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ConfigError(f"limits[{name!r}] must be an int >= 1, got {limit!r}")
 
     @property
     def effective_heartbeat_interval(self) -> float:

@@ -314,6 +314,18 @@ class WorkerEngine:
             raise ConfigError("activity_types is an empty list; nothing could be claimed")
         return list(declared)
 
+    def _check_limits(self) -> None:
+        limits = self.config.limits
+        self._unlimited: list[str] = []
+        if not limits:
+            return
+        if self._types is None:
+            raise ConfigError('limits need the list of types this engine claims; not with activity_types="*"')
+        unknown = [t for t in limits if t not in self._types]
+        if unknown:
+            raise ConfigError(f"limits name types this engine does not claim: {', '.join(unknown)}")
+        self._unlimited = [t for t in self._types if t not in limits]
+
     async def start(self) -> None:
         """Open the backend if given as a URL and start every loop.
 
@@ -325,6 +337,7 @@ class WorkerEngine:
         if self._started:
             raise ConfigError("engine already started")
         self._types = self._claim_filter()
+        self._check_limits()
         if self._backend is None:
             url = self._backend_url or os.environ.get("RUNNERQ_BACKEND")
             if not url:
@@ -473,6 +486,8 @@ class WorkerEngine:
             if item is not None:
                 out.release.append(LeaseRef(item.id, item.claim_token))
                 out.busy -= 1
+                if out.type_busy is not None:
+                    out.type_done(item.activity_type)
         for _ in self._workers:
             self._local.put_nowait(None)
         # 3. give running handlers the grace period, then cancel them
@@ -536,6 +551,7 @@ class WorkerEngine:
         assert out is not None
         error_delay = 0.05
         low_water = max(1, cfg.max_workers // 4)
+        limited = out.type_busy is not None
         while not self._stopping:
             free = cfg.max_workers - out.busy
             # Claim when a worker is idle, or when enough slots are free to
@@ -547,6 +563,18 @@ class WorkerEngine:
             want = free if free < limit_cap else limit_cap
             self._claiming = True
             try:
+                if limited:
+                    n, want = await self._claim_limited(free)
+                    self._claiming = False
+                    if want == 0:
+                        # every type with room is at its limit: wait for one of them to free a slot
+                        await out.type_free.wait()
+                        continue
+                    if self._stopping:
+                        return
+                    if n < want:
+                        await self._idle_wait()
+                    continue
                 batch = await backend.claim(queue, self.worker_id, want, self._types, self._lease_ms)
             except Exception as exc:
                 self._claiming = False
@@ -573,18 +601,65 @@ class WorkerEngine:
                 # work, or until a retry this engine scheduled becomes due.
                 await self._idle_wait()
 
+    async def _claim_limited(self, free: int) -> tuple[int, int]:
+        """Claim for up to ``free`` slots under per-type limits; return (claimed, asked for).
+
+        One claim per limited type with room (at most its limit minus what
+        runs), then one for the unlimited types with the slots left, so a
+        limited type never holds more than its limit and never takes the
+        slots of the others. Each claim is handed to the workers as it lands.
+        """
+        out = self._outcomes
+        assert out is not None and out.type_busy is not None
+        type_busy = out.type_busy
+        out.type_free.clear()
+        cap = self.config.claim_batch_size
+        queue = self.config.queue_name
+        claimed = asked = 0
+        for activity_type, limit in out.type_limits.items():
+            room = min(limit - type_busy[activity_type], free - claimed, cap)
+            if room <= 0:
+                continue
+            asked += room
+            got = await self.backend.claim(queue, self.worker_id, room, [activity_type], self._lease_ms)
+            type_busy[activity_type] += len(got)
+            claimed += self._hand_off(got)
+        rest = min(free - claimed, cap)
+        if self._unlimited and rest > 0:
+            asked += rest
+            claimed += self._hand_off(
+                await self.backend.claim(queue, self.worker_id, rest, self._unlimited, self._lease_ms))
+        return claimed, asked
+
+    def _hand_off(self, batch: list[ClaimedActivity]) -> int:
+        n = len(batch)
+        if n:
+            assert self._outcomes is not None
+            self._outcomes.busy += n
+            self._local.put_batch(batch, self._inflight)
+            if self._metrics_on:
+                self.metrics.inc_counter(ACTIVITIES_CLAIMED, n)
+        return n
+
     async def _idle_wait(self) -> None:
-        """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due."""
-        assert self._outcomes is not None
-        retry_wake = self._outcomes.retry_wake
+        """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due.
+
+        With per-type limits, a type at its limit freeing a slot also wakes it.
+        """
+        out = self._outcomes
+        assert out is not None
+        retry_wake = out.retry_wake
         retry_wake.clear()
         told = asyncio.ensure_future(self.backend.wait_for_work(self.config.queue_name, self.config.poll_interval))
         due = asyncio.ensure_future(retry_wake.wait())
+        waits = [told, due]
+        if out.type_busy is not None:
+            waits.append(asyncio.ensure_future(out.type_free.wait()))
         try:
-            await asyncio.wait((told, due), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            told.cancel()
-            due.cancel()
+            for w in waits:
+                w.cancel()
 
     # --------------------------------------------------------------- ack buffer
     async def _flush_loop(self) -> None:
