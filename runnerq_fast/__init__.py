@@ -10,6 +10,7 @@ from runnerq_fast.backends import connect
 from runnerq_fast.backends.memory import MemoryBackend
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.engine import ActivityContext, LifecycleHooks, WorkerEngine
+from runnerq_fast.engine.scheduler import Schedule
 from runnerq_fast.errors import (
     ActivityCancelled,
     ActivityFailed,
@@ -35,6 +36,7 @@ from runnerq_fast.models import (
 )
 from runnerq_fast.observability import QueueInspector
 from runnerq_fast.storage import Backend, register_connector
+from runnerq_fast.sync import SyncActivityBuilder, SyncExecutor
 
 register_connector(connect)
 
@@ -68,6 +70,9 @@ __all__ = [
     "QueueStats",
     "RetryableError",
     "RunnerQError",
+    "Schedule",
+    "SyncActivityBuilder",
+    "SyncExecutor",
     "WorkerConfig",
     "WorkerEngine",
     "__version__",
