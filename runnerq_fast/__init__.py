@@ -5,7 +5,7 @@
 >>> engine = rq.WorkerEngine(backend, queue_name="app")
 """
 
-from runnerq_fast import speedups
+from runnerq_fast import speedups, testing
 from runnerq_fast.backends import connect
 from runnerq_fast.backends.memory import MemoryBackend
 from runnerq_fast.config import WorkerConfig
@@ -78,4 +78,5 @@ __all__ = [
     "__version__",
     "connect",
     "speedups",
+    "testing",
 ]

@@ -247,6 +247,19 @@ class WorkerEngine:
         """The periodic schedules registered with :meth:`periodic`, in registration order."""
         return list(self._schedules.values())
 
+    def handler(self, activity_type: str) -> Handler:
+        """The handler registered for ``activity_type`` (what ``rq.testing.run_eagerly`` calls).
+
+        Raises
+        ------
+        ConfigError
+            If the type has no handler.
+        """
+        registered = self._handlers.get(activity_type)
+        if registered is None:
+            raise ConfigError(f"no handler registered for activity type {activity_type!r}")
+        return registered.fn
+
     @property
     def activity_types(self) -> list[str]:
         """Types with a registered handler."""

@@ -34,7 +34,7 @@ def test_the_builder_enqueues_and_returns_an_id(client: rq.SyncExecutor) -> None
 
 def test_result_times_out(client: rq.SyncExecutor) -> None:
     activity_id = client.activity("never").execute()
-    with pytest.raises(TimeoutError, match="did not finish within 0.05 s"):
+    with pytest.raises(TimeoutError, match=r"did not finish within 0\.05 s"):
         client.result(activity_id, timeout=0.05)
 
 
