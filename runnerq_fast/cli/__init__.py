@@ -9,6 +9,7 @@ Every command that touches a backend takes ``--backend URL`` or reads the
     runnerq-fast enqueue send_email --payload '{"to": "a@b.c"}' --priority high --wait 10
     runnerq-fast stats --queue default --json
     runnerq-fast inspect 3f2a...
+    runnerq-fast schedules myapp.tasks:engine --next 5
     runnerq-fast bench --backend memory:// -n 100000 --output-json bench.json
     runnerq-fast demo                        # mixed workload on ./runnerq-demo.db (SQLite)
     runnerq-fast demo-shop --orders 5        # from the repository root
@@ -22,6 +23,7 @@ One module per group of commands, sharing :mod:`runnerq_fast.cli._common`
 * :mod:`~runnerq_fast.cli.running`: ``worker``
 * :mod:`~runnerq_fast.cli.activities`: ``enqueue``, ``inspect``
 * :mod:`~runnerq_fast.cli.store`: ``migrate``, ``stats``
+* :mod:`~runnerq_fast.cli.schedules`: ``schedules``
 * :mod:`~runnerq_fast.cli.tools`: ``bench``, ``demo``, ``demo-shop``
 
 A new command is a ``@click.command()`` function in the module of its group,
@@ -35,7 +37,7 @@ from typing import NoReturn
 import click
 
 import runnerq_fast as rq
-from runnerq_fast.cli import activities, running, store, tools
+from runnerq_fast.cli import activities, running, schedules, store, tools
 from runnerq_fast.cli.running import load_engine
 
 __all__ = ["cli", "load_engine", "main"]
@@ -56,6 +58,7 @@ for _command in (
     activities.inspect,
     store.migrate,
     store.stats,
+    schedules.schedules,
     tools.bench,
     tools.demo,
     tools.demo_shop,

@@ -9,12 +9,14 @@ The window is counted from tick timestamps, not assumed.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,7 @@ import redis
 import redis.asyncio as aioredis
 
 import runnerq_fast as rq
-from tests.acceptance.helpers import HERE, WorkerProcess
+from tests.acceptance.helpers import HERE, WorkerProcess, run_cli
 
 PROCESSES = 3
 
@@ -104,7 +106,22 @@ def _run(start_worker: Callable[..., WorkerProcess], url: str, queue: str, secon
 def test_three_processes_enqueue_one_activity_per_tick_on_sqlite(
     start_worker: Callable[..., WorkerProcess], tmp_path: Path
 ) -> None:
-    _run(start_worker, f"sqlite:///{tmp_path}/periodic.db", "periodic-fast", 4.0)
+    url = f"sqlite:///{tmp_path}/periodic.db"
+    _run(start_worker, url, "periodic-fast", 4.0)
+    # the schedule is visible on each of its activities (inspect) and in the engine's listing
+    row = asyncio.run(_rows(url, "periodic-fast"))[0]
+    shown = run_cli("inspect", row.id, "--backend", url, "--json")
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    tick = datetime.fromtimestamp(_tick_ms(row) / 1000, UTC).isoformat(timespec="milliseconds")
+    assert doc["activity"]["metadata"] == {"schedule": "beat", "tick": tick}
+    assert doc["result"]["data"]["tick"] == tick
+    listed = run_cli("schedules", "periodic_app:engine", "--json", "--next", "2", cwd=HERE)
+    assert listed.returncode == 0, listed.stderr
+    (sched,) = json.loads(listed.stdout)["schedules"]
+    assert (sched["name"], sched["activity_type"], sched["every"], sched["missed"]) == ("beat", "beat", 1.0, "skip")
+    first, second = (datetime.fromisoformat(t).timestamp() for t in sched["next_ticks"])
+    assert second - first == 1.0 and first % 1 == 0
 
 
 @pytest.mark.slow
