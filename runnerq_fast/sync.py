@@ -129,12 +129,16 @@ class SyncActivityBuilder:
         DuplicateActivityError
             The idempotency key is taken and the behaviour is ``NO_REUSE``.
         TimeoutError
-            The backend did not answer within ``timeout``.
+            The backend did not answer within ``timeout`` (the activity may
+            still be stored: give it an idempotency key to retry safely).
         ConfigError
             The client is closed.
         """
         item = self._builder.build()
-        res = self._client._enqueue(item).result(timeout)
+        try:
+            res = self._client._enqueue(item).result(timeout)
+        except TimeoutError:
+            raise TimeoutError(f"the backend did not store the activity within {timeout} s") from None
         if res.outcome == EnqueueOutcome.REJECTED:
             raise DuplicateActivityError(item.idempotency_key or "", res.activity_id)
         return res.activity_id
@@ -215,7 +219,12 @@ class SyncExecutor:
         if threading.current_thread() is self._thread:
             coro.close()
             raise RuntimeError("a SyncExecutor cannot be called from its own event loop thread")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return fut.result(timeout)
+        except TimeoutError:
+            fut.cancel()  # the call is abandoned in the loop too
+            raise TimeoutError(f"the backend did not answer within {timeout} s") from None
 
     def _enqueue(self, item: NewActivity) -> concurrent.futures.Future[EnqueueResult]:
         """Queue ``item`` for the next enqueue batch; the future resolves to its :class:`EnqueueResult`."""

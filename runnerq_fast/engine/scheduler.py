@@ -175,8 +175,8 @@ def make_schedule(
     if isinstance(every_or_cron, str):
         cron = " ".join(every_or_cron.split())
         try:
-            CronSim(cron, datetime.now(UTC))
-        except CronSimError as exc:
+            next(CronSim(cron, datetime.now(UTC)))
+        except (CronSimError, StopIteration) as exc:
             raise ConfigError(f"bad cron expression {every_or_cron!r}: {exc}") from None
         tz = timezone or "UTC"
         try:
