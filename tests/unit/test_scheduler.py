@@ -106,6 +106,7 @@ async def test_three_engines_enqueue_exactly_one_activity_per_tick() -> None:
     first_down = time.time()
     for e in engines:
         await e.stop()
+    all_down = time.time()
     rows = await backend.list_activities("p", None, limit=1000)
     keys = [r.idempotency_key for r in rows]
     assert len(keys) == len(set(keys)), "a tick was enqueued twice"
@@ -114,7 +115,7 @@ async def test_three_engines_enqueue_exactly_one_activity_per_tick() -> None:
     # every tick while all three engines ran is there exactly once (50 ms margin before the stop)
     window = [k * 100 for k in range(math.floor(all_up * 10) + 1, math.floor((first_down - 0.05) * 10) + 1)]
     assert [t for t in ticks if window[0] <= t <= window[-1]] == window
-    assert all(started * 1000 - 100 < t <= first_down * 1000 for t in ticks)
+    assert all(started * 1000 < t <= all_down * 1000 for t in ticks)  # skip: nothing before the start
     for r in rows:
         tick = datetime.fromtimestamp(_tick_ms(r) / 1000, UTC).isoformat(timespec="milliseconds")
         assert msgspec.json.decode(r.metadata) == {"schedule": "beat", "tick": tick}
