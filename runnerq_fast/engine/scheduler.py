@@ -11,14 +11,17 @@ the others get the existing one back: exactly one activity per tick across
 any number of processes and hosts, by the backend's atomic idempotency (as
 long as the key outlives the catch-up window, see :func:`key_ttl_ms`).
 
-Missed ticks (no engine was running at the tick, or the loop woke late by
-more than one tick) follow the schedule's ``missed`` policy:
+A tick is enqueued as usual while it is at most its *late limit* behind
+(the time to the next tick, at least 1 s and at most 60 s: a slow enqueue
+or a busy loop delays a tick, it does not lose it). Missed ticks — no engine
+was running at the tick, or the scheduler fell further behind than that —
+follow the schedule's ``missed`` policy:
 
 ``"skip"`` (default)
     A tick whose time passed while no scheduler could enqueue it is not run.
     An engine starting at ``t`` enqueues from the first tick after ``t``.
 ``"run_once"``
-    At start (and after a late wake-up), the most recent tick at or before
+    At start (and after falling behind), the most recent tick at or before
     now is enqueued if it is at most ``catch_up`` seconds old — at most one
     activity for all the ticks missed, none if that tick already ran (its
     key is still remembered). Older ticks are skipped.
@@ -52,7 +55,7 @@ from runnerq_fast.models import OnDuplicate, Priority
 if TYPE_CHECKING:
     from runnerq_fast.executor import ActivityExecutor
 
-__all__ = ["MISSED_POLICIES", "Schedule", "key_ttl_ms", "make_schedule", "run_schedules", "tick_key"]
+__all__ = ["MISSED_POLICIES", "Schedule", "key_ttl_ms", "late_limit", "make_schedule", "run_schedules", "tick_key"]
 
 log = logging.getLogger("runnerq_fast.scheduler")
 
@@ -60,6 +63,12 @@ MISSED_POLICIES = ("skip", "run_once")
 """Accepted values of :attr:`Schedule.missed`."""
 
 _MIN_INTERVAL = 0.01
+
+LATE_MIN = 1.0
+"""Seconds any tick may be late and still be enqueued as usual (see :func:`late_limit`)."""
+
+LATE_MAX = 60.0
+"""Most seconds a tick may be late and still be enqueued as usual, however far apart the ticks are."""
 
 
 class Schedule(msgspec.Struct, frozen=True, kw_only=True):
@@ -269,29 +278,37 @@ def _iso(tick: float) -> str:
     return datetime.fromtimestamp(tick, UTC).isoformat(timespec="milliseconds")
 
 
+def late_limit(schedule: Schedule, tick: float) -> float:
+    """Seconds tick ``tick`` may be late and still be enqueued as usual: its spacing, at least 1 s, at most 60 s."""
+    spacing = schedule.next_tick(tick) - tick
+    return min(max(LATE_MIN, spacing), LATE_MAX)
+
+
 async def _run_one_schedule(executor: ActivityExecutor, schedule: Schedule) -> None:
     now = time.time()
     last = now
     if schedule.missed == "run_once":
         prev = schedule.previous_tick(now)
         if prev is not None and now - prev <= schedule.catch_up:
-            await _enqueue_retrying(executor, schedule, prev, schedule.next_tick(now))
+            await _enqueue_retrying(executor, schedule, prev, prev + late_limit(schedule, prev))
             last = prev
     while True:
         tick = schedule.next_tick(last)
         await _sleep_until(tick)
-        following = schedule.next_tick(tick)
-        await _enqueue_retrying(executor, schedule, tick, following)
-        last = tick
+        limit = late_limit(schedule, tick)
         now = time.time()
-        if following <= now:
-            # woke (or enqueued) more than one tick late: the ticks in between were missed
-            missed_last = schedule.previous_tick(now)
-            if schedule.missed == "run_once" and missed_last is not None and now - missed_last <= schedule.catch_up:
-                await _enqueue_retrying(executor, schedule, missed_last, schedule.next_tick(now))
-            log.warning("schedule %r fell behind: ticks from %s to %s missed (policy %s)",
-                        schedule.name, _iso(following), _iso(missed_last or now), schedule.missed)
-            last = now
+        if now - tick <= limit:
+            await _enqueue_retrying(executor, schedule, tick, tick + limit)
+            last = tick
+            continue
+        # more than its late limit behind (the loop was blocked or the process suspended, or
+        # enqueues kept failing): the ticks from this one up to now were missed
+        latest = schedule.previous_tick(now)
+        log.warning("schedule %r fell behind: ticks from %s to %s missed (policy %s)",
+                    schedule.name, _iso(tick), _iso(latest if latest is not None else now), schedule.missed)
+        if schedule.missed == "run_once" and latest is not None and now - latest <= schedule.catch_up:
+            await _enqueue_retrying(executor, schedule, latest, latest + late_limit(schedule, latest))
+        last = now
 
 
 async def run_schedules(executor: ActivityExecutor, schedules: Sequence[Schedule]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,7 +13,8 @@ import msgspec
 import pytest
 
 import runnerq_fast as rq
-from runnerq_fast.engine.scheduler import make_schedule, tick_key
+from runnerq_fast.engine.scheduler import late_limit, make_schedule, tick_key
+from runnerq_fast.models import EnqueueResult, NewActivity
 from tests.conformance import FAST
 
 
@@ -176,3 +178,35 @@ async def test_schedules_cannot_be_added_after_start() -> None:
     async with engine:
         with pytest.raises(rq.ConfigError, match="before the engine starts"):
             engine.periodic(1, "t")
+
+
+class SlowEnqueue(rq.MemoryBackend):
+    """A memory backend whose enqueue takes longer than the schedule's interval."""
+
+    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+        await asyncio.sleep(0.15)
+        return await super().enqueue(queue, items)
+
+
+async def test_a_slow_enqueue_delays_ticks_but_loses_none() -> None:
+    backend = SlowEnqueue()
+    engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": "p", "activity_types": "*"})
+    engine.periodic(0.1, "beat")
+    async with engine:
+        await asyncio.sleep(0.05)
+        up = time.time()
+        await asyncio.sleep(0.8)
+        down = time.time()
+    ticks = sorted(_tick_ms(r) for r in await backend.list_activities("p", None, limit=1000))
+    # each enqueue takes 150 ms for 100 ms ticks: they land late, but every tick up to the stop lands
+    expected_until = min(down - 0.2, ticks[-1] / 1000)
+    window = [k * 100 for k in range(math.floor(up * 10) + 1, math.floor(expected_until * 10) + 1)]
+    assert len(window) >= 4
+    assert [t for t in ticks if t >= window[0]][: len(window)] == window
+    assert len(ticks) == len(set(ticks))
+
+
+def test_the_late_limit_is_the_spacing_within_one_second_and_a_minute() -> None:
+    assert late_limit(make_schedule(0.1, "t"), 100.0) == 1.0
+    assert late_limit(make_schedule(30, "t"), 120.0) == 30.0
+    assert late_limit(make_schedule("0 * * * *", "t"), 3600.0) == 60.0
