@@ -10,8 +10,11 @@ calling ``client.activity("noop").payload({...}).execute()`` one activity at a
 time (what a web view does) on a fresh ``syncbench-<random>`` queue, timed
 from the first call to the last return. The client coalesces the calls of
 concurrent threads into one backend round trip per batch, so more threads
-give more enqueues per second until the backend is the limit. Nothing is
-drained or deleted. ``--output-json`` writes every figure.
+give more enqueues per second until the backend is the limit. The
+``async 1`` row of each backend is the baseline measured in the same run: one
+coroutine awaiting ``ActivityExecutor`` enqueues one at a time on the same
+backend (what the client costs over it). Nothing is drained or deleted.
+``--output-json`` writes every figure.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 import msgspec
@@ -31,12 +36,14 @@ from rich.table import Table
 
 import runnerq_fast as rq
 from runnerq_fast.bench import redact_url
+from runnerq_fast.engine import run_with_uvloop
 
 
 class SyncRun(msgspec.Struct, kw_only=True, frozen=True):
     """One measurement: ``n`` enqueues from ``threads`` threads on ``backend``."""
 
     backend: str
+    client: str
     threads: int
     n: int
     seconds: float
@@ -76,8 +83,34 @@ def measure(url: str, n: int, threads: int) -> SyncRun:
             t.join()
         seconds = time.perf_counter() - started
         name = client.backend_name
-    return SyncRun(backend=f"{name} {redact_url(url)}", threads=threads, n=n, seconds=seconds,
+    return SyncRun(backend=f"{name} {redact_url(url)}", client="sync", threads=threads, n=n, seconds=seconds,
                    enqueue_per_s=n / seconds, speedups=rq.speedups.enabled)
+
+
+def measure_async(url: str, n: int) -> SyncRun:
+    """The baseline: ``n`` enqueues awaited one at a time through an :class:`ActivityExecutor`."""
+
+    async def go() -> tuple[str, float]:
+        backend = await rq.connect(url)
+        try:
+            ex = rq.ActivityExecutor(backend, f"syncbench-{uuid.uuid4().hex[:8]}")
+            await ex.activity("noop").payload({"warm": True}).execute()
+            started = time.perf_counter()
+            for i in range(n):
+                await ex.activity("noop").payload({"i": i}).execute()
+            return backend.name, time.perf_counter() - started
+        finally:
+            await backend.close()
+
+    result: list[tuple[str, float]] = []
+    run_with_uvloop(_into(go(), result))
+    name, seconds = result[0]
+    return SyncRun(backend=f"{name} {redact_url(url)}", client="async", threads=1, n=n, seconds=seconds,
+                   enqueue_per_s=n / seconds, speedups=rq.speedups.enabled)
+
+
+async def _into(coro: Coroutine[Any, Any, tuple[str, float]], out: list[tuple[str, float]]) -> None:
+    out.append(await coro)
 
 
 @click.command()
@@ -93,13 +126,14 @@ def main(urls: tuple[str, ...], n: int, thread_counts: tuple[int, ...], repeat: 
     runs: list[SyncRun] = []
     for _ in range(repeat):
         for url in urls:
+            runs.append(measure_async(url, n))
             for threads in thread_counts:
                 runs.append(measure(url, n, threads))
     table = Table(title=f"SyncExecutor enqueue, n={n} per run")
-    for col in ("backend", "threads", "seconds", "enqueue/s"):
-        table.add_column(col, justify="right" if col != "backend" else "left")
+    for col in ("backend", "client", "threads", "seconds", "enqueue/s"):
+        table.add_column(col, justify="left" if col in ("backend", "client") else "right")
     for r in runs:
-        table.add_row(r.backend, str(r.threads), f"{r.seconds:.2f}", f"{r.enqueue_per_s:,.0f}")
+        table.add_row(r.backend, r.client, str(r.threads), f"{r.seconds:.2f}", f"{r.enqueue_per_s:,.0f}")
     Console().print(table)
     if output_json is not None:
         report = SyncReport(generated_at=datetime.now(UTC).isoformat(), argv=sys.argv, python=sys.version.split()[0],
