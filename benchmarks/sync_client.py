@@ -35,8 +35,8 @@ from rich.console import Console
 from rich.table import Table
 
 import runnerq_fast as rq
-from runnerq_fast.bench import redact_url
 from runnerq_fast.engine import run_with_uvloop
+from runnerq_fast.urls import redact_url
 
 
 class SyncRun(msgspec.Struct, kw_only=True, frozen=True):

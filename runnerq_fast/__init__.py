@@ -8,8 +8,16 @@
 from runnerq_fast import speedups, testing
 from runnerq_fast.backends import connect
 from runnerq_fast.backends.memory import MemoryBackend
-from runnerq_fast.config import WorkerConfig
-from runnerq_fast.engine import ActivityContext, LifecycleHooks, WorkerEngine
+from runnerq_fast.config import WorkerConfig, WorkerSettings
+from runnerq_fast.engine import (
+    ActivityContext,
+    ActivityInfo,
+    ActivityLogFilter,
+    LifecycleHooks,
+    WorkerEngine,
+    current_activity,
+    install_log_context,
+)
 from runnerq_fast.engine.scheduler import Schedule
 from runnerq_fast.errors import (
     ActivityCancelled,
@@ -17,6 +25,7 @@ from runnerq_fast.errors import (
     BackendError,
     ConfigError,
     DuplicateActivityError,
+    EventLoopMismatchError,
     InvalidActivityError,
     NonRetryableError,
     RetryableError,
@@ -50,6 +59,8 @@ __all__ = [
     "ActivityExecutor",
     "ActivityFailed",
     "ActivityFuture",
+    "ActivityInfo",
+    "ActivityLogFilter",
     "ActivityResult",
     "ActivitySnapshot",
     "ActivityStatus",
@@ -58,6 +69,7 @@ __all__ = [
     "ConfigError",
     "DeadLetterRecord",
     "DuplicateActivityError",
+    "EventLoopMismatchError",
     "InvalidActivityError",
     "LifecycleHooks",
     "MemoryBackend",
@@ -75,8 +87,11 @@ __all__ = [
     "SyncExecutor",
     "WorkerConfig",
     "WorkerEngine",
+    "WorkerSettings",
     "__version__",
     "connect",
+    "current_activity",
+    "install_log_context",
     "speedups",
     "testing",
 ]

@@ -112,9 +112,11 @@ class RecordingBackend(MemoryBackend):
         super().__init__(url)
         self.records: list[Enqueued] = []
 
-    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def enqueue(
+        self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
         now = time.time()
-        results = await super().enqueue(queue, items)
+        results = await super().enqueue(queue, items, connection=connection)
         for item, res in zip(items, results, strict=True):
             if res.outcome != EnqueueOutcome.CREATED:
                 continue

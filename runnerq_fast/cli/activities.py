@@ -11,7 +11,6 @@ import msgspec
 from rich.table import Table
 
 import runnerq_fast as rq
-from runnerq_fast.bench import redact_url
 from runnerq_fast.cli._common import (
     NO_SCHEMA,
     BadInput,
@@ -31,6 +30,7 @@ from runnerq_fast.cli._common import (
     require_backend,
     run,
 )
+from runnerq_fast.urls import redact_url
 
 
 @click.command()

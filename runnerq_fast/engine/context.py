@@ -31,8 +31,6 @@ class ActivityContext:
         1-4.
     enqueued_at : float
         Creation time, epoch **seconds**.
-    executor : ActivityExecutor
-        Enqueues child activities on the same queue.
     cancellation : asyncio.Event
         Set when the engine begins to shut down; a long handler may check
         :attr:`is_cancelled` and return early (it is cancelled anyway once
@@ -40,13 +38,14 @@ class ActivityContext:
     """
 
     __slots__ = (
+        "_child_executor",
+        "_executor",
         "_metadata",
         "_raw_metadata",
         "activity_id",
         "activity_type",
         "cancellation",
         "enqueued_at",
-        "executor",
         "max_retries",
         "priority",
         "retry_count",
@@ -59,18 +58,37 @@ class ActivityContext:
         self.max_retries = activity.max_retries
         self.priority = activity.priority
         self.enqueued_at = activity.created_at_ms / 1000.0
-        self.executor = executor
+        self._executor = executor
+        self._child_executor: ActivityExecutor | None = None
         self.cancellation = cancellation
         self._raw_metadata = activity.metadata
         self._metadata: dict[str, str] | None = None
 
     @property
+    def executor(self) -> ActivityExecutor:
+        """Enqueues child activities on the same queue; each inherits this activity's metadata.
+
+        A child's metadata is this activity's :attr:`metadata` (keys the
+        handler added to that dict included) updated with what the child sets
+        itself (``.metadata({...})``; ``.metadata({...}, inherit=False)``
+        replaces it instead). Made on first use, so a handler that enqueues
+        nothing pays nothing.
+        """
+        child = self._child_executor
+        if child is None:
+            inherited = self._raw_metadata if self._metadata is None else self._metadata
+            child = self._child_executor = self._executor.child(self.activity_id, inherited)
+        return child
+
+    @property
     def metadata(self) -> dict[str, str]:
-        """The activity's metadata (decoded on first access)."""
+        """The activity's metadata (decoded on first access); child activities inherit this dict."""
         if self._metadata is None:
             raw = self._raw_metadata
             decoded: Any = decode_json(raw) if raw and raw not in (b"{}", "{}") else {}
             self._metadata = decoded if isinstance(decoded, dict) else {}
+            if self._child_executor is not None:
+                self._child_executor.inherited_metadata = self._metadata
         return self._metadata
 
     @property

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from runnerq_fast.backends.postgres import PostgresBackend
-from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 
 
-class TestPostgresConformance(BackendConformance, ErrorTextConformance):
+class TestPostgresConformance(BackendConformance, ErrorTextConformance, HardeningConformance):
     @pytest.fixture
     async def backend(self, pg_url: str) -> AsyncIterator[PostgresBackend]:
         b = await PostgresBackend.open(pg_url, min_size=2, max_size=12)

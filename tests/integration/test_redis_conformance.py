@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from runnerq_fast.backends.redis import RedisBackend
-from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 
 
-class TestRedisConformance(BackendConformance, ErrorTextConformance):
+class TestRedisConformance(BackendConformance, ErrorTextConformance, HardeningConformance):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:
         yield redis_backend

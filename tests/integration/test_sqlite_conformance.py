@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from runnerq_fast.backends.sqlite import SqliteBackend
-from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 
 
-class TestSqliteConformance(BackendConformance, ErrorTextConformance):
+class TestSqliteConformance(BackendConformance, ErrorTextConformance, HardeningConformance):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[SqliteBackend]:
         b = await SqliteBackend.open(f"sqlite:///{tmp_path / 'conformance.db'}")

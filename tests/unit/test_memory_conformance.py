@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from runnerq_fast.backends.memory import MemoryBackend
-from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 
 
-class TestMemoryConformance(BackendConformance, ErrorTextConformance):
+class TestMemoryConformance(BackendConformance, ErrorTextConformance, HardeningConformance):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:
         b = MemoryBackend()

@@ -188,9 +188,11 @@ async def test_schedules_cannot_be_added_after_start() -> None:
 class SlowEnqueue(rq.MemoryBackend):
     """A memory backend whose enqueue takes longer than the schedule's interval."""
 
-    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def enqueue(
+        self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
         await asyncio.sleep(0.15)
-        return await super().enqueue(queue, items)
+        return await super().enqueue(queue, items, connection=connection)
 
 
 async def test_a_slow_enqueue_delays_ticks_but_loses_none() -> None:

@@ -73,10 +73,11 @@ def test_enqueues_from_many_threads_are_batched(client: rq.SyncExecutor, monkeyp
     callers: set[str] = set()
     real = MemoryBackend.enqueue
 
-    async def counting(self: MemoryBackend, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def counting(self: MemoryBackend, queue: str, items: Sequence[NewActivity], *,
+                       connection: object | None = None) -> list[EnqueueResult]:
         sizes.append(len(items))
         callers.add(threading.current_thread().name)
-        return await real(self, queue, items)
+        return await real(self, queue, items, connection=connection)
 
     monkeypatch.setattr(MemoryBackend, "enqueue", counting)
     ids: list[str] = []
