@@ -5,7 +5,7 @@
 >>> engine = rq.WorkerEngine(backend, queue_name="app")
 """
 
-from runnerq_fast import speedups
+from runnerq_fast import speedups, testing
 from runnerq_fast.backends import connect
 from runnerq_fast.backends.memory import MemoryBackend
 from runnerq_fast.config import WorkerConfig, WorkerSettings
@@ -18,6 +18,7 @@ from runnerq_fast.engine import (
     current_activity,
     install_log_context,
 )
+from runnerq_fast.engine.scheduler import Schedule
 from runnerq_fast.errors import (
     ActivityCancelled,
     ActivityFailed,
@@ -51,6 +52,7 @@ from runnerq_fast.models import (
 )
 from runnerq_fast.observability import QueueAdmin, QueueInspector
 from runnerq_fast.storage import Backend, register_connector
+from runnerq_fast.sync import SyncActivityBuilder, SyncExecutor
 
 register_connector(connect)
 
@@ -105,6 +107,9 @@ __all__ = [
     "QueueSummary",
     "RetryableError",
     "RunnerQError",
+    "Schedule",
+    "SyncActivityBuilder",
+    "SyncExecutor",
     "WorkerConfig",
     "WorkerEngine",
     "WorkerSettings",
@@ -113,4 +118,5 @@ __all__ = [
     "current_activity",
     "install_log_context",
     "speedups",
+    "testing",
 ]

@@ -144,6 +144,14 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     sync_workers : int
         Threads for plain ``def`` handlers, 0-10,000; 0 (default) means
         ``min(32, max_workers)``.
+    limits : dict of str to int, or None
+        Most activities of a type this engine runs at once, e.g.
+        ``{"thumbnail": 4}``; the other types share the remaining worker
+        slots. Each type must be one the engine claims (not with
+        ``activity_types="*"``); each limit >= 1. Default ``None``: no
+        per-type limit. A limit holds per engine; for a limit across all
+        processes run a dedicated engine (``--activity-types thumbnail
+        --concurrency 4``).
 
     Raises
     ------
@@ -173,6 +181,7 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     max_payload_bytes: int = 1024 * 1024
     idempotency_ttl: float = 86400.0
     sync_workers: int = 0
+    limits: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         check_name(self.queue_name, "queue_name")
@@ -203,6 +212,12 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
                 raise ConfigError(f'activity_types must be a list of names, "*" or None, got {type(types).__name__}')
             for t in types:
                 check_name(t, "an activity type in activity_types")
+        if self.limits is not None and not isinstance(self.limits, dict):
+            raise ConfigError(f"limits must be a dict of activity type to int, got {type(self.limits).__name__}")
+        for name, limit in (self.limits or {}).items():
+            check_name(name, "an activity type in limits")
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+                raise ConfigError(f"limits[{name!r}] must be an int >= 1, got {limit!r}")
 
     @property
     def effective_heartbeat_interval(self) -> float:
@@ -243,3 +258,4 @@ class WorkerSettings(TypedDict, total=False):
     max_payload_bytes: int
     idempotency_ttl: float
     sync_workers: int
+    limits: dict[str, int] | None

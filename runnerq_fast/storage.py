@@ -455,10 +455,10 @@ def refuse_connection(backend: Backend, connection: object | None) -> None:
         )
 
 
-_connector: Callable[[str], Awaitable[Backend]] | None = None
+_connector: Callable[..., Awaitable[Backend]] | None = None
 
 
-def register_connector(connector: Callable[[str], Awaitable[Backend]]) -> None:
+def register_connector(connector: Callable[..., Awaitable[Backend]]) -> None:
     """Install the function that opens a backend from a URL.
 
     The package's ``__init__`` installs :func:`runnerq_fast.connect`, so the
@@ -468,8 +468,8 @@ def register_connector(connector: Callable[[str], Awaitable[Backend]]) -> None:
     _connector = connector
 
 
-async def open_backend(url: str) -> Backend:
-    """Open ``url`` through the registered connector.
+async def open_backend(url: str, **options: object) -> Backend:
+    """Open ``url`` through the registered connector (``options`` go to the backend's ``open``).
 
     Raises
     ------
@@ -478,4 +478,4 @@ async def open_backend(url: str) -> Backend:
     """
     if _connector is None:
         raise ConfigError("no backend connector registered; import runnerq_fast first")
-    return await _connector(url)
+    return await _connector(url, **options)

@@ -723,6 +723,61 @@ class BackendConformance:
             assert await fut.result(timeout=5) == "fine"
         assert calls == ["processing", "processed:True"]
 
+    # ------------------------------------------------------------------ per-type limits, schedules
+    async def test_per_type_limit_holds_and_the_other_types_are_not_starved(self, backend: Backend) -> None:
+        engine = self.engine(backend, max_workers=6, limits={"slow": 2})
+        running = peak = 0
+        finished: dict[str, list[float]] = {"slow": [], "fast": []}
+
+        @engine.activity("slow")
+        async def slow(payload: Any, ctx: rq.ActivityContext) -> None:
+            nonlocal running, peak
+            running += 1
+            peak = max(peak, running)
+            try:
+                await asyncio.sleep(0.02)
+            finally:
+                running -= 1
+            finished["slow"].append(time.monotonic())
+
+        @engine.activity("fast")
+        async def fast(payload: Any, ctx: rq.ActivityContext) -> None:
+            finished["fast"].append(time.monotonic())
+
+        ex = engine.executor
+        await ex.enqueue_many([ex.activity("slow").payload(i).priority(rq.Priority.HIGH) for i in range(12)])
+        await ex.enqueue_many([("fast", i) for i in range(12)])
+
+        async def all_done() -> bool:
+            return len(finished["slow"]) == 12 and len(finished["fast"]) == 12
+
+        async with engine:
+            await eventually(all_done, 10, "every activity to finish")
+        assert peak == 2
+        assert max(finished["fast"]) < sorted(finished["slow"])[5]
+
+    async def test_two_engines_enqueue_one_activity_per_schedule_tick(self, backend: Backend) -> None:
+        engines = []
+        for _ in range(2):
+            engine = self.engine(backend, activity_types="*")
+            engine.periodic(0.1, "tick")
+            engines.append(engine)
+        for e in engines:
+            await e.start()
+        await asyncio.sleep(0.05)
+        up = time.time()
+        await asyncio.sleep(0.6)
+        first_down = time.time()
+        for e in engines:
+            await e.stop()
+        rows = await backend.list_activities(self.queue, None, limit=1000)
+        keys = [r.idempotency_key for r in rows]
+        assert all(k is not None and k.startswith("periodic:tick:") for k in keys)
+        ticks = sorted(int(str(k).rpartition(":")[2]) for k in keys)
+        assert len(ticks) == len(set(ticks)), "a tick has two activities"
+        window = [k * 100 for k in range(math.floor(up * 10) + 1, math.floor((first_down - 0.05) * 10) + 1)]
+        assert [t for t in ticks if window[0] <= t <= window[-1]] == window
+
 
 def _deep(depth: int) -> Any:
     value: Any = 0

@@ -12,6 +12,7 @@ Every command that touches a backend takes ``--backend URL`` or reads the
     runnerq-fast inspect 3f2a...
     runnerq-fast retry --status dead_letter --type send_email
     runnerq-fast cancel 3f2a... 41bc...
+    runnerq-fast schedules myapp.tasks:engine --next 5
     runnerq-fast bench --backend memory:// -n 100000 --output-json bench.json
     runnerq-fast demo                        # mixed workload on ./runnerq-demo.db (SQLite)
     runnerq-fast demo-shop --orders 5        # from the repository root
@@ -27,6 +28,7 @@ One module per group of commands, sharing :mod:`runnerq_fast.cli._common`
 * :mod:`~runnerq_fast.cli.activities`: ``enqueue``, ``inspect``, and the actions ``cancel``,
   ``retry``, ``run-now``, ``set-priority``, ``delete``
 * :mod:`~runnerq_fast.cli.store`: ``migrate``, ``stats``
+* :mod:`~runnerq_fast.cli.schedules`: ``schedules``
 * :mod:`~runnerq_fast.cli.tools`: ``bench``, ``demo``, ``demo-shop``
 
 A new command is a ``@click.command()`` function in the module of its group,
@@ -40,7 +42,7 @@ from typing import NoReturn
 import click
 
 import runnerq_fast as rq
-from runnerq_fast.cli import activities, running, serving, store, tools
+from runnerq_fast.cli import activities, running, schedules, serving, store, tools
 from runnerq_fast.cli.running import load_engine
 
 __all__ = ["cli", "load_engine", "main"]
@@ -67,6 +69,7 @@ for _command in (
     activities.delete,
     store.migrate,
     store.stats,
+    schedules.schedules,
     tools.bench,
     tools.demo,
     tools.demo_shop,

@@ -233,12 +233,13 @@ async def worker_loop(out: Outcomes, local: Handoff) -> None:
     An exception escaping :func:`run_one` (an engine bug; any BaseException
     but a cancellation) is logged and the attempt counted as failed; the
     worker keeps going. Every activity taken frees its slot (``out.busy``,
-    ``out.slot_free``) when it ends. While it runs,
-    :data:`~runnerq_fast.engine.logcontext.running` names it (log records,
-    :func:`~runnerq_fast.current_activity`).
+    ``out.slot_free``, and its type's slot with per-type limits) when it
+    ends. While it runs, :data:`~runnerq_fast.engine.logcontext.running`
+    names it (log records, :func:`~runnerq_fast.current_activity`).
     """
     me = asyncio.current_task()
     slot_free = out.slot_free
+    type_busy = out.type_busy  # None unless per-type limits are set
     while True:
         a = await local.get()
         if a is None:
@@ -254,6 +255,8 @@ async def worker_loop(out: Outcomes, local: Handoff) -> None:
             out.retry_or_dead(a, "engine error (see the worker log)", None)
         finally:
             out.busy -= 1
+            if type_busy is not None:
+                out.type_done(a.activity_type)
             slot_free.set()
 
 

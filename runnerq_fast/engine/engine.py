@@ -31,7 +31,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar, Unpack
+from typing import Any, TypeVar, Unpack
 
 import msgspec
 
@@ -39,6 +39,7 @@ from runnerq_fast.config import WorkerConfig, WorkerSettings
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
+from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
 from runnerq_fast.errors import ConfigError
 from runnerq_fast.executor import ActivityExecutor, validate_activity_type
@@ -52,7 +53,7 @@ from runnerq_fast.metrics import (
     NoopMetrics,
     labelled,
 )
-from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef
+from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, Priority
 from runnerq_fast.observability.admin import QueueAdmin
 from runnerq_fast.observability.inspector import QueueInspector
 from runnerq_fast.storage import Backend, open_backend
@@ -168,6 +169,7 @@ class WorkerEngine:
         self.hooks: tuple[LifecycleHooks, ...] = tuple(hooks)
         self.worker_id = worker_id or _default_worker_id()
         self._handlers: dict[str, Registered] = {}
+        self._schedules: dict[str, Schedule] = {}
         self._executor: ActivityExecutor | None = None
         self._started = False
         self._stopping = False
@@ -209,6 +211,95 @@ class WorkerEngine:
             raise ConfigError(f"handler for {activity_type!r} is not callable")
         _check_signature(activity_type, handler)
         self._handlers[activity_type] = Registered(handler)
+
+    def periodic(
+        self,
+        every_or_cron: str | float,
+        activity_type: str,
+        *,
+        payload: Any = None,
+        name: str | None = None,
+        timezone: str | None = None,
+        missed: str = "skip",
+        catch_up: float = 86400.0,
+        priority: Priority | int = Priority.NORMAL,
+        metadata: dict[str, str] | None = None,
+    ) -> Schedule:
+        """Enqueue one ``activity_type`` activity per tick of a cron expression or an interval.
+
+        Every engine with the same schedule (same name) enqueues each tick
+        with the idempotency key ``periodic:<name>:<tick epoch ms>``, so the
+        queue gets exactly one activity per tick however many engines run it
+        (see :mod:`runnerq_fast.engine.scheduler`). The activity type needs
+        no handler in this engine: another engine may run it.
+
+        Parameters
+        ----------
+        every_or_cron : str or float
+            A cron expression (``"*/5 * * * *"``; 5 fields, or 6 with seconds
+            first) or an interval in **seconds** (>= 0.01), whose ticks are
+            aligned to the Unix epoch.
+        activity_type : str
+            Type enqueued at each tick.
+        payload : Any, optional
+            JSON-encodable payload of every activity.
+        name : str, optional
+            Unique schedule name (default: ``activity_type``); keep it stable
+            across deployments, it keys the ticks.
+        timezone : str, optional
+            IANA timezone of a cron expression (default ``"UTC"``), e.g.
+            ``"Europe/Paris"``; DST follows Debian cron.
+        missed : {"skip", "run_once"}
+            What happens to ticks no engine could enqueue (default ``"skip"``):
+            ``"run_once"`` enqueues, at start, the latest past tick if it is at
+            most ``catch_up`` seconds old (and was not already enqueued).
+        catch_up : float
+            Seconds, default 86400 (one day); only used by ``"run_once"``.
+        priority : Priority or int
+            Priority of every activity (default NORMAL).
+        metadata : dict of str to str, optional
+            Extra metadata; ``{"schedule": name}`` is always added.
+
+        Returns
+        -------
+        Schedule
+            The registered schedule (also in :attr:`schedules`).
+
+        Raises
+        ------
+        ConfigError
+            If the engine has started, the name is taken, or an argument is
+            invalid (bad cron expression, interval, timezone, policy, payload).
+        InvalidActivityError
+            If the activity type is empty, too long or not a string.
+        """
+        validate_activity_type(activity_type)
+        if self._started:
+            raise ConfigError("schedules must be added before the engine starts")
+        schedule = make_schedule(every_or_cron, activity_type, payload=payload, name=name, timezone=timezone,
+                                 missed=missed, catch_up=catch_up, priority=priority, metadata=metadata)
+        if schedule.name in self._schedules:
+            raise ConfigError(f"a schedule named {schedule.name!r} exists; give this one another name=")
+        self._schedules[schedule.name] = schedule
+        return schedule
+
+    @property
+    def schedules(self) -> list[Schedule]:
+        """The periodic schedules registered with :meth:`periodic`, in registration order."""
+        return list(self._schedules.values())
+
+    def handler(self, activity_type: str) -> Handler:
+        """The handler registered for ``activity_type`` (what ``rq.testing.run_eagerly`` calls).
+
+        Raises
+        ------
+        ConfigError
+            If the type has no handler.
+        """
+        registered = self._handlers.get(activity_type)
+        if registered is None:
+            raise ConfigError(f"no handler registered for activity type {activity_type!r}")
+        return registered.fn
 
     @property
     def activity_types(self) -> list[str]:
@@ -262,6 +353,7 @@ class WorkerEngine:
         self._workers: list[asyncio.Task[None]] = []
         self._fetcher: asyncio.Task[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
+        self._scheduler: asyncio.Task[None] | None = None
         self._claiming = False
         self._flush_closing = False
         self._flush_deadline: float | None = None
@@ -282,6 +374,18 @@ class WorkerEngine:
             raise ConfigError("activity_types is an empty list; nothing could be claimed")
         return list(declared)
 
+    def _check_limits(self) -> None:
+        limits = self.config.limits
+        self._unlimited: list[str] = []
+        if not limits:
+            return
+        if self._types is None:
+            raise ConfigError('limits need the list of types this engine claims; not with activity_types="*"')
+        unknown = [t for t in limits if t not in self._types]
+        if unknown:
+            raise ConfigError(f"limits name types this engine does not claim: {', '.join(unknown)}")
+        self._unlimited = [t for t in self._types if t not in limits]
+
     async def start(self) -> None:
         """Open the backend if given as a URL and start every loop.
 
@@ -295,6 +399,7 @@ class WorkerEngine:
         if self._started:
             raise ConfigError("engine already started")
         self._types = self._claim_filter()
+        self._check_limits()
         if self._backend is None:
             url = self._backend_url or os.environ.get("RUNNERQ_BACKEND")
             if not url:
@@ -327,6 +432,12 @@ class WorkerEngine:
             asyncio.create_task(self._reaper_loop(), name="runnerq-reaper"),
         ]
         self._fetcher = asyncio.create_task(self._fetch_loop(), name="runnerq-fetcher")
+        if self._schedules:
+            self._scheduler = asyncio.create_task(run_schedules(self.executor, self.schedules),
+                                                  name="runnerq-scheduler")
+            for sched in self._schedules.values():
+                log.info("schedule %r: %s (%s, missed=%s) -> %s", sched.name, sched.spec, sched.timezone,
+                         sched.missed, sched.activity_type)
         log.info(
             "engine %s started on %s queue=%r workers=%d types=%s",
             self.worker_id, self.backend.name, cfg.queue_name, cfg.max_workers,
@@ -419,6 +530,12 @@ class WorkerEngine:
         self._stopped.set()
         out.cancellation.set()
         cfg = self.config
+        # 0. stop enqueueing ticks (another engine, or the next start, takes the schedule over)
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scheduler
+            self._scheduler = None
         # 1. stop claiming (let a claim in flight land, so nothing it took is lost)
         fetcher = self._fetcher
         if fetcher is not None:
@@ -432,6 +549,8 @@ class WorkerEngine:
             if item is not None:
                 out.release.append(LeaseRef(item.id, item.claim_token))
                 out.busy -= 1
+                if out.type_busy is not None:
+                    out.type_done(item.activity_type)
         for _ in self._workers:
             self._local.put_nowait(None)
         # 3. give running handlers the grace period, then cancel them
@@ -495,6 +614,7 @@ class WorkerEngine:
         assert out is not None
         error_delay = 0.05
         low_water = max(1, cfg.max_workers // 4)
+        limited = out.type_busy is not None
         while not self._stopping:
             free = cfg.max_workers - out.busy
             # Claim when a worker is idle, or when enough slots are free to
@@ -506,6 +626,18 @@ class WorkerEngine:
             want = free if free < limit_cap else limit_cap
             self._claiming = True
             try:
+                if limited:
+                    n, want = await self._claim_limited(free)
+                    self._claiming = False
+                    if want == 0:
+                        # every type with room is at its limit: wait for one of them to free a slot
+                        await out.type_free.wait()
+                        continue
+                    if self._stopping:
+                        return
+                    if n < want:
+                        await self._idle_wait()
+                    continue
                 batch = await backend.claim(queue, self.worker_id, want, self._types, self._lease_ms)
             except Exception as exc:
                 self._claiming = False
@@ -550,18 +682,65 @@ class WorkerEngine:
             sink.count(ACTIVITIES_CLAIMED, lab, len(ws))
             sink.observe_many(QUEUE_WAIT, lab, ws)
 
+    async def _claim_limited(self, free: int) -> tuple[int, int]:
+        """Claim for up to ``free`` slots under per-type limits; return (claimed, asked for).
+
+        One claim per limited type with room (at most its limit minus what
+        runs), then one for the unlimited types with the slots left, so a
+        limited type never holds more than its limit and never takes the
+        slots of the others. Each claim is handed to the workers as it lands.
+        """
+        out = self._outcomes
+        assert out is not None and out.type_busy is not None
+        type_busy = out.type_busy
+        out.type_free.clear()
+        cap = self.config.claim_batch_size
+        queue = self.config.queue_name
+        claimed = asked = 0
+        for activity_type, limit in out.type_limits.items():
+            room = min(limit - type_busy[activity_type], free - claimed, cap)
+            if room <= 0:
+                continue
+            asked += room
+            got = await self.backend.claim(queue, self.worker_id, room, [activity_type], self._lease_ms)
+            type_busy[activity_type] += len(got)
+            claimed += self._hand_off(got)
+        rest = min(free - claimed, cap)
+        if self._unlimited and rest > 0:
+            asked += rest
+            claimed += self._hand_off(
+                await self.backend.claim(queue, self.worker_id, rest, self._unlimited, self._lease_ms))
+        return claimed, asked
+
+    def _hand_off(self, batch: list[ClaimedActivity]) -> int:
+        n = len(batch)
+        if n:
+            assert self._outcomes is not None
+            self._outcomes.busy += n
+            self._local.put_batch(batch, self._inflight)
+            if self._metrics_on:
+                self._record_claims(batch)
+        return n
+
     async def _idle_wait(self) -> None:
-        """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due."""
-        assert self._outcomes is not None
-        retry_wake = self._outcomes.retry_wake
+        """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due.
+
+        With per-type limits, a type at its limit freeing a slot also wakes it.
+        """
+        out = self._outcomes
+        assert out is not None
+        retry_wake = out.retry_wake
         retry_wake.clear()
         told = asyncio.ensure_future(self.backend.wait_for_work(self.config.queue_name, self.config.poll_interval))
         due = asyncio.ensure_future(retry_wake.wait())
+        waits = [told, due]
+        if out.type_busy is not None:
+            waits.append(asyncio.ensure_future(out.type_free.wait()))
         try:
-            await asyncio.wait((told, due), return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            told.cancel()
-            due.cancel()
+            for w in waits:
+                w.cancel()
 
     # --------------------------------------------------------------- ack buffer
     async def _flush_loop(self) -> None:

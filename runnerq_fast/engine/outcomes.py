@@ -14,7 +14,8 @@ outcome through it:
 * plain ``def`` handlers in the thread pool (:meth:`Outcomes.call_sync`) with
   the bookkeeping that keeps an activity from running twice at once;
 * worker-slot accounting shared with the fetcher (:attr:`Outcomes.busy`,
-  :attr:`Outcomes.slot_free`);
+  :attr:`Outcomes.slot_free`, and with per-type limits :attr:`Outcomes.type_busy`,
+  :meth:`Outcomes.type_done`);
 * operator cancellation of running activities: the attempts in progress
   (:attr:`Outcomes.running`), :meth:`Outcomes.request_cancel` (called by the
   engine's heartbeat when the store reports a cancel request) and
@@ -144,6 +145,9 @@ class Outcomes:
         "stats",
         "stopping",
         "threads",
+        "type_busy",
+        "type_free",
+        "type_limits",
     )
 
     def __init__(
@@ -181,6 +185,11 @@ class Outcomes:
         #: worker slots taken (claimed and not yet ended); ``slot_free`` is set when one ends
         self.busy = 0
         self.slot_free = asyncio.Event()
+        #: with per-type limits (``config.limits``): slots taken per limited type, and an event set
+        #: when a type at its limit frees one; ``None`` without limits (the worker path then skips it)
+        self.type_limits: dict[str, int] = dict(config.limits or {})
+        self.type_busy: dict[str, int] | None = dict.fromkeys(self.type_limits, 0) if self.type_limits else None
+        self.type_free = asyncio.Event()
         self.stats = new_stats()
         self._hook_tasks: set[asyncio.Future[None]] = set()
         self._labels: dict[str, tuple[tuple[str, ...], ...]] = {}
@@ -239,6 +248,16 @@ class Outcomes:
         self.metrics.count(counter, lab[0])
         if duration is not None:
             self.metrics.observe(ACTIVITY_DURATION, lab[outcome], duration)
+
+    def type_done(self, activity_type: str) -> None:
+        """Free a slot of ``activity_type`` (only called when :attr:`type_busy` is set)."""
+        type_busy = self.type_busy
+        assert type_busy is not None
+        held = type_busy.get(activity_type)
+        if held is not None:
+            type_busy[activity_type] = held - 1
+            if held >= self.type_limits[activity_type]:
+                self.type_free.set()
 
     # ------------------------------------------------------------ classification
     def push_ack(self, ack: Ack) -> None:

@@ -104,6 +104,8 @@ def _outcomes(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> A
         hooks=hooks,
         slot_free=asyncio.Event(),
         busy=0,
+        type_busy=None,
+        type_done=lambda activity_type: log.append(("type_done", activity_type)),
         acks=[],
         ack_ready=asyncio.Event(),
         ack_full=asyncio.Event(),
@@ -139,9 +141,11 @@ class _Hooks:
 
 
 async def _drain(impl: tuple[ModuleType, ModuleType], items: list[ClaimedActivity], with_hooks: bool,
-                 workers: int, batch: int) -> tuple[Any, ...]:
+                 workers: int, batch: int, limited: bool = False) -> tuple[Any, ...]:
     worker, deadline = impl
     eng = _outcomes(deadline, (), batch)
+    if limited:
+        eng.type_busy = {"t": 0}
     if with_hooks:
         eng.hooks = (_Hooks(eng.log),)
     local = worker.Handoff(asyncio.get_running_loop())
@@ -175,6 +179,16 @@ def test_worker_paths_agree(kinds: list[tuple[str, int]], with_hooks: bool, work
     results = [asyncio.run(_drain(impl, items, with_hooks, workers, batch)) for impl in PAIRS]
     for other in results[1:]:
         assert other == results[0]
+    assert not any(e[0] == "type_done" for e in results[0][1])  # no per-type accounting without limits
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_every_activity_frees_its_type_slot_under_limits(impl: tuple[ModuleType, ModuleType]) -> None:
+    kinds = ["value", "retryable", "unknown_type", "bad_payload", "sync", "timeout", "none"]
+    items = [_activity(i, k, 0) for i, k in enumerate(kinds)]
+    result = asyncio.run(_drain(impl, items, False, 3, 4, limited=True))
+    freed = sorted(e[1] for e in result[1] if e[0] == "type_done")
+    assert freed == sorted(a.activity_type for a in items)
 
 
 @pytest.mark.parametrize("impl", IMPLS)

@@ -225,6 +225,7 @@ async def worker_loop(out, Handoff local):
     """
     me = _current_task()
     slot_free = out.slot_free
+    type_busy = out.type_busy  # None unless per-type limits are set
     items = local._items
     cdef dict handlers = out.handlers
     deadlines_obj = out.deadlines
@@ -301,6 +302,8 @@ async def worker_loop(out, Handoff local):
             out.retry_or_dead(a, "engine error (see the worker log)", None)
         finally:
             out.busy -= 1
+            if type_busy is not None:
+                out.type_done(a.activity_type)
             slot_free.set()
 
 
