@@ -25,8 +25,9 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
-from runnerq_fast.bench import BenchConfig, BenchResult, redact_url, run_bench
+from runnerq_fast.bench import BenchConfig, BenchResult, run_bench
 from runnerq_fast.engine import run_with_uvloop
+from runnerq_fast.urls import redact_url
 
 
 class Report(msgspec.Struct, kw_only=True, frozen=True):

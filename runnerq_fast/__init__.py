@@ -8,14 +8,23 @@
 from runnerq_fast import speedups
 from runnerq_fast.backends import connect
 from runnerq_fast.backends.memory import MemoryBackend
-from runnerq_fast.config import WorkerConfig
-from runnerq_fast.engine import ActivityContext, LifecycleHooks, WorkerEngine
+from runnerq_fast.config import WorkerConfig, WorkerSettings
+from runnerq_fast.engine import (
+    ActivityContext,
+    ActivityInfo,
+    ActivityLogFilter,
+    LifecycleHooks,
+    WorkerEngine,
+    current_activity,
+    install_log_context,
+)
 from runnerq_fast.errors import (
     ActivityCancelled,
     ActivityFailed,
     BackendError,
     ConfigError,
     DuplicateActivityError,
+    EventLoopMismatchError,
     InvalidActivityError,
     NonRetryableError,
     RetryableError,
@@ -57,6 +66,8 @@ __all__ = [
     "ActivityFailed",
     "ActivityFilter",
     "ActivityFuture",
+    "ActivityInfo",
+    "ActivityLogFilter",
     "ActivityPage",
     "ActivityResult",
     "ActivitySnapshot",
@@ -66,6 +77,7 @@ __all__ = [
     "ConfigError",
     "DeadLetterRecord",
     "DuplicateActivityError",
+    "EventLoopMismatchError",
     "InvalidActivityError",
     "LeaseReport",
     "LifecycleHooks",
@@ -83,7 +95,10 @@ __all__ = [
     "RunnerQError",
     "WorkerConfig",
     "WorkerEngine",
+    "WorkerSettings",
     "__version__",
     "connect",
+    "current_activity",
+    "install_log_context",
     "speedups",
 ]

@@ -1,14 +1,23 @@
 """Pure-Python payload codec (the reference twin of the compiled codec).
 
-JSON via msgspec. Encoding validates what every backend must refuse: values
-that do not encode, NaN/Infinity (msgspec would silently write ``null``), the
-NUL character (PostgreSQL text and jsonb cannot hold it) and oversized
-payloads.
+JSON via msgspec. Encoding refuses what would not come back equal (every
+type but the JSON ones: msgspec would turn bytes into base64 text, a datetime
+into ISO text, a tuple into a list, ``{1: ...}`` into ``{"1": ...}``), what
+JSON cannot hold (NaN/Infinity, which msgspec would silently write as
+``null``), what a backend cannot store (the NUL character: PostgreSQL text and
+jsonb cannot hold it; lone surrogates) and oversized values. :func:`explain`
+names the path of the offending value; the compiled twin uses it too, so the
+messages are the same.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import decimal
+import enum
 import math
+import uuid
 from typing import Any
 
 import msgspec
@@ -18,41 +27,134 @@ from runnerq_fast.errors import InvalidActivityError
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
 _NUL = b"\\u0000"
-_NULL = b"null"
+
+ACCEPTED = "dict (with str keys), list, str, int, float, bool and None"
+"""What a payload, a result or metadata may hold: the JSON types, which arrive exactly as they were sent."""
 
 
-def _find_non_finite(obj: Any) -> bool:
-    """Whether a float NaN/Infinity sits anywhere in dicts, lists and tuples of ``obj``.
+def is_plain_json(obj: Any) -> bool:
+    """Whether ``obj`` holds only :data:`ACCEPTED` values (exact types) and finite floats.
 
-    An explicit stack, not recursion: msgspec encodes nesting deeper than the
-    interpreter's recursion limit would allow a recursive walk to check.
+    One pass with an explicit stack (no recursion, so nesting deeper than the
+    interpreter's recursion limit is walked too); subclasses (an ``IntEnum``,
+    an ``OrderedDict``) count as foreign, since they would arrive as the plain type.
     """
     stack = [obj]
     pop, extend = stack.pop, stack.extend
     while stack:
         o = pop()
-        if isinstance(o, float):
+        t = type(o)
+        if t is str or t is int or t is bool or o is None:
+            continue
+        if t is float:
             if not math.isfinite(o):
-                return True
-        elif isinstance(o, dict):
+                return False
+        elif t is dict:
+            for k in o:
+                if type(k) is not str:
+                    return False
             extend(o.values())
-        elif isinstance(o, list | tuple):
+        elif t is list:
             extend(o)
-    return False
+        else:
+            return False
+    return True
+
+
+def _arrives_as(value: Any) -> str:
+    """How msgspec would hand ``value`` back after a JSON round trip."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "base64 text"
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return "ISO 8601 text (a naive datetime would lose the fact that it is naive)" if (
+            isinstance(value, datetime.datetime) and value.tzinfo is None
+        ) else "ISO 8601 text"
+    if isinstance(value, datetime.timedelta):
+        return "ISO 8601 duration text"
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return "a str"
+    if isinstance(value, enum.Enum):
+        return "its plain value"
+    if isinstance(value, msgspec.Struct) or dataclasses.is_dataclass(value):
+        return "a dict"
+    if isinstance(value, set | frozenset | tuple):
+        return "a list"
+    for plain in (dict, list, str, int, float):
+        if isinstance(value, plain):
+            return f"a plain {plain.__name__}"
+    return ""
+
+
+def _label(label: int | str | None) -> str:
+    if label is None:
+        return ""
+    if type(label) is int:
+        return f"[{label}]"
+    return "[" + _encoder.encode(label).decode("utf-8", "backslashreplace") + "]"
+
+
+def explain(obj: Any, what: str) -> str:
+    """The reason :func:`is_plain_json` refused ``obj``: the first offending value in document order and its path.
+
+    A depth-first walk with an explicit stack of iterators; a path is only
+    spelled out for the containers it descends into and the offender.
+
+    Returns
+    -------
+    str
+        E.g. ``'payload["items"][3] is bytes, which would arrive as base64 text; ...'``.
+    """
+    stack: list[tuple[str, Any]] = [("", iter(((None, obj),)))]
+    while stack:
+        path, items = stack[-1]
+        for label, o in items:
+            t = type(o)
+            if t is str or t is int or t is bool or o is None:
+                continue
+            if t is float:
+                if math.isfinite(o):
+                    continue
+                return f"{what}{path}{_label(label)} is {o!r}: JSON has no NaN or Infinity"
+            here = path + _label(label)
+            if t is dict:
+                for k in o:
+                    if type(k) is not str:
+                        note = f" (it would arrive as the str {str(k)!r})" if type(k) is int else ""
+                        return (f"{what}{here} has key {k!r} of type {type(k).__name__}{note}: JSON object keys "
+                                f"are str; {what} values may be {ACCEPTED}")
+                stack.append((here, iter(o.items())))
+                break
+            if t is list:
+                stack.append((here, enumerate(o)))
+                break
+            how = _arrives_as(o)
+            fate = f"which would arrive as {how}" if how else "which JSON cannot represent"
+            return f"{what}{here} is {t.__name__}, {fate}; {what} values may be {ACCEPTED}"
+        else:
+            stack.pop()
+    return f"{what} holds a value JSON cannot represent"  # pragma: no cover - only called after a refusal
 
 
 def encode_json(obj: Any, max_bytes: int, what: str = "payload") -> bytes:
-    """Encode ``obj`` as UTF-8 JSON, refusing what no backend can store.
+    """Encode ``obj`` as UTF-8 JSON, refusing what would not come back equal, or that no backend can store.
+
+    What a handler receives is exactly what was enqueued (and what a caller
+    gets from a result is exactly what the handler returned), so only the
+    JSON types are accepted: :data:`ACCEPTED`, exact types (no subclasses),
+    floats finite. Everything msgspec would silently convert is refused with
+    the path of the offending value: a non-str dict key (``{1: ...}`` would
+    arrive as ``{"1": ...}``), ``bytes`` (base64 text), ``datetime``/``date``
+    (ISO text), ``Decimal``/``UUID`` (str), ``set``/``tuple`` (list), an enum
+    (its value), a Struct or dataclass (dict).
 
     Parameters
     ----------
     obj : Any
-        A JSON-compatible value (dict, list, str, int, float, bool, None, and
-        what msgspec encodes natively such as datetimes and Structs).
+        The value to encode.
     max_bytes : int
         Largest accepted encoding in bytes; 0 disables the check.
     what : str
-        Name used in error messages.
+        Name used in error messages (``"payload"``, ``"result"``, ``"metadata"``).
 
     Returns
     -------
@@ -61,9 +163,13 @@ def encode_json(obj: Any, max_bytes: int, what: str = "payload") -> bytes:
     Raises
     ------
     InvalidActivityError
-        If the value does not encode, holds NaN or Infinity, holds a NUL
-        character, or encodes to more than ``max_bytes`` bytes.
+        If a value is not of an accepted type (the message names its path,
+        e.g. ``payload["items"][3]``), a float is NaN or Infinity, a text holds
+        NUL or a lone surrogate, an int is outside [-2**63, 2**64 - 1], the
+        nesting is too deep to encode, or the encoding exceeds ``max_bytes``.
     """
+    if not is_plain_json(obj):
+        raise InvalidActivityError(explain(obj, what))
     try:
         data = _encoder.encode(obj)
     except (TypeError, ValueError, OverflowError) as exc:
@@ -72,8 +178,6 @@ def encode_json(obj: Any, max_bytes: int, what: str = "payload") -> bytes:
         raise InvalidActivityError(f"{what} is nested too deeply to encode") from None
     if _NUL in data:
         raise InvalidActivityError(f"{what} contains a NUL character (\\u0000), which cannot be stored")
-    if _NULL in data and _find_non_finite(obj):
-        raise InvalidActivityError(f"{what} contains NaN or Infinity, which JSON cannot represent")
     if max_bytes and len(data) > max_bytes:
         raise InvalidActivityError(f"{what} is {len(data)} bytes, over the limit of {max_bytes} bytes")
     return data
@@ -84,17 +188,26 @@ def decode_json(data: bytes | str) -> Any:
     return _decoder.decode(data)
 
 
-def encode_metadata(metadata: dict[str, str] | None) -> bytes:
+def encode_metadata(metadata: dict[str, str] | None, max_bytes: int = 0) -> bytes:
     """Encode activity metadata (a flat str→str mapping) as a JSON object.
+
+    Parameters
+    ----------
+    metadata : dict of str to str, or None
+        ``None`` or empty encodes as ``{}``.
+    max_bytes : int
+        Largest accepted encoding in bytes (the executor passes
+        ``max_payload_bytes``); 0 (default) disables the check.
 
     Raises
     ------
     InvalidActivityError
-        If a key or value is not a string or holds a NUL character.
+        If a key or value is not a string, holds a NUL character or a lone
+        surrogate, or the encoding exceeds ``max_bytes``.
     """
     if not metadata:
         return b"{}"
     for key, value in metadata.items():
         if not isinstance(key, str) or not isinstance(value, str):
             raise InvalidActivityError("metadata keys and values must be strings")
-    return encode_json(metadata, 0, "metadata")
+    return encode_json(metadata, max_bytes, "metadata")

@@ -43,20 +43,19 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
 import runnerq_fast as rq
 from runnerq_fast import speedups
 from runnerq_fast.errors import ConfigError
+from runnerq_fast.urls import redact_url
 
 __all__ = [
     "BenchConfig",
     "BenchResult",
     "LatencySummary",
     "ProgressCallback",
-    "redact_url",
     "result_to_json",
     "run_bench",
     "summarize_latencies",
@@ -230,18 +229,6 @@ class BenchResult(msgspec.Struct, kw_only=True, frozen=True):
     cpu_count: int
     version: str
     started_at: str
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` with its password (if any) replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = parts.username or ""
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
 
 
 def summarize_latencies(values_s: list[float], missed: int = 0) -> LatencySummary:

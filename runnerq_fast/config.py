@@ -2,14 +2,85 @@
 
 from __future__ import annotations
 
+import math
+from typing import TypedDict
+
 import msgspec
 
 from runnerq_fast.errors import ConfigError
 
-__all__ = ["MAX_ACTIVITY_TYPE_LENGTH", "WorkerConfig"]
+__all__ = [
+    "MAX_ACTIVITY_TYPE_LENGTH",
+    "MAX_DELAY_SECONDS",
+    "MAX_INTERVAL_SECONDS",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_TIMEOUT_SECONDS",
+    "WorkerConfig",
+    "WorkerSettings",
+    "check_name",
+]
 
 MAX_ACTIVITY_TYPE_LENGTH = 255
-"""Longest accepted activity type, in characters."""
+"""Longest accepted activity type or queue name, in characters."""
+
+MAX_DELAY_SECONDS = 100 * 365.25 * 86400.0
+"""Longest accepted delay, backoff or idempotency TTL (100 years): far enough for any schedule, small enough
+for every store (PostgreSQL timestamps and intervals, SQLite integers, the Redis ready-set score)."""
+
+MAX_TIMEOUT_SECONDS = 365.25 * 86400.0
+"""Longest accepted handler timeout, lease or shutdown grace (one year)."""
+
+MAX_INTERVAL_SECONDS = 86400.0
+"""Longest accepted period of an engine loop (poll, reaper, ack flush, heartbeat): one day."""
+
+MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+"""Largest accepted ``max_payload_bytes`` (64 MiB; every backend stores that much in one value)."""
+
+# field: (lowest, highest); every value an int
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "max_workers": (1, 100_000),
+    "reaper_batch_size": (1, 100_000),
+    "claim_batch_size": (1, 100_000),
+    "ack_batch_size": (1, 100_000),
+    "default_max_retries": (0, 1_000_000),
+    "max_payload_bytes": (1, MAX_PAYLOAD_BYTES),
+    "sync_workers": (0, 10_000),
+}
+
+# field: (lowest, highest, whether the lowest is excluded); every value finite float seconds
+_SECONDS_RANGES: dict[str, tuple[float, float, bool]] = {
+    "lease_timeout": (0.0, MAX_TIMEOUT_SECONDS, True),
+    "heartbeat_interval": (0.0, MAX_INTERVAL_SECONDS, False),
+    "reaper_interval": (0.0, MAX_INTERVAL_SECONDS, True),
+    "shutdown_grace": (0.0, MAX_TIMEOUT_SECONDS, False),
+    "ack_flush_interval": (0.0, MAX_INTERVAL_SECONDS, True),
+    "poll_interval": (0.0, MAX_INTERVAL_SECONDS, True),
+    "default_timeout": (0.0, MAX_TIMEOUT_SECONDS, False),
+    "retry_delay": (0.0, MAX_DELAY_SECONDS, False),
+    "max_retry_delay": (0.0, MAX_DELAY_SECONDS, False),
+    "idempotency_ttl": (0.0, MAX_DELAY_SECONDS, False),
+}
+
+
+def check_name(value: object, what: str) -> str:
+    """Return ``value`` if it is a usable queue name or activity type, else raise :class:`ConfigError`.
+
+    Usable: a string of 1-255 characters, not blank, without NUL, that encodes
+    to UTF-8 (no lone surrogate such as ``"\\udcff"``: no store could hold it).
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{what} must be a non-empty string, got {value!r}")
+    if len(value) > MAX_ACTIVITY_TYPE_LENGTH:
+        raise ConfigError(f"{what} is {len(value)} characters, over the limit of {MAX_ACTIVITY_TYPE_LENGTH}")
+    if "\x00" in value:
+        raise ConfigError(f"{what} must not contain NUL")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise ConfigError(f"{what} holds text that cannot be encoded as UTF-8 ({exc.reason} at "
+                              f"index {exc.start}): {value!r}") from None
+    return value
 
 
 class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
@@ -20,57 +91,66 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     Attributes
     ----------
     queue_name : str
-        Queue the engine serves and the executor enqueues to. Default ``"default"``.
+        Queue the engine serves and the executor enqueues to: 1-255
+        characters, no NUL, valid Unicode (no lone surrogate). Default ``"default"``.
     max_workers : int
-        Activities run at once (worker tasks). Default 256.
+        Activities run at once (worker tasks), 1-100,000. Default 256.
     activity_types : list of str, "*" or None
         Types this engine claims. ``None`` (default): the types it has
         handlers for. ``"*"``: any type; one without a handler fails as
         ``handler_not_found``. A listed type without a handler is a
-        :class:`ConfigError` at start.
+        :class:`ConfigError` at start; each name follows the rules of ``queue_name``.
     lease_timeout : float
-        Lease a claim holds before the reaper may take it back. Default 30 s.
+        Lease a claim holds before the reaper may take it back, in (0 s, 1 year].
+        Default 30 s.
     heartbeat_interval : float
-        Period of the batched lease extension. Default 0, meaning
-        ``lease_timeout / 3``.
+        Period of the batched lease extension, in [0 s, 1 day] and shorter
+        than ``lease_timeout``. Default 0, meaning ``lease_timeout / 3``.
     reaper_interval : float
-        Period of the expired-lease reaper. Default 5 s.
+        Period of the expired-lease reaper, in (0 s, 1 day]. Default 5 s.
     reaper_batch_size : int
-        Most activities one reaper pass takes back. Default 500.
+        Most activities one reaper pass takes back, 1-100,000. Default 500.
     shutdown_grace : float
         Time in-flight activities get to finish on stop before they are
-        cancelled and released. Default 30 s.
+        cancelled and released, in [0 s, 1 year]. Default 30 s.
     claim_batch_size : int
-        Most activities one claim round trip takes. Default 500.
+        Most activities one claim round trip takes, 1-100,000. Default 500.
     ack_batch_size : int
-        Acks that trigger an immediate flush. Default 500.
+        Acks that trigger an immediate flush, 1-100,000. Default 500.
     ack_flush_interval : float
-        Longest an ack waits in the buffer. Default 0.002 s (2 ms).
+        Longest an ack waits in the buffer, in (0 s, 1 day]. Default 0.002 s (2 ms).
     poll_interval : float
         Longest an idle fetcher waits for a wakeup before trying to claim
-        anyway (covers lost notifications and due scheduled work). Default 1 s.
+        anyway (covers lost notifications and due scheduled work), in (0 s, 1 day].
+        Default 1 s.
     default_timeout : float
-        Handler timeout when the activity sets none; 0 means none. Default 300 s.
+        Handler timeout when the activity sets none, in [0 s, 1 year]; 0 means
+        none. Default 300 s.
     default_max_retries : int
-        Retries after the first attempt when the activity sets none. Default 3.
+        Retries after the first attempt when the activity sets none,
+        0-1,000,000. Default 3.
     retry_delay : float
-        Base of the exponential backoff. Default 1 s.
+        Base of the exponential backoff, in [0 s, 100 years]. Default 1 s.
     max_retry_delay : float
-        Cap of the backoff. Default 3600 s.
+        Cap of the backoff, in [0 s, 100 years]. Default 3600 s.
     retry_jitter : float
         Fraction in [0, 1] of random reduction applied to each backoff. Default 0.
     max_payload_bytes : int
-        Largest encoded payload accepted at enqueue, bytes. Default 1 MiB.
+        Largest encoded payload (and metadata) accepted at enqueue, bytes,
+        1 to 64 MiB. Default 1 MiB.
     idempotency_ttl : float
-        How long an idempotency key is remembered. Default 86400 s (24 h).
+        How long an idempotency key is remembered, in [0 s, 100 years].
+        Default 86400 s (24 h).
     sync_workers : int
-        Threads for plain ``def`` handlers; 0 (default) means
+        Threads for plain ``def`` handlers, 0-10,000; 0 (default) means
         ``min(32, max_workers)``.
 
     Raises
     ------
     ConfigError
-        On construction, if a value is out of range.
+        On construction (and on every ``msgspec.structs.replace``), if a value
+        is not finite, of the wrong type or outside its range; a seconds
+        field takes an int or a float, never a bool.
     """
 
     queue_name: str = "default"
@@ -95,34 +175,34 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     sync_workers: int = 0
 
     def __post_init__(self) -> None:
-        if not self.queue_name or len(self.queue_name) > MAX_ACTIVITY_TYPE_LENGTH:
-            raise ConfigError("queue_name must be 1-255 characters")
-        if "\x00" in self.queue_name:
-            raise ConfigError("queue_name must not contain NUL")
-        for name in ("max_workers", "reaper_batch_size", "claim_batch_size", "ack_batch_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-        for name in ("lease_timeout", "reaper_interval", "ack_flush_interval", "poll_interval"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)!r}")
-        for name in (
-            "heartbeat_interval",
-            "shutdown_grace",
-            "default_timeout",
-            "retry_delay",
-            "max_retry_delay",
-            "idempotency_ttl",
-        ):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0 seconds, got {getattr(self, name)!r}")
-        if self.default_max_retries < 0 or self.max_payload_bytes < 1 or self.sync_workers < 0:
-            raise ConfigError("default_max_retries, sync_workers must be >= 0 and max_payload_bytes >= 1")
-        if not 0.0 <= self.retry_jitter <= 1.0:
-            raise ConfigError("retry_jitter must be within [0, 1]")
+        check_name(self.queue_name, "queue_name")
+        for name, (low, high) in _INT_RANGES.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{name} must be an int, got {value!r}")
+            if not low <= value <= high:
+                raise ConfigError(f"{name} must be within [{low}, {high}], got {value!r}")
+        for name, (lowest, highest, low_open) in _SECONDS_RANGES.items():
+            seconds = getattr(self, name)
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+                raise ConfigError(f"{name} must be a finite number of seconds, got {seconds!r}")
+            if (seconds <= lowest if low_open else seconds < lowest) or seconds > highest:
+                bracket = "(" if low_open else "["
+                raise ConfigError(f"{name} must be within {bracket}{lowest:g}, {highest:.0f}] seconds, got {seconds!r}")
+        jitter = self.retry_jitter
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0.0 <= jitter <= 1.0:
+            raise ConfigError(f"retry_jitter must be within [0, 1], got {jitter!r}")
         if self.heartbeat_interval and self.heartbeat_interval >= self.lease_timeout:
             raise ConfigError("heartbeat_interval must be shorter than lease_timeout")
-        if isinstance(self.activity_types, str) and self.activity_types != "*":
-            raise ConfigError('activity_types must be a list of names, "*" or None')
+        types = self.activity_types
+        if isinstance(types, str):
+            if types != "*":
+                raise ConfigError('activity_types must be a list of names, "*" or None')
+        elif types is not None:
+            if not isinstance(types, list):
+                raise ConfigError(f'activity_types must be a list of names, "*" or None, got {type(types).__name__}')
+            for t in types:
+                check_name(t, "an activity type in activity_types")
 
     @property
     def effective_heartbeat_interval(self) -> float:
@@ -133,3 +213,33 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     def effective_sync_workers(self) -> int:
         """Threads for plain ``def`` handlers."""
         return self.sync_workers or min(32, self.max_workers)
+
+
+class WorkerSettings(TypedDict, total=False):
+    """The keyword arguments of ``WorkerEngine(...)`` and ``engine.configure(...)``: any :class:`WorkerConfig` field.
+
+    Only the names and types, so a type checker rejects a misspelt or
+    mistyped setting (``WorkerEngine(queue_nme="app")``); the defaults and the
+    range checks stay in :class:`WorkerConfig`. A test keeps both lists equal.
+    """
+
+    queue_name: str
+    max_workers: int
+    activity_types: list[str] | str | None
+    lease_timeout: float
+    heartbeat_interval: float
+    reaper_interval: float
+    reaper_batch_size: int
+    shutdown_grace: float
+    claim_batch_size: int
+    ack_batch_size: int
+    ack_flush_interval: float
+    poll_interval: float
+    default_timeout: float
+    default_max_retries: int
+    retry_delay: float
+    max_retry_delay: float
+    retry_jitter: float
+    max_payload_bytes: int
+    idempotency_ttl: float
+    sync_workers: int

@@ -46,7 +46,7 @@ import msgspec
 
 import runnerq_fast as rq
 from runnerq_fast.backends.sqlite import sqlite_path
-from runnerq_fast.bench import redact_url
+from runnerq_fast.urls import redact_url
 
 __all__ = [
     "CHAINS",

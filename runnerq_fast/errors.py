@@ -14,6 +14,7 @@ __all__ = [
     "BackendError",
     "ConfigError",
     "DuplicateActivityError",
+    "EventLoopMismatchError",
     "InvalidActivityError",
     "NonRetryableError",
     "RetryableError",
@@ -89,10 +90,12 @@ class ConfigError(RunnerQError):
 class InvalidActivityError(RunnerQError, ValueError):
     """An activity was refused at enqueue; nothing was stored.
 
-    Raised for a payload that does not encode to JSON, contains NaN or
-    Infinity or a NUL character, or exceeds ``max_payload_bytes``; for an
-    empty or over-long activity type; for a negative delay, retry count or
-    timeout; and for an unknown priority.
+    Raised for a payload (or a result, metadata) that holds anything but the
+    JSON types (so it would not arrive equal; the message names the path of
+    the offending value), NaN or Infinity, a NUL character or a lone
+    surrogate, or that exceeds ``max_payload_bytes``; for an empty, over-long
+    or unencodable activity type, queue name or idempotency key; for a delay,
+    retry count or timeout out of range; and for an unknown priority.
     """
 
 
@@ -115,3 +118,12 @@ class DuplicateActivityError(RunnerQError):
 
 class BackendError(RunnerQError):
     """A backend could not be reached or answered in a way it must not."""
+
+
+class EventLoopMismatchError(RunnerQError, RuntimeError):
+    """A backend was used from an event loop other than the one it was opened in.
+
+    Its connections, locks and background tasks belong to that loop (which
+    may even be closed), so every backend refuses the call, the same way,
+    before touching the store. Open one backend per event loop.
+    """

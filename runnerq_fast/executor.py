@@ -5,12 +5,17 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from runnerq_fast.codec import decode_json, encode_json, encode_metadata
-from runnerq_fast.config import MAX_ACTIVITY_TYPE_LENGTH, WorkerConfig
+from runnerq_fast.config import (
+    MAX_ACTIVITY_TYPE_LENGTH,
+    MAX_DELAY_SECONDS,
+    MAX_TIMEOUT_SECONDS,
+    WorkerConfig,
+)
 from runnerq_fast.errors import (
     ActivityCancelled,
     ActivityFailed,
@@ -30,11 +35,19 @@ from runnerq_fast.storage import Backend
 
 __all__ = ["ActivityBuilder", "ActivityExecutor", "ActivityFuture", "validate_activity_type", "validate_queue_name"]
 
-MAX_DELAY_SECONDS = 100 * 365.25 * 86400.0
-"""Longest accepted delay (100 years); far enough for any schedule, small enough for every store."""
+MAX_IDEMPOTENCY_KEY_LENGTH = 1024
+"""Longest accepted idempotency key, in characters."""
 
-MAX_TIMEOUT_SECONDS = 365.25 * 86400.0
-"""Longest accepted handler timeout (one year)."""
+
+def _check_encodable(value: str, what: str) -> None:
+    """Refuse text that has no UTF-8 form (a lone surrogate such as ``"\\udcff"``): no store can hold it."""
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidActivityError(
+                f"{what} holds text that cannot be encoded as UTF-8 ({exc.reason} at index {exc.start}): {value!r}"
+            ) from None
 
 
 def _validate_name(value: object, what: str) -> str:
@@ -44,6 +57,7 @@ def _validate_name(value: object, what: str) -> str:
         raise InvalidActivityError(f"{what} is {len(value)} characters, over the limit of {MAX_ACTIVITY_TYPE_LENGTH}")
     if "\x00" in value:
         raise InvalidActivityError(f"{what} must not contain NUL")
+    _check_encodable(value, what)
     return value
 
 
@@ -62,7 +76,8 @@ def validate_queue_name(queue_name: object) -> str:
     Raises
     ------
     InvalidActivityError
-        If it is not a string, is blank, longer than 255 characters or holds NUL.
+        If it is not a string, is blank, longer than 255 characters, holds
+        NUL or has no UTF-8 form (a lone surrogate).
     """
     return _validate_name(queue_name, "queue name")
 
@@ -73,7 +88,8 @@ def validate_activity_type(activity_type: object) -> str:
     Raises
     ------
     InvalidActivityError
-        If it is not a string, is blank, longer than 255 characters or holds NUL.
+        If it is not a string, is blank, longer than 255 characters, holds
+        NUL or has no UTF-8 form (a lone surrogate).
     """
     return _validate_name(activity_type, "activity type")
 
@@ -155,6 +171,7 @@ class ActivityBuilder:
         "_delay",
         "_executor",
         "_idem_key",
+        "_inherit",
         "_max_retries",
         "_metadata",
         "_on_duplicate",
@@ -175,6 +192,7 @@ class ActivityBuilder:
         self._max_retries: int | None = None
         self._timeout: float | None = None
         self._metadata: dict[str, str] | None = None
+        self._inherit = True
         self._idem_key: str | None = None
         self._on_duplicate = OnDuplicate.RETURN_EXISTING
 
@@ -224,19 +242,51 @@ class ActivityBuilder:
         self._timeout = _seconds(seconds, "timeout", MAX_TIMEOUT_SECONDS, " (0 = none)")
         return self
 
-    def metadata(self, metadata: dict[str, str]) -> ActivityBuilder:
-        """Attach string key/value metadata, visible to the handler and inspector."""
+    def metadata(self, metadata: dict[str, str], *, inherit: bool = True) -> ActivityBuilder:
+        """Attach string key/value metadata, visible to the handler and inspector.
+
+        Keys and values must be strings that encode to UTF-8; the encoded
+        object is capped by ``max_payload_bytes`` like the payload (checked
+        by :meth:`build`).
+
+        Parameters
+        ----------
+        metadata : dict of str to str
+            The keys to set.
+        inherit : bool
+            For a child activity (enqueued through ``ctx.executor``): keep the
+            parent's metadata and update it with ``metadata`` (default), or
+            store ``metadata`` alone (``False``). No effect elsewhere.
+        """
         if not isinstance(metadata, dict):
             raise InvalidActivityError("metadata must be a dict of str to str")
         self._metadata = dict(metadata)
+        self._inherit = bool(inherit)
         return self
+
+    def _encoded_metadata(self, max_bytes: int) -> bytes:
+        """The metadata to store (at most ``max_bytes`` encoded): the parent's (if inherited) updated with this
+        builder's."""
+        own = self._metadata
+        inherited = self._executor.inherited_metadata if self._inherit else None
+        if inherited is None:
+            return encode_metadata(own, max_bytes)
+        if isinstance(inherited, Mapping):
+            return encode_metadata({**inherited, **own} if own else dict(inherited), max_bytes)
+        if not own:
+            return inherited.encode() if isinstance(inherited, str) else inherited  # stored as it came
+        parent = decode_json(inherited) if inherited not in (b"{}", "{}", b"", "") else {}
+        return encode_metadata({**parent, **own} if isinstance(parent, dict) else own, max_bytes)
 
     def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> ActivityBuilder:
         """Deduplicate on ``key`` within (queue, activity type), see :class:`OnDuplicate`."""
-        if not isinstance(key, str) or not key or len(key) > 1024:
-            raise InvalidActivityError("idempotency key must be a non-empty string of at most 1024 characters")
+        if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
+            raise InvalidActivityError(
+                f"idempotency key must be a non-empty string of at most {MAX_IDEMPOTENCY_KEY_LENGTH} characters"
+            )
         if "\x00" in key:
             raise InvalidActivityError("idempotency key must not contain NUL")
+        _check_encodable(key, "idempotency key")
         try:
             self._on_duplicate = OnDuplicate(on_duplicate)
         except ValueError:
@@ -250,7 +300,9 @@ class ActivityBuilder:
         Raises
         ------
         InvalidActivityError
-            If the payload or metadata cannot be stored.
+            If the payload or metadata cannot be stored: see
+            :func:`runnerq_fast.codec.encode_json` for the accepted values;
+            either is capped at ``max_payload_bytes``.
         """
         cfg = self._executor.config
         if self._run_at is not None:
@@ -268,15 +320,25 @@ class ActivityBuilder:
             max_retries=cfg.default_max_retries if self._max_retries is None else self._max_retries,
             timeout_ms=round(timeout * 1000),
             run_at_ms=run_at_ms,
-            metadata=encode_metadata(self._metadata),
+            metadata=self._encoded_metadata(cfg.max_payload_bytes),
             idempotency_key=self._idem_key,
             on_duplicate=int(self._on_duplicate),
             idempotency_ttl_ms=round(cfg.idempotency_ttl * 1000),
             parent_id=self._executor.parent_id,
         )
 
-    async def execute(self) -> ActivityFuture:
+    async def execute(self, *, connection: object | None = None) -> ActivityFuture:
         """Enqueue the activity.
+
+        Parameters
+        ----------
+        connection : asyncpg.Connection or sqlite3.Connection, optional
+            Enqueue inside the caller's open transaction on this connection
+            (the outbox pattern): the activity exists if and only if that
+            transaction commits, and workers are woken when it commits.
+            PostgreSQL takes an asyncpg connection (or a pool's) to the same
+            database, SQLite a ``sqlite3.Connection`` to the same file; see
+            the backend's ``enqueue``. Default: the backend's own transaction.
 
         Returns
         -------
@@ -288,10 +350,14 @@ class ActivityBuilder:
             Bad input; nothing was stored.
         DuplicateActivityError
             The idempotency key is taken and the behaviour is ``NO_REUSE``.
+        ConfigError
+            ``connection`` is given to a backend that cannot use it (memory,
+            Redis), is of the wrong kind, or is not inside a transaction.
         """
         item = self.build()
-        (res,) = await self._executor.backend.enqueue(self._executor.queue_name, [item])
-        return self._executor._future(item, res)
+        ex = self._executor
+        (res,) = await ex.backend.enqueue(ex.queue_name, [item], connection=connection)
+        return ex._future(item, res)
 
 
 class ActivityExecutor:
@@ -313,24 +379,31 @@ class ActivityExecutor:
     Attributes
     ----------
     parent_id : str or None
-        Recorded as the parent of everything this executor enqueues; set on
-        the executor a running activity's context hands out (:meth:`child`).
+        The running activity whose handler enqueues through this executor
+        (set on the one a context hands out, see :meth:`child`), else ``None``.
+    inherited_metadata : mapping, bytes, str or None
+        Metadata every activity this executor enqueues starts from (the
+        parent's; a mapping, or JSON as stored), else ``None``.
     """
 
     parent_id: str | None = None
+    inherited_metadata: Mapping[str, str] | bytes | str | None = None
 
     def __init__(self, backend: Backend, queue_name: str | None = None, config: WorkerConfig | None = None) -> None:
         self.backend = backend
         self.config = config or WorkerConfig()
         self.queue_name = validate_queue_name(self.config.queue_name if queue_name is None else queue_name)
 
-    def child(self, parent_id: str) -> ActivityExecutor:
-        """This executor for the handler of ``parent_id``: what it enqueues records that parent.
+    def child(self, parent_id: str, metadata: Mapping[str, str] | bytes | str | None = None) -> ActivityExecutor:
+        """This executor for the handler of ``parent_id``: what it enqueues records it and inherits ``metadata``.
 
         Parameters
         ----------
         parent_id : str
             Id of the running activity.
+        metadata : mapping of str to str, bytes, str or None
+            The parent's metadata: a mapping (read at each enqueue, so keys
+            added later are inherited too) or its stored JSON object.
 
         Returns
         -------
@@ -339,6 +412,7 @@ class ActivityExecutor:
         """
         ex = copy.copy(self)
         ex.parent_id = parent_id
+        ex.inherited_metadata = metadata
         return ex
 
     def activity(self, activity_type: str) -> ActivityBuilder:
@@ -356,13 +430,18 @@ class ActivityExecutor:
             raise DuplicateActivityError(item.idempotency_key or "", res.activity_id)
         return ActivityFuture(self.backend, res.activity_id, res.outcome == EnqueueOutcome.CREATED)
 
-    async def enqueue_many(self, items: Iterable[ActivityBuilder | tuple[str, Any]]) -> list[str]:
+    async def enqueue_many(
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
+    ) -> list[str]:
         """Enqueue a batch in one backend round trip.
 
         Parameters
         ----------
         items : iterable of ActivityBuilder or (activity_type, payload)
             Builders carry every option; tuples use the defaults.
+        connection : asyncpg.Connection or sqlite3.Connection, optional
+            Enqueue inside the caller's open transaction on this connection;
+            see :meth:`ActivityBuilder.execute`.
 
         Returns
         -------
@@ -376,6 +455,8 @@ class ActivityExecutor:
             If any item is invalid; nothing of the batch is stored.
         DuplicateActivityError
             If an item's ``NO_REUSE`` key is taken (the other items are stored).
+        ConfigError
+            If ``connection`` cannot be used (see :meth:`ActivityBuilder.execute`).
         """
         built: list[NewActivity] = []
         for it in items:
@@ -386,15 +467,17 @@ class ActivityExecutor:
                 built.append(ActivityBuilder(self, activity_type).payload(payload).build())
         if not built:
             return []
-        results = await self.backend.enqueue(self.queue_name, built)
+        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
         return [self._future(item, res).activity_id for item, res in zip(built, results, strict=True)]
 
-    async def enqueue_many_futures(self, items: Sequence[ActivityBuilder]) -> list[ActivityFuture]:
+    async def enqueue_many_futures(
+        self, items: Sequence[ActivityBuilder], *, connection: object | None = None
+    ) -> list[ActivityFuture]:
         """Like :meth:`enqueue_many` but returns futures."""
         built = [b.build() for b in items]
         if not built:
             return []
-        results = await self.backend.enqueue(self.queue_name, built)
+        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
         return [self._future(item, res) for item, res in zip(built, results, strict=True)]
 
     async def cancel(self, activity_id: str) -> bool:

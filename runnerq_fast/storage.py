@@ -38,9 +38,13 @@ in ``tests/conformance.py``):
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+import asyncio
+import functools
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
-from runnerq_fast.errors import ConfigError
+from runnerq_fast.errors import ConfigError, EventLoopMismatchError
 from runnerq_fast.filters import COUNT_CAP
 from runnerq_fast.models import (
     Ack,
@@ -62,7 +66,43 @@ from runnerq_fast.models import (
     ReapReport,
 )
 
-__all__ = ["Backend", "open_backend", "register_connector"]
+__all__ = ["Backend", "open_backend", "refuse_connection", "register_connector"]
+
+_R = TypeVar("_R")
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _loop_checked(fn: Callable[..., Coroutine[Any, Any, _R]]) -> Callable[..., Coroutine[Any, Any, _R]]:
+    """``fn`` (a public coroutine method of a backend) preceded by :meth:`Backend.ensure_loop`."""
+
+    @functools.wraps(fn)
+    async def checked(self: Backend, *args: Any, **kwargs: Any) -> _R:
+        loop = _running_loop()
+        if loop is not self._home_loop:
+            self._adopt_loop(loop)
+        return await fn(self, *args, **kwargs)
+
+    checked.__runnerq_loop_checked__ = True  # type: ignore[attr-defined]
+    return checked
+
+
+def _binding_init(init: Callable[..., None]) -> Callable[..., None]:
+    """``init`` followed by binding the backend to the running loop (none running: bound at its first call)."""
+
+    @functools.wraps(init)
+    def binding(self: Backend, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if self._home_loop is None:
+            self._home_loop = _running_loop()
+
+    binding.__runnerq_loop_checked__ = True  # type: ignore[attr-defined]
+    return binding
 
 
 class Backend(abc.ABC):
@@ -79,6 +119,61 @@ class Backend(abc.ABC):
     #: Scheme name: "memory", "postgresql", "sqlite", "redis".
     name: str = "abstract"
 
+    #: The event loop this backend belongs to: the one running when it was created (opened), else the
+    #: one of its first call. Its connections, locks and background tasks live there.
+    _home_loop: asyncio.AbstractEventLoop | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Make every public coroutine method of a backend check the running event loop first.
+
+        One check per call (a batch, never an activity): a backend used from
+        a loop other than its own raises :class:`EventLoopMismatchError`,
+        naming the cause, on every backend alike, instead of a driver's
+        "Event loop is closed" or a hang.
+        """
+        super().__init_subclass__(**kwargs)
+        init = vars(cls).get("__init__")
+        if init is not None and not getattr(init, "__runnerq_loop_checked__", False):
+            cls.__init__ = _binding_init(init)  # type: ignore[method-assign]
+        for attr, value in list(vars(cls).items()):
+            if (
+                not attr.startswith("_")
+                and inspect.iscoroutinefunction(value)
+                and not getattr(value, "__runnerq_loop_checked__", False)
+            ):
+                setattr(cls, attr, _loop_checked(value))
+
+    def ensure_loop(self) -> None:
+        """Check that the running event loop is this backend's own (binding it on first use).
+
+        Every public coroutine method does this first; the engine calls it at
+        start so a misplaced backend fails there.
+
+        Raises
+        ------
+        EventLoopMismatchError
+            If the backend was opened in (or first used from) another event
+            loop: its connections and background tasks belong to that loop.
+            Open one backend per event loop (e.g. per ``asyncio.run()`` or per test).
+        """
+        loop = _running_loop()
+        if loop is not self._home_loop:
+            self._adopt_loop(loop)
+
+    def _adopt_loop(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        home = self._home_loop
+        if loop is None:
+            return  # driven outside any loop (a finalizer): nothing to compare
+        if home is None:
+            self._home_loop = loop
+            return
+        state = "which is now closed" if home.is_closed() else "which is still running"
+        raise EventLoopMismatchError(
+            f"{type(self).__name__} was opened in another event loop ({state}) than the one now using it; "
+            "a backend's connections and tasks belong to the loop it was opened in: open one backend per "
+            "event loop (e.g. per asyncio.run() or per test)"
+        )
+
     async def migrate(self) -> None:  # noqa: B027 - optional for backends with no schema
         """Create or upgrade the schema; a no-op for schemaless backends."""
 
@@ -94,7 +189,9 @@ class Backend(abc.ABC):
 
     # ---------------------------------------------------------------- queueing
     @abc.abstractmethod
-    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def enqueue(
+        self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
         """Store new activities, applying idempotency atomically.
 
         Parameters
@@ -103,11 +200,25 @@ class Backend(abc.ABC):
             Queue name.
         items : sequence of NewActivity
             Already validated; stored in one round trip where the store allows.
+        connection : object, optional
+            The caller's own database connection, inside a transaction the
+            caller opened: the activities are written in that transaction
+            (they exist if and only if it commits) and the work notification
+            goes out when it commits. Only the SQL backends take one (an
+            asyncpg connection for PostgreSQL, a ``sqlite3.Connection`` to the
+            same file for SQLite); ``None`` (default) writes in a transaction
+            of the backend's own.
 
         Returns
         -------
         list of EnqueueResult
             One per item, same order.
+
+        Raises
+        ------
+        ConfigError
+            If ``connection`` is given and this backend cannot write through
+            it (see :func:`refuse_connection`), or it is not inside a transaction.
         """
 
     @abc.abstractmethod
@@ -326,6 +437,22 @@ class Backend(abc.ABC):
         its result and its timeline are gone (:meth:`get_events` returns
         nothing). See :meth:`retry_activities` for ``limit`` and errors.
         """
+
+
+def refuse_connection(backend: Backend, connection: object | None) -> None:
+    """Raise unless ``connection`` is ``None``: for backends that cannot join a caller's transaction.
+
+    Raises
+    ------
+    ConfigError
+        If ``connection`` is not ``None``.
+    """
+    if connection is not None:
+        raise ConfigError(
+            f"the {backend.name} backend cannot enqueue inside the caller's transaction "
+            f"(got connection={type(connection).__name__}); only PostgreSQL (an asyncpg connection) "
+            "and SQLite (a sqlite3.Connection to the same file) can"
+        )
 
 
 _connector: Callable[[str], Awaitable[Backend]] | None = None

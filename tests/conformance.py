@@ -8,11 +8,17 @@ runs against it, so all backends are held to the same semantics (SPEC §3).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import math
 import time
+import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 
+import msgspec
 import pytest
 
 import runnerq_fast as rq
@@ -623,6 +629,44 @@ class BackendConformance:
             child_id = await fut.result(timeout=5)
             assert await rq.ActivityFuture(backend, child_id).result(timeout=5) == 2
 
+    async def test_children_inherit_the_parents_metadata(self, backend: Backend) -> None:
+        """The README's example: a child enqueued through ``ctx.executor`` sees its parent's metadata."""
+        engine = self.engine(backend)
+        seen: dict[str, dict[str, str]] = {}
+
+        @engine.activity("parent")
+        async def parent(payload: Any, ctx: rq.ActivityContext) -> list[str]:
+            ex = ctx.executor
+            plain = await ex.activity("child").payload("plain").execute()
+            ctx.metadata["step"] = "1"  # added by the handler after the executor was made: passed on too
+            own = await ex.activity("child").payload("own").metadata({"tenant": "t2", "k": "v"}).execute()
+            alone = await ex.activity("child").payload("alone").metadata({"k": "v"}, inherit=False).execute()
+            (batch,) = await ex.enqueue_many([("child", "batch")])
+            return [plain.activity_id, own.activity_id, alone.activity_id, batch]
+
+        @engine.activity("child")
+        async def child(payload: Any, ctx: rq.ActivityContext) -> None:
+            seen[payload] = ctx.metadata
+            if payload == "plain":
+                await ctx.executor.activity("child").payload("grandchild").execute()
+
+        fut = await engine.executor.activity("parent").metadata({"tenant": "t1"}).execute()
+        top = await engine.executor.activity("child").payload("top").execute()  # not a child: no metadata
+        async with engine:
+            ids = await fut.result(timeout=5)
+            await top.result(timeout=5)
+            for activity_id in ids:
+                await rq.ActivityFuture(backend, activity_id).result(timeout=5)
+            await eventually(lambda: asyncio.sleep(0, "grandchild" in seen), 5, "the grandchild")
+        assert seen == {
+            "plain": {"tenant": "t1"},
+            "grandchild": {"tenant": "t1"},
+            "own": {"tenant": "t2", "step": "1", "k": "v"},
+            "alone": {"k": "v"},
+            "batch": {"tenant": "t1", "step": "1"},
+            "top": {},
+        }
+
     async def test_many_activities_drain_exactly_once(self, backend: Backend) -> None:
         engine = self.engine(backend, max_workers=16, claim_batch_size=50, ack_batch_size=40)
         seen: dict[int, int] = {}
@@ -722,3 +766,278 @@ class ErrorTextConformance:
             fut = await engine.executor.activity("again").execute()
             assert await fut.result(timeout=5) == 1
         assert 0.18 <= starts[1] - starts[0] < 1.0
+
+
+class _Fatal(BaseException):
+    """Neither an Exception nor a cancellation: what a handler must never use to end its worker."""
+
+
+async def _until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    async def probe() -> bool:
+        return check()
+
+    await eventually(probe, timeout, what)
+
+
+def _limits() -> dict[str, float]:
+    from runnerq_fast import config
+
+    return {"delay": config.MAX_DELAY_SECONDS, "timeout": config.MAX_TIMEOUT_SECONDS}
+
+
+@dataclasses.dataclass
+class _Point:
+    x: int
+
+
+class _Pair(msgspec.Struct):
+    a: int
+
+
+class HardeningConformance:
+    """Hostile settings, input, handlers and loops (issue 11): refused clearly, never stored half-way, never
+    able to strand an activity, the same on every backend."""
+
+    queue = "conf-hard"
+
+    def engine(self, backend: Backend, **kw: Any) -> rq.WorkerEngine:
+        return rq.WorkerEngine(backend, **{**FAST, "queue_name": self.queue, **kw})
+
+    # ------------------------------------------------ item 4: settings and values out of range
+    @pytest.mark.parametrize(
+        ("field", "value"),
+        [
+            ("retry_delay", math.inf), ("retry_delay", math.nan), ("retry_delay", "1"),
+            ("max_retry_delay", math.inf), ("max_retry_delay", 1e13), ("max_retry_delay", 1e30),
+            ("lease_timeout", math.inf), ("lease_timeout", 1e30), ("heartbeat_interval", math.nan),
+            ("poll_interval", math.inf), ("reaper_interval", 1e30), ("ack_flush_interval", math.nan),
+            ("shutdown_grace", math.inf), ("default_timeout", 1e13), ("idempotency_ttl", 1e30),
+            ("retry_jitter", math.nan), ("max_workers", 1e30), ("max_workers", True), ("claim_batch_size", 10**9),
+            ("default_max_retries", 2**70), ("max_payload_bytes", 2**40), ("sync_workers", -1),
+        ],
+    )
+    async def test_engine_setting_out_of_range_is_refused_when_set(self, backend: Backend, field: str,
+                                                                   value: Any) -> None:
+        with pytest.raises(rq.ConfigError, match=field):
+            self.engine(backend, **{field: value})
+        engine = self.engine(backend)
+        with pytest.raises(rq.ConfigError, match=field):
+            engine.configure(**{field: value})
+        with pytest.raises(rq.ConfigError, match=field):
+            rq.WorkerConfig(**{field: value})
+
+    async def test_longest_backoff_delay_and_timeout_are_stored(self, backend: Backend) -> None:
+        longest = _limits()
+        engine = self.engine(backend, retry_delay=longest["delay"], max_retry_delay=longest["delay"])
+
+        @engine.activity("fails")
+        async def fails(payload: Any, ctx: rq.ActivityContext) -> None:
+            if payload == "after":
+                raise rq.RetryableError("later", retry_after=longest["delay"])
+            raise RuntimeError("again later")
+
+        backoff = await engine.executor.activity("fails").execute()
+        after = await engine.executor.activity("fails").payload("after").execute()
+        later = await (engine.executor.activity("fails").delay(longest["delay"]).timeout(longest["timeout"])
+                       .max_retries(1_000_000).execute())
+        async with engine:
+            await wait_status(backend, backoff.activity_id, "retrying")
+            await wait_status(backend, after.activity_id, "retrying")
+        soon = now_ms() + round((longest["delay"] - 3600) * 1000)
+        for fut in (backoff, after):
+            snap = await backend.get_activity(fut.activity_id)
+            assert snap is not None and snap.status == "retrying" and snap.ready_at_ms > soon
+        snap = await backend.get_activity(later.activity_id)
+        assert snap is not None and snap.status == "scheduled" and snap.ready_at_ms > soon
+        assert snap.timeout_ms == round(longest["timeout"] * 1000) and snap.max_retries == 1_000_000
+
+    # ------------------------------------------------ item 5: a refused lone ack
+    async def test_a_refused_lone_ack_is_dropped_and_no_longer_heartbeated(
+        self, backend: Backend, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        engine = self.engine(backend, heartbeat_interval=0.05)
+        poison: list[str] = []
+        ack_calls: list[int] = []
+        beats: list[list[str]] = []
+        real_ack, real_extend = backend.ack, backend.extend_leases
+
+        async def refusing_ack(queue: str, acks: Any) -> list[str]:
+            ack_calls.append(len(acks))
+            if any(a.id in poison for a in acks):
+                raise rq.BackendError("the store refuses this ack")
+            return await real_ack(queue, acks)
+
+        async def spying_extend(queue: str, refs: Any, lease_ms: int) -> rq.LeaseReport:
+            beats.append([r.id for r in refs])
+            return await real_extend(queue, refs, lease_ms)
+
+        @engine.activity("t")
+        async def t(payload: Any, ctx: rq.ActivityContext) -> str:
+            return "done"
+
+        fut = await engine.executor.activity("t").execute()
+        poison.append(fut.activity_id)
+        backend.ack = refusing_ack  # type: ignore[method-assign]
+        backend.extend_leases = spying_extend  # type: ignore[method-assign,assignment]
+        try:
+            with caplog.at_level(logging.ERROR, logger="runnerq_fast.engine"):
+                async with engine:
+                    await _until(lambda: len(ack_calls) > 0 and engine.in_flight == 0, 5.0,
+                                 "the refused ack to be dropped")
+                    calls, seen = len(ack_calls), len(beats)
+                    await asyncio.sleep(0.4)
+                    assert len(ack_calls) == calls, "a dropped ack must not be sent again"
+                    assert all(fut.activity_id not in ids for ids in beats[seen:])
+        finally:
+            del backend.ack, backend.extend_leases
+        assert "dropping an ack the store refuses" in caplog.text and fut.activity_id in caplog.text
+        snap = await backend.get_activity(fut.activity_id)
+        assert snap is not None and snap.status == "processing"  # runs again once its lease expires
+
+    # ------------------------------------------------ item 6: BaseException from a handler
+    @pytest.mark.parametrize("plain", [False, True], ids=["async", "plain-def"])
+    async def test_a_handler_raising_a_base_exception_fails_its_attempt_and_the_worker_lives(
+        self, backend: Backend, plain: bool
+    ) -> None:
+        engine = self.engine(backend, max_workers=1)
+
+        def body(payload: Any, ctx: rq.ActivityContext) -> int:
+            if payload == "boom" and ctx.retry_count == 0:
+                raise _Fatal("out of band")
+            return ctx.retry_count
+
+        if plain:
+            engine.register_activity("h", body)
+        else:
+
+            async def h(payload: Any, ctx: rq.ActivityContext) -> int:
+                return body(payload, ctx)
+
+            engine.register_activity("h", h)
+        boom = await engine.executor.activity("h").payload("boom").max_retries(1).execute()
+        async with engine:
+            assert await boom.result(timeout=5) == 1
+            after = await engine.executor.activity("h").payload("ok").execute()
+            assert await after.result(timeout=5) == 0
+            events = await backend.get_events(boom.activity_id)
+        retried = [e for e in events if e.event_type == "retrying"]
+        assert retried and "_Fatal: out of band" in (retried[0].detail or "")
+
+    # ------------------------------------------------ item 7: text no store can hold, metadata size
+    @pytest.mark.parametrize(
+        "make",
+        [
+            lambda ex: ex.activity("t\udcff"),
+            lambda ex: ex.activity("t").idempotency_key("k\ud800"),
+            lambda ex: ex.activity("t").metadata({"k": "v\udcff"}),
+            lambda ex: ex.activity("t").metadata({"k\udcff": "v"}),
+            lambda ex: ex.activity("t").payload({"x": "\udcff"}),
+            lambda ex: ex.activity("t").payload({"\udcff": 1}),
+            lambda ex: ex.activity("t").metadata({"big": "m" * (8 * 1024 * 1024)}),
+        ],
+        ids=["type", "idempotency-key", "metadata-value", "metadata-key", "payload-value", "payload-key",
+             "metadata-8MiB"],
+    )
+    async def test_unstorable_text_and_oversized_metadata_are_refused(
+        self, backend: Backend, make: Callable[[rq.ActivityExecutor], rq.ActivityBuilder]
+    ) -> None:
+        ex = rq.ActivityExecutor(backend, self.queue)
+        await ex.activity("keep").execute()
+        with pytest.raises(rq.InvalidActivityError):
+            await make(ex).execute()
+        with pytest.raises(rq.InvalidActivityError):
+            await ex.enqueue_many([("t", 1), make(ex)])
+        assert (await backend.stats(self.queue)).total == 1
+
+    async def test_a_queue_name_no_store_can_hold_is_refused(self, backend: Backend) -> None:
+        with pytest.raises(rq.InvalidActivityError, match="queue name"):
+            rq.ActivityExecutor(backend, "q\udcff")
+        with pytest.raises(rq.ConfigError, match="queue_name"):
+            self.engine(backend, queue_name="q\udcff")
+        with pytest.raises(rq.ConfigError, match="activity_types"):
+            self.engine(backend, activity_types=["t\udcff"])
+
+    # ------------------------------------------------ item 8: values that do not round-trip
+    @pytest.mark.parametrize(
+        ("value", "where"),
+        [
+            ({1: "a"}, "payload has key 1"),
+            ({"items": [0, 1, 2, b"x"]}, 'payload["items"][3] is bytes'),
+            ({"items": [0, bytearray(b"x")]}, 'payload["items"][1] is bytearray'),
+            ({"at": datetime.now(UTC)}, 'payload["at"] is datetime'),
+            ({"at": datetime(2024, 1, 1)}, 'payload["at"] is datetime'),
+            ({"on": date(2024, 1, 1)}, 'payload["on"] is date'),
+            ({"n": Decimal("1.10")}, 'payload["n"] is Decimal'),
+            ({"s": {1, 2}}, 'payload["s"] is set'),
+            ({"s": frozenset()}, 'payload["s"] is frozenset'),
+            ({"t": (1, 2)}, 'payload["t"] is tuple'),
+            ((1, 2), "payload is tuple"),
+            ({"u": uuid.uuid4()}, 'payload["u"] is UUID'),
+            ({"p": rq.Priority.HIGH}, 'payload["p"] is Priority'),
+            ({"deep": [{"x": [{"y": (1,)}]}]}, 'payload["deep"][0]["x"][0]["y"] is tuple'),
+            ({"pt": _Point(1)}, 'payload["pt"] is _Point'),
+            ({"st": _Pair(1)}, 'payload["st"] is _Pair'),
+        ],
+    )
+    async def test_a_payload_that_would_not_round_trip_is_refused_naming_its_path(
+        self, backend: Backend, value: Any, where: str
+    ) -> None:
+        ex = rq.ActivityExecutor(backend, self.queue)
+        with pytest.raises(rq.InvalidActivityError) as info:
+            await ex.activity("t").payload(value).execute()
+        assert where in str(info.value)
+        assert (await backend.stats(self.queue)).total == 0
+
+    async def test_what_a_handler_receives_and_returns_equals_what_was_sent(self, backend: Backend) -> None:
+        values: list[Any] = [
+            None, True, False, 0, -1, 2**63 - 1, -(2**63), 2**64 - 1, 1.5, -0.0, 1e308, 5e-324, "",
+            "é\u2028😀\\\"", [], {}, {"a": [1, {"b": None, "c": [True, 2.25]}]}, [[[]]], {"": ""},
+        ]
+        engine = self.engine(backend)
+        received: list[Any] = []
+
+        @engine.activity("echo")
+        async def echo(payload: Any, ctx: rq.ActivityContext) -> Any:
+            received.append(payload)
+            return payload
+
+        futures = [await engine.executor.activity("echo").payload(v).execute() for v in values]
+        async with engine:
+            results = [await f.result(timeout=5) for f in futures]
+        by_id = {f.activity_id: v for f, v in zip(futures, values, strict=True)}
+        assert sorted(map(repr, received)) == sorted(map(repr, by_id.values()))
+        assert [repr(r) for r in results] == [repr(v) for v in values]
+
+    async def test_a_handler_returning_a_value_that_would_not_round_trip_fails_naming_its_path(
+        self, backend: Backend
+    ) -> None:
+        engine = self.engine(backend)
+
+        @engine.activity("odd")
+        async def odd(payload: Any, ctx: rq.ActivityContext) -> Any:
+            return {"when": datetime.now(UTC), "ok": 1}
+
+        fut = await engine.executor.activity("odd").execute()
+        async with engine:
+            with pytest.raises(rq.ActivityFailed) as info:
+                await fut.result(timeout=5)
+        assert 'result["when"] is datetime' in (info.value.error or "")
+
+    # ------------------------------------------------ item 15: one event loop
+    async def test_a_backend_used_from_another_event_loop_raises_a_clear_error(self, backend: Backend) -> None:
+        assert (await backend.stats(self.queue)).total == 0  # used here: this loop is the backend's
+
+        def use_elsewhere() -> BaseException | None:
+            async def use() -> None:
+                await asyncio.wait_for(backend.stats(self.queue), 5)
+
+            try:
+                asyncio.run(use())
+            except BaseException as exc:
+                return exc
+            return None
+
+        exc = await asyncio.to_thread(use_elsewhere)
+        assert isinstance(exc, rq.EventLoopMismatchError), repr(exc)
+        assert "event loop" in str(exc) and type(backend).__name__ in str(exc)
+        assert (await backend.stats(self.queue)).total == 0  # and it still works where it belongs

@@ -40,6 +40,7 @@ def _pair(name: str) -> list[Any]:
 SMALL = {"order_id": 42, "to": "a@b.c", "items": [1, 2, 3]}
 WITH_NULL = {"order_id": 42, "note": None, "lines": [{"sku": f"s{i}", "qty": i, "price": 1.5} for i in range(20)]}
 MEDIUM = {f"key{i}": {"n": i, "s": "x" * 20, "f": i / 3} for i in range(50)}
+LARGE = {"items": [{"sku": f"s{i}", "qty": i, "price": i * 0.5, "tags": ["a", "b"]} for i in range(5000)]}
 BATCH = 500
 UUIDS = [PgUUID(uuid.uuid4().bytes) for _ in range(BATCH)]  # the UUID type asyncpg returns
 T0 = 1_700_000_000_000
@@ -50,7 +51,9 @@ NEW = [NewActivity(u.hex, "send_email", b'{"to":"a@b.c"}') for u in UUIDS]
 
 
 @pytest.mark.parametrize("impl", _pair("_codec"))
-@pytest.mark.parametrize(("label", "payload"), [("small", SMALL), ("with-null", WITH_NULL), ("medium", MEDIUM)])
+@pytest.mark.parametrize(
+    ("label", "payload"), [("small", SMALL), ("with-null", WITH_NULL), ("medium", MEDIUM), ("large", LARGE)]
+)
 def test_encode_json(benchmark: Any, impl: ModuleType, label: str, payload: Any) -> None:
     benchmark.group = f"codec.encode_json {label}"
     assert benchmark(impl.encode_json, payload, 1 << 20) == impl.encode_json(payload, 0)

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 from runnerq_fast.errors import ConfigError
 from runnerq_fast.storage import Backend
+from runnerq_fast.urls import redact_url
 
 __all__ = ["SCHEMES", "connect"]
 
@@ -45,7 +46,7 @@ async def connect(url: str | None = None, **options: object) -> Backend:
     try:
         scheme = urlsplit(url).scheme.lower()
     except ValueError as exc:
-        raise ConfigError(f"malformed backend URL {url!r}: {exc}") from None
+        raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}") from None
     if scheme == "memory":
         from runnerq_fast.backends.memory import MemoryBackend
 
@@ -63,6 +64,6 @@ async def connect(url: str | None = None, **options: object) -> Backend:
 
         return await RedisBackend.open(url, **options)  # type: ignore[arg-type]
     raise ConfigError(
-        f"unsupported backend URL scheme {scheme!r} in {url!r}; expected one of: "
+        f"unsupported backend URL scheme {scheme!r} in {redact_url(url)!r}; expected one of: "
         "memory://, sqlite:///file.db, postgresql://, redis://"
     )

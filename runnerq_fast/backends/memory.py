@@ -45,7 +45,7 @@ from runnerq_fast.models import (
     QueueSummary,
     ReapReport,
 )
-from runnerq_fast.storage import Backend
+from runnerq_fast.storage import Backend, refuse_connection
 
 if speedups.enabled:  # the module, not its names: import-linter sees the package, not a compiled module
     from runnerq_fast.backends import _memstore
@@ -97,7 +97,10 @@ class MemoryBackend(StoreCore, Backend):
             q.wake.set()
 
     # ---------------------------------------------------------------- queueing
-    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def enqueue(
+        self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
+        refuse_connection(self, connection)
         now = _now_ms()
         q = self._queue(queue)
         out: list[EnqueueResult] = []

@@ -18,8 +18,8 @@ import msgspec
 from rich.console import Console
 
 import runnerq_fast as rq
-from runnerq_fast.bench import redact_url
 from runnerq_fast.engine import run_with_uvloop
+from runnerq_fast.urls import redact_text
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,11 +60,27 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return box[0]
 
 
+class _ActivityTag(rq.ActivityLogFilter):
+    """The log context, plus ``activity_tag``: `` [type id #attempt]`` inside an activity, else empty."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        super().filter(record)
+        fields = record.__dict__
+        activity_id = fields["activity_id"]
+        fields["activity_tag"] = (
+            f" [{fields['activity_type']} {activity_id} #{fields['attempt']}]" if activity_id is not None else ""
+        )
+        return True
+
+
 def configure_logging(level: str) -> None:
+    """Log to stderr at ``level``; a line logged while an activity runs names it (``[type id #attempt]``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_ActivityTag())
     logging.basicConfig(
         level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
+        format="%(asctime)s %(levelname)-7s %(name)s:%(activity_tag)s %(message)s",
+        handlers=[handler],
     )
 
 
@@ -87,16 +103,19 @@ async def open_store(url: str, *, read_only: bool = False) -> rq.Backend:
     never creates tables in it (nor, for SQLite, the file itself).
     """
     try:
-        scheme = urlsplit(url).scheme.lower()
+        try:
+            scheme = urlsplit(url).scheme.lower()
+        except ValueError as exc:
+            raise rq.ConfigError(f"malformed backend URL {url!r}: {exc}") from None
         if read_only and scheme in ("postgresql", "postgres"):
             return await rq.connect(url, migrate=False)
         if read_only and scheme == "sqlite":
             return await rq.connect(url, read_only=True)
         return await rq.connect(url)
     except rq.ConfigError as exc:
-        raise BadInput(str(exc)) from None
+        raise BadInput(redact_text(str(exc), url)) from None
     except Exception as exc:
-        raise Fail(f"cannot open backend {redact_url(url)}: {type(exc).__name__}: {exc}") from None
+        raise Fail(redact_text(f"cannot open backend {url}: {type(exc).__name__}: {exc}", url)) from None
 
 
 NO_SCHEMA = "no runnerq-fast schema in {url}; create it with `runnerq-fast migrate --backend URL`"
@@ -158,10 +177,15 @@ class PriorityType(_PriorityParam):
 
 
 def parse_json(text: str, what: str) -> Any:
+    """``text`` decoded as JSON, else :class:`BadInput` naming ``what`` (too deep a nesting included)."""
     try:
         return msgspec.json.decode(text.encode())
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise BadInput(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BadInput(f"{what} is nested too deeply to decode") from None
+    except UnicodeEncodeError as exc:
+        raise BadInput(f"{what} holds text that is not valid Unicode: {exc.reason}") from None
 
 
 def read_payload_arg(text: str) -> str:

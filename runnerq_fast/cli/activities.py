@@ -14,7 +14,6 @@ from rich.table import Table
 
 import runnerq_fast as rq
 from runnerq_fast import filters
-from runnerq_fast.bench import redact_url
 from runnerq_fast.cli._common import (
     NO_SCHEMA,
     BadInput,
@@ -34,6 +33,7 @@ from runnerq_fast.cli._common import (
     require_backend,
     run,
 )
+from runnerq_fast.urls import redact_url
 
 
 @click.command()

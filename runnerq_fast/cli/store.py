@@ -8,7 +8,6 @@ import msgspec
 from rich.table import Table
 
 import runnerq_fast as rq
-from runnerq_fast.bench import redact_url
 from runnerq_fast.cli._common import (
     NO_SCHEMA,
     Fail,
@@ -22,6 +21,7 @@ from runnerq_fast.cli._common import (
     require_backend,
     run,
 )
+from runnerq_fast.urls import redact_text, redact_url
 
 
 @click.command()
@@ -37,7 +37,7 @@ def migrate(backend_url: str | None, log_level: str) -> None:
         try:
             await backend.migrate()
         except Exception as exc:
-            raise Fail(f"migration failed: {type(exc).__name__}: {exc}") from None
+            raise Fail(redact_text(f"migration failed: {type(exc).__name__}: {exc}", url)) from None
         finally:
             await backend.close()
         return backend.name

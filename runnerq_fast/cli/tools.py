@@ -20,7 +20,7 @@ from rich.table import Table
 
 import runnerq_fast as rq
 from runnerq_fast import demo as rq_demo
-from runnerq_fast.bench import BenchConfig, BenchResult, redact_url, result_to_json, run_bench
+from runnerq_fast.bench import BenchConfig, BenchResult, result_to_json, run_bench
 from runnerq_fast.cli._common import (
     BACKEND_ENV,
     BadInput,
@@ -33,6 +33,7 @@ from runnerq_fast.cli._common import (
     require_backend,
     run,
 )
+from runnerq_fast.urls import redact_text, redact_url
 
 
 @click.command()
@@ -89,11 +90,11 @@ def bench(
         try:
             return await run_bench(config, report)
         except rq.ConfigError as exc:
-            raise BadInput(str(exc)) from None
+            raise BadInput(redact_text(str(exc), url)) from None
         except (click.ClickException, asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            raise Fail(f"benchmark failed: {type(exc).__name__}: {exc}") from None
+            raise Fail(redact_text(f"benchmark failed: {type(exc).__name__}: {exc}", url)) from None
 
     with progress:
         result = run(go())
@@ -146,7 +147,7 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
         except (click.ClickException, asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
-            raise Fail(f"demo failed on {redact_url(url)}: {type(exc).__name__}: {exc}") from None
+            raise Fail(redact_text(f"demo failed on {url}: {type(exc).__name__}: {exc}", url)) from None
 
     err.print(f"runnerq-fast demo: {n:,} activities on {redact_url(url)}")
     with progress:

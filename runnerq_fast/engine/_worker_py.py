@@ -12,7 +12,8 @@ buffer and outcome classification); nothing here knows the engine:
 * :func:`run_one`, one attempt: decode the payload, await the handler under
   its timeout, classify the outcome and buffer its :class:`~runnerq_fast.models.Ack`;
 * :func:`worker_loop`, a worker task: take activities from the hand-off and
-  run them until it hands out ``None``;
+  run them until it hands out ``None``, each with
+  :data:`~runnerq_fast.engine.logcontext.running` set to it for the whole attempt;
 
 plus :func:`settle`, the ack bookkeeping after a flush.
 """
@@ -31,6 +32,7 @@ from runnerq_fast.codec import decode_json, encode_json
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import call_hooks
+from runnerq_fast.engine.logcontext import running
 from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
 from runnerq_fast.metrics import ACTIVITIES_COMPLETED, ACTIVITY_DURATION
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
@@ -218,21 +220,23 @@ def _failed(out: Outcomes, a: ClaimedActivity, exc: BaseException, started: floa
         out.retry_or_dead(a, f"TimeoutError: {msg}", None)
     elif isinstance(exc, RetryableError):
         out.retry_or_dead(a, describe_error(exc), exc.retry_after)
-    elif isinstance(exc, Exception | GeneratorExit | SystemExit):
-        # any other failure is retryable; GeneratorExit and SystemExit (from a thread it would
-        # end the process) must not end this worker either
-        out.retry_or_dead(a, describe_error(exc), None)
     else:
-        return True
+        # any other failure is retryable; KeyboardInterrupt, SystemExit, GeneratorExit or any other
+        # BaseException raised by a handler must end neither this worker nor the process (a real
+        # SIGINT reaches the engine through its signal handler, never through a handler's frame)
+        out.retry_or_dead(a, describe_error(exc), None)
     return False
 
 
 async def worker_loop(out: Outcomes, local: Handoff) -> None:
     """One worker task: run activities from ``local`` until it hands out ``None``.
 
-    An exception escaping :func:`run_one` (an engine bug) is logged and the
-    attempt counted as failed; the worker keeps going. Every activity taken
-    frees its slot (``out.busy``, ``out.slot_free``) when it ends.
+    An exception escaping :func:`run_one` (an engine bug; any BaseException
+    but a cancellation) is logged and the attempt counted as failed; the
+    worker keeps going. Every activity taken frees its slot (``out.busy``,
+    ``out.slot_free``) when it ends. While it runs,
+    :data:`~runnerq_fast.engine.logcontext.running` names it (log records,
+    :func:`~runnerq_fast.current_activity`).
     """
     me = asyncio.current_task()
     slot_free = out.slot_free
@@ -240,9 +244,12 @@ async def worker_loop(out: Outcomes, local: Handoff) -> None:
         a = await local.get()
         if a is None:
             return
+        running.set(a)  # not reset: this task runs nothing else until the next activity sets it again
         try:
             await run_one(out, a, me)
-        except Exception:
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
             # an engine bug must neither kill this worker nor strand the activity
             log.exception("engine error while running activity %s; it will be retried", a.id)
             out.retry_or_dead(a, "engine error (see the worker log)", None)

@@ -79,22 +79,30 @@ class ActivityContext:
 
     @property
     def executor(self) -> ActivityExecutor:
-        """Enqueues child activities on the same queue, each recording this activity as its parent.
+        """Enqueues child activities on the same queue: each records this activity as its parent and
+        inherits its metadata.
 
-        Made on first use, so a handler that enqueues nothing pays nothing.
+        A child's metadata is this activity's :attr:`metadata` (keys the
+        handler added to that dict included) updated with what the child sets
+        itself (``.metadata({...})``; ``.metadata({...}, inherit=False)``
+        replaces it instead). Made on first use, so a handler that enqueues
+        nothing pays nothing.
         """
         child = self._child_executor
         if child is None:
-            child = self._child_executor = self._executor.child(self.activity_id)
+            inherited = self._raw_metadata if self._metadata is None else self._metadata
+            child = self._child_executor = self._executor.child(self.activity_id, inherited)
         return child
 
     @property
     def metadata(self) -> dict[str, str]:
-        """The activity's metadata (decoded on first access)."""
+        """The activity's metadata (decoded on first access); child activities inherit this dict."""
         if self._metadata is None:
             raw = self._raw_metadata
             decoded: Any = decode_json(raw) if raw and raw not in (b"{}", "{}") else {}
             self._metadata = decoded if isinstance(decoded, dict) else {}
+            if self._child_executor is not None:
+                self._child_executor.inherited_metadata = self._metadata
         return self._metadata
 
     @property

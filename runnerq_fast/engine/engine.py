@@ -30,11 +30,11 @@ import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TypeVar, Unpack
 
 import msgspec
 
-from runnerq_fast.config import WorkerConfig
+from runnerq_fast.config import WorkerConfig, WorkerSettings
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
@@ -61,6 +61,35 @@ log = logging.getLogger("runnerq_fast.engine")
 H = TypeVar("H", bound=Handler)
 
 
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _check_signature(activity_type: str, handler: Handler) -> None:
+    """Raise :class:`ConfigError` unless ``handler(payload, ctx)`` is a valid call of ``handler``."""
+    try:
+        sig = inspect.signature(handler)
+    except (TypeError, ValueError):
+        return  # no signature to read (some builtins, C callables): the first call will tell
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in _POSITIONAL]
+    takes_varargs = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+    required = [p.name for p in positional if p.default is p.empty]
+    required_kw = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is p.empty]
+    if (len(positional) >= 2 or takes_varargs) and len(required) <= 2 and not required_kw:
+        return
+    name = getattr(handler, "__qualname__", type(handler).__name__)
+    if required_kw:
+        why = f"it also requires the keyword-only parameter(s) {', '.join(required_kw)}"
+    elif len(required) > 2:
+        why = f"it requires {len(required)} ({', '.join(required)})"
+    else:
+        why = f"it takes {len(positional)}"
+    raise ConfigError(
+        f"handler {name}{sig} for activity type {activity_type!r} must take two positional parameters, "
+        f"(payload, ctx) — e.g. `async def {getattr(handler, '__name__', 'handler')}(payload, ctx): ...`; {why}"
+    )
+
+
 def _default_worker_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
@@ -83,12 +112,14 @@ class WorkerEngine:
         Name recorded on claims; default ``host-pid-random``.
     **settings
         Any :class:`WorkerConfig` field, e.g. ``queue_name="app"``,
-        ``max_workers=64``, ``activity_types=["send_email"]``.
+        ``max_workers=64``, ``activity_types=["send_email"]``. Typed by
+        :class:`~runnerq_fast.config.WorkerSettings`, so a type checker rejects
+        a misspelt name or a wrong type.
 
     Raises
     ------
     ConfigError
-        If a setting is out of range.
+        If a setting is unknown or out of range.
 
     Examples
     --------
@@ -108,7 +139,7 @@ class WorkerEngine:
         metrics: MetricsSink | None = None,
         hooks: Iterable[LifecycleHooks] = (),
         worker_id: str | None = None,
-        **settings: Any,
+        **settings: Unpack[WorkerSettings],
     ) -> None:
         base = config or WorkerConfig()
         try:
@@ -148,7 +179,8 @@ class WorkerEngine:
         Raises
         ------
         ConfigError
-            If the type already has a handler or the engine has started.
+            If the type already has a handler, the engine has started, or the
+            handler cannot be called as ``handler(payload, ctx)``.
         InvalidActivityError
             If the type name is empty or too long.
         """
@@ -168,6 +200,7 @@ class WorkerEngine:
             raise ConfigError(f"activity type {activity_type!r} already has a handler")
         if not callable(handler):
             raise ConfigError(f"handler for {activity_type!r} is not callable")
+        _check_signature(activity_type, handler)
         self._handlers[activity_type] = Registered(handler)
 
     @property
@@ -247,6 +280,8 @@ class WorkerEngine:
         ------
         ConfigError
             If no handler is registered, or a declared activity type has none.
+        EventLoopMismatchError
+            If the backend given belongs to another event loop.
         """
         if self._started:
             raise ConfigError("engine already started")
@@ -257,6 +292,7 @@ class WorkerEngine:
                 raise ConfigError("no backend given (pass a Backend or URL, or set RUNNERQ_BACKEND)")
             self._backend = await open_backend(url)
             self._owns_backend = True
+        self._backend.ensure_loop()  # a backend of another event loop fails here, not in every loop below
         self._reset_runtime()
         self._started = True
         self._stopping = False
@@ -342,7 +378,7 @@ class WorkerEngine:
 
         run_with_uvloop(self.run_until_stopped())
 
-    def configure(self, **settings: Any) -> None:
+    def configure(self, **settings: Unpack[WorkerSettings]) -> None:
         """Change :class:`WorkerConfig` fields before :meth:`start`.
 
         Raises
@@ -517,10 +553,12 @@ class WorkerEngine:
         """Flush every buffered ack, retrying on backend errors until it lands.
 
         After three failed attempts a batch is retried one ack at a time: acks
-        that then land are done, and an ack that still fails while others
-        land is one the store can never take (a poison ack); it is logged and
-        dropped, and its activity runs again after its lease expires. During
-        :meth:`stop`, retries end at ``self._flush_deadline``.
+        that then land are done, and an ack that still fails while the store
+        answers (other acks land or, when nothing landed, a lease renewal of
+        the same activity does) is one the store can never take (a poison ack); it is
+        logged and dropped, taken out of the heartbeat, and its activity runs
+        again after its lease expires. During :meth:`stop`, retries end at
+        ``self._flush_deadline``.
         """
         out = self._outcomes
         assert out is not None
@@ -531,7 +569,7 @@ class WorkerEngine:
             out.ack_ready.clear()
             out.ack_full.clear()
             try:
-                if failures >= 3 and len(acks) > 1:
+                if failures >= 3:
                     rejected, unsent = await self._ack_one_by_one(acks)
                 else:
                     rejected, unsent = await self.backend.ack(self.config.queue_name, acks), []
@@ -570,11 +608,19 @@ class WorkerEngine:
             except Exception as exc:
                 failed.append((ack, exc))
         if len(failed) == len(acks):
-            raise failed[0][1]  # nothing landed: the store is down, not the acks
+            # nothing landed: the store is down, or it refuses every one of these acks. A write on the same
+            # activity tells which: renewing its lease (a no-op for the outcome) lands only if the store is up.
+            probe = acks[0]
+            try:
+                await self.backend.extend_leases(queue, [LeaseRef(probe.id, probe.claim_token)], self._lease_ms)
+            except Exception:
+                raise failed[0][1] from None  # the store is down, not the acks: keep them
         for ack, err in failed:
             log.error("dropping an ack the store refuses (%s: %s); activity %s runs again after its lease",
                       type(err).__name__, describe_error(err, prefix=False), ack.id)
-            self._inflight.pop(ack.id, None)
+            held = self._inflight.get(ack.id)
+            if held is not None and held.claim_token == ack.claim_token:
+                del self._inflight[ack.id]  # no longer heartbeated: its lease runs out
         return rejected, []
 
     def _acked(self, acks: list[Ack], unsent: list[Ack], rejected: list[str]) -> None:

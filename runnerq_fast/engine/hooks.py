@@ -1,48 +1,117 @@
-"""Lifecycle hooks (the Rainier worker events) and how they are called."""
+"""Lifecycle hooks (the Rainier worker events), what they are given, and how they are called."""
 
 from __future__ import annotations
 
 import inspect
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from runnerq_fast.models import ClaimedActivity
+import msgspec
 
-__all__ = ["LifecycleHooks"]
+from runnerq_fast.codec import decode_json
+from runnerq_fast.models import ClaimedActivity
+
+__all__ = ["ActivityInfo", "LifecycleHooks", "activity_info"]
 
 log = logging.getLogger("runnerq_fast.engine")
+
+
+class ActivityInfo(msgspec.Struct, frozen=True):
+    """One attempt of an activity, as lifecycle hooks and :func:`~runnerq_fast.current_activity` see it.
+
+    Made only when a hook is registered (or on request), never on the plain
+    per-activity path.
+
+    Attributes
+    ----------
+    id : str
+        The activity's id (32 hex digits).
+    activity_type : str
+        Its type.
+    priority : int
+        1 (LOW) to 4 (CRITICAL).
+    retry_count : int
+        Retries made before this attempt (0 on the first run).
+    max_retries : int
+        Retries allowed after the first attempt.
+    timeout : float
+        Handler timeout in **seconds**; 0 means none.
+    enqueued_at : float
+        Creation time, epoch **seconds**.
+    metadata : dict of str to str
+        The activity's metadata.
+    """
+
+    id: str
+    activity_type: str
+    priority: int
+    retry_count: int
+    max_retries: int
+    timeout: float
+    enqueued_at: float
+    metadata: dict[str, str]
+
+    @property
+    def attempt(self) -> int:
+        """This attempt's number, 1 on the first run."""
+        return self.retry_count + 1
+
+
+def _metadata(raw: bytes | str) -> dict[str, str]:
+    if not raw or raw in (b"{}", "{}"):
+        return {}
+    try:
+        decoded = decode_json(raw)
+    except Exception:  # a hook must still run for an activity whose metadata is damaged
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def activity_info(a: ClaimedActivity) -> ActivityInfo:
+    """The public description of the claimed activity ``a``."""
+    return ActivityInfo(
+        a.id,
+        a.activity_type,
+        a.priority,
+        a.retry_count,
+        a.max_retries,
+        a.timeout_ms / 1000.0,
+        a.created_at_ms / 1000.0,
+        _metadata(a.metadata),
+    )
 
 
 class LifecycleHooks:
     """Subclass and override what you need; every method may be sync or async.
 
     A hook that raises is logged and ignored: it never fails the activity.
-    Hooks run on the worker task after the handler returns, before the ack
-    is flushed.
+    ``on_processing`` and ``on_processed`` run on the worker task around the
+    handler, before the ack is flushed; the others run in a task of their own
+    once the outcome is buffered. Each is given an :class:`ActivityInfo`.
     """
 
-    def on_processing(self, activity: ClaimedActivity) -> Any:
+    def on_processing(self, activity: ActivityInfo) -> Any:
         """Before the handler runs."""
 
-    def on_processed(self, activity: ClaimedActivity, duration: float) -> Any:
+    def on_processed(self, activity: ActivityInfo, duration: float) -> Any:
         """After the handler succeeded; ``duration`` in seconds."""
 
-    def on_released(self, activity: ClaimedActivity, delay: float, error: str) -> Any:
+    def on_released(self, activity: ActivityInfo, delay: float, error: str) -> Any:
         """After a failed attempt that will be retried in ``delay`` seconds."""
 
-    def on_failed(self, activity: ClaimedActivity, error: str) -> Any:
+    def on_failed(self, activity: ActivityInfo, error: str) -> Any:
         """After a non-retryable failure (status ``failed``)."""
 
-    def on_dead_letter(self, activity: ClaimedActivity, error: str) -> Any:
+    def on_dead_letter(self, activity: ActivityInfo, error: str) -> Any:
         """After the last allowed attempt failed (status ``dead_letter``)."""
 
 
-async def call_hooks(hooks: tuple[LifecycleHooks, ...], name: str, *args: Any) -> None:
-    """Call hook ``name`` on each of ``hooks``, logging and swallowing errors."""
+async def call_hooks(hooks: tuple[LifecycleHooks, ...], name: str, a: ClaimedActivity, *args: Any) -> None:
+    """Call hook ``name`` on each of ``hooks`` with ``a`` as an :class:`ActivityInfo`, logging and swallowing errors."""
+    info = activity_info(a)
     for h in hooks:
         try:
-            res = getattr(h, name)(*args)
+            res = getattr(h, name)(info, *args)
             if inspect.isawaitable(res):
                 await res
         except Exception:

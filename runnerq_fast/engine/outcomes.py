@@ -26,6 +26,7 @@ Nothing here imports the engine: the engine calls this module, never the reverse
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 import time
@@ -310,7 +311,9 @@ class Outcomes:
     async def call_sync(self, fn: Handler, payload: Any, ctx: ActivityContext, timeout: float | None) -> Any:
         """Run a plain ``def`` handler in the thread pool.
 
-        The timeout (seconds, ``None`` for none) counts from the moment a
+        The call runs in a copy of the caller's :mod:`contextvars` context
+        (like :func:`asyncio.to_thread`), so the running activity is known in
+        its thread too. The timeout (seconds, ``None`` for none) counts from the moment a
         thread starts the call, not while the call waits for a free thread. A
         thread cannot be interrupted, so that an activity never runs twice at
         once: a timed-out call still counts as a failed attempt but its ack
@@ -329,10 +332,11 @@ class Outcomes:
         assert self.threads is not None
         loop = self.loop
         started: asyncio.Future[None] = loop.create_future()
+        context = contextvars.copy_context()  # the thread sees what the worker task sees (the running activity)
 
         def run() -> Any:
             loop.call_soon_threadsafe(_resolve, started)
-            return fn(payload, ctx)
+            return context.run(fn, payload, ctx)
 
         call = self.threads.submit(run)
         done = asyncio.wrap_future(call)

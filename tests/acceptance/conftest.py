@@ -35,8 +35,8 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     """Factory starting worker subprocesses; every one is killed and reaped at teardown."""
     workers: list[WorkerProcess] = []
 
-    def start(*args: str, cwd: Path = REPO) -> WorkerProcess:
-        w = WorkerProcess(["worker", *args], tmp_path / f"worker-{len(workers)}.log", cwd)
+    def start(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> WorkerProcess:
+        w = WorkerProcess(["worker", *args], tmp_path / f"worker-{len(workers)}.log", cwd, env)
         workers.append(w)
         return w
 

@@ -75,13 +75,16 @@ class WorkerProcess:
         File receiving stdout and stderr.
     cwd : Path
         Working directory.
+    env : dict of str to str, optional
+        Extra environment variables.
     """
 
-    def __init__(self, args: list[str], log_path: Path, cwd: Path = REPO) -> None:
+    def __init__(self, args: list[str], log_path: Path, cwd: Path = REPO, env: dict[str, str] | None = None) -> None:
         self.log_path = log_path
         self._log: IO[bytes] = log_path.open("wb")
         self.proc = subprocess.Popen(
-            [*cli_command(), *args], cwd=cwd, env=subprocess_env(), stdout=self._log, stderr=subprocess.STDOUT
+            [*cli_command(), *args], cwd=cwd, env=subprocess_env(**(env or {})), stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
 
     @property

@@ -141,3 +141,21 @@ def test_enqueue_reads_the_payload_from_a_file_or_stdin(tmp_path: Path) -> None:
     bad.write_text("{not json")
     broken = run_cli("enqueue", "t", "--payload", f"@{bad}", "--backend", "memory://")
     assert broken.returncode == 2 and "not valid JSON" in broken.stderr
+
+
+def test_worker_log_lines_name_the_activity_they_were_logged_in(
+    start_worker: Callable[..., WorkerProcess], tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'chat.db'}"
+    enqueued = run_cli("enqueue", "chat", "--payload", "7", "--queue", "chatty", "--backend", url)
+    assert enqueued.returncode == 0, enqueued.stderr
+    activity_id = enqueued.stdout.strip()
+    w = start_worker("tests.acceptance.logging_app:engine", "--backend", url)
+    # the handler's own line (from its thread), on each attempt, and the engine's line about the retry
+    w.wait_for_log(f"chatty.app: [chat {activity_id} #2] hello 7")
+    log = w.log()
+    assert f"chatty.app: [chat {activity_id} #1] hello 7" in log
+    assert f"runnerq_fast.engine: [chat {activity_id} #1] activity {activity_id} (chat) attempt 1 failed" in log
+    assert "runnerq_fast.engine: engine " in log  # a line outside any activity has no tag
+    w.signal(signal.SIGTERM)
+    assert w.wait() == 0, w.log()

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from runnerq_fast.backends.postgres import PostgresBackend
-from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_ops import OperationsConformance
 
 
-class TestPostgresConformance(BackendConformance, ErrorTextConformance, OperationsConformance):
+class TestPostgresConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self, pg_url: str) -> AsyncIterator[PostgresBackend]:
         b = await PostgresBackend.open(pg_url, min_size=2, max_size=12)

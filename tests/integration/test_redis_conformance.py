@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from runnerq_fast.backends.redis import RedisBackend
-from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_ops import OperationsConformance
 
 
-class TestRedisConformance(BackendConformance, ErrorTextConformance, OperationsConformance):
+class TestRedisConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:
         yield redis_backend

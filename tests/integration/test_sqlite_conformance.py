@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from runnerq_fast.backends.sqlite import SqliteBackend
-from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_ops import OperationsConformance
 
 
-class TestSqliteConformance(BackendConformance, ErrorTextConformance, OperationsConformance):
+class TestSqliteConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[SqliteBackend]:
         b = await SqliteBackend.open(f"sqlite:///{tmp_path / 'conformance.db'}")

@@ -284,7 +284,7 @@ async def test_configure_before_start_only() -> None:
     engine.configure(max_workers=3, queue_name="v")
     assert (engine.config.max_workers, engine.queue_name, engine.executor.queue_name) == (3, "v", "v")
     with pytest.raises(rq.ConfigError, match="unknown"):
-        engine.configure(nope=1)
+        engine.configure(nope=1)  # type: ignore[call-arg]
     with pytest.raises(rq.ConfigError):
         engine.configure(max_workers=0)
     async with engine:
@@ -532,3 +532,46 @@ async def test_stop_withdraws_plain_def_calls_that_have_not_started() -> None:
 def test_retry_after_must_be_a_sane_number_of_seconds(bad: float) -> None:
     with pytest.raises(ValueError, match="retry_after"):
         rq.RetryableError("x", retry_after=bad)
+
+
+async def test_memory_backend_refuses_a_callers_connection_and_stores_nothing() -> None:
+    backend = rq.MemoryBackend()
+    executor = rq.ActivityExecutor(backend, "u")
+    with pytest.raises(rq.ConfigError, match="memory backend cannot enqueue inside the caller's transaction"):
+        await executor.activity("t").execute(connection=object())
+    with pytest.raises(rq.ConfigError, match="memory backend"):
+        await executor.enqueue_many([("t", 1)], connection=object())
+    assert (await backend.stats("u")).total == 0
+
+
+def test_a_handler_that_cannot_take_payload_and_ctx_is_refused_at_registration() -> None:
+    engine = make(rq.MemoryBackend())
+
+    async def one(payload: Any) -> None: ...
+
+    def three(payload: Any, ctx: rq.ActivityContext, extra: int) -> None: ...
+
+    async def kw_only(payload: Any, ctx: rq.ActivityContext, *, flag: bool) -> None: ...
+
+    with pytest.raises(rq.ConfigError, match=r"handler .*one\(payload: 'Any'\) -> 'None' for activity type 'a' "
+                                             r"must take two positional parameters.*it takes 1$"):
+        engine.register_activity("a", one)  # type: ignore[arg-type]
+    with pytest.raises(rq.ConfigError, match=r"it requires 3 \(payload, ctx, extra\)"):
+        engine.activity("b")(three)  # type: ignore[type-var]
+    with pytest.raises(rq.ConfigError, match=r"keyword-only parameter\(s\) flag"):
+        engine.activity("c")(kw_only)  # type: ignore[type-var]
+    assert engine.activity_types == []
+
+    # what may be called as handler(payload, ctx) is accepted
+    async def defaults(payload: Any, ctx: rq.ActivityContext, retries: int = 3, *, flag: bool = False) -> None: ...
+
+    def star(*args: Any) -> None: ...
+
+    class Callable:
+        async def __call__(self, payload: Any, ctx: rq.ActivityContext) -> None: ...
+
+    engine.register_activity("d", defaults)
+    engine.register_activity("e", star)
+    engine.register_activity("f", Callable())
+    engine.register_activity("g", print)  # a builtin with no signature to read: accepted
+    assert engine.activity_types == ["d", "e", "f", "g"]

@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from runnerq_fast.backends.memory import MemoryBackend
-from tests.conformance import BackendConformance, ErrorTextConformance
+from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_ops import OperationsConformance
 
 
-class TestMemoryConformance(BackendConformance, ErrorTextConformance, OperationsConformance):
+class TestMemoryConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:
         b = MemoryBackend()

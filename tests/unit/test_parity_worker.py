@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runnerq_fast.engine import _deadline_py, _worker_py
+from runnerq_fast.engine.hooks import ActivityInfo
 from runnerq_fast.engine.outcomes import Outcomes
 from runnerq_fast.errors import NonRetryableError, RetryableError
 from runnerq_fast.models import ClaimedActivity
@@ -133,10 +134,10 @@ class _Hooks:
     def __init__(self, log: list[tuple[Any, ...]]) -> None:
         self.log = log
 
-    def on_processing(self, activity: ClaimedActivity) -> None:
+    def on_processing(self, activity: ActivityInfo) -> None:
         self.log.append(("hook_processing", activity.id))
 
-    async def on_processed(self, activity: ClaimedActivity, duration: float) -> None:
+    async def on_processed(self, activity: ActivityInfo, duration: float) -> None:
         self.log.append(("hook_processed", activity.id))
 
 

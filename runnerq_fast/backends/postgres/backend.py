@@ -52,6 +52,7 @@ from runnerq_fast.models import (
     ReapReport,
 )
 from runnerq_fast.storage import Backend
+from runnerq_fast.urls import redact_text, redact_url
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
 
@@ -89,6 +90,21 @@ def _text(data: bytes | str | None) -> str | None:
     if data is None or isinstance(data, str):
         return data
     return data.decode()
+
+
+def _callers_connection(connection: object) -> _Conn:
+    """``connection`` if it is an asyncpg connection inside a transaction, else :class:`ConfigError`."""
+    if not isinstance(connection, asyncpg.Connection | PoolConnectionProxy):
+        raise ConfigError(
+            "connection= must be an asyncpg connection (asyncpg.Connection or one acquired from an asyncpg "
+            f"pool) to the backend's database, got {type(connection).__name__}"
+        )
+    if not connection.is_in_transaction():
+        raise ConfigError(
+            "connection= must be inside a transaction (async with conn.transaction(): ...); "
+            "to enqueue outside one, leave connection out"
+        )
+    return connection
 
 
 def _snapshot(r: asyncpg.Record | Sequence[Any]) -> ActivitySnapshot:
@@ -131,18 +147,6 @@ async def _no_reset(conn: asyncpg.Connection) -> None:
     transaction-scoped advisory lock, LISTEN runs on the dedicated listener
     connection, and no statement uses cursors or SET.
     """
-
-
-def _redact(url: str) -> str:
-    """``url`` without its password, for error messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return parts._replace(netloc=netloc).geturl()
-    except ValueError:
-        return "<unparsable URL>"
 
 
 async def apply_migrations(conn: _Conn) -> list[int]:
@@ -320,17 +324,21 @@ class PostgresBackend(Backend):
         BackendError
             If the server cannot be reached or refuses the connection.
         """
-        scheme = urlsplit(url).scheme.lower()
+        try:
+            scheme = urlsplit(url).scheme.lower()
+        except ValueError as exc:
+            raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}") from None
         if scheme not in ("postgresql", "postgres"):
-            raise ConfigError(f"not a PostgreSQL URL: {_redact(url)!r}")
+            raise ConfigError(f"not a PostgreSQL URL: {redact_url(url)!r}")
         try:
             pool = await asyncpg.create_pool(
                 url, min_size=min_size, max_size=max_size, timeout=connect_timeout, reset=_no_reset, **kw
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
-            raise ConfigError(f"invalid PostgreSQL URL {_redact(url)!r}: {exc}") from exc
+            raise ConfigError(f"invalid PostgreSQL URL {redact_url(url)!r}: {redact_text(str(exc), url)}") from exc
         except (socket.gaierror, *_CONNECT_ERRORS) as exc:
-            raise BackendError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}") from exc
+            shown = redact_text(str(exc), url)
+            raise BackendError(f"cannot connect to PostgreSQL at {redact_url(url)}: {shown}") from exc
         self = cls(url, pool, notify_interval=notify_interval, stream_poll_interval=stream_poll_interval)
         try:
             if migrate:
@@ -348,7 +356,9 @@ class PostgresBackend(Backend):
         except BaseException as exc:
             await self.close()
             if isinstance(exc, _CONNECT_ERRORS):
-                raise BackendError(f"PostgreSQL at {_redact(url)} failed while opening: {exc}") from exc
+                raise BackendError(
+                    f"PostgreSQL at {redact_url(url)} failed while opening: {redact_text(str(exc), url)}"
+                ) from exc
             raise
         return self
 
@@ -476,7 +486,41 @@ class PostgresBackend(Backend):
                         fut.set_result(res)
 
     # ---------------------------------------------------------------- queueing
-    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def enqueue(
+        self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
+        """Store ``items`` (see :meth:`Backend.enqueue`); ``connection`` joins the caller's transaction.
+
+        Parameters
+        ----------
+        queue : str
+            Queue name.
+        items : sequence of NewActivity
+            Already validated.
+        connection : asyncpg.Connection or pool connection, optional
+            The caller's connection to this backend's database, inside a
+            transaction the caller opened (``async with conn.transaction():``).
+            The rows, their events and the ``pg_notify`` are written in that
+            transaction: PostgreSQL delivers the notification at commit and
+            drops it (with the rows) at rollback. Keyed items lock their
+            idempotency key row until the caller's transaction ends, so a
+            concurrent enqueue of the same key waits for it, then sees the
+            committed holder, or takes the key if it rolled back. Nothing runs
+            outside the caller's transaction; a keyed batch runs under a
+            savepoint. Errors are asyncpg's, as for any statement of the
+            caller's (the transaction is then aborted).
+
+        Raises
+        ------
+        ConfigError
+            If ``connection`` is not an asyncpg connection, or is not inside a transaction.
+        BackendError
+            If this backend is closed.
+        """
+        if connection is not None:
+            if self._closed:
+                raise BackendError("the PostgreSQL backend is closed")
+            return await self._enqueue_on(_callers_connection(connection), queue, items)
         if not items:
             return []
         if all(it.idempotency_key is None for it in items):
@@ -492,6 +536,23 @@ class PostgresBackend(Backend):
             self._after_commit(queue, False)
         return results
 
+    async def _enqueue_on(self, conn: _Conn, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+        """Enqueue on the caller's ``conn`` inside its transaction; the NOTIFY goes out at its commit."""
+        if not items:
+            return []
+        if all(it.idempotency_key is None for it in items):
+            for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
+                chunk = items[start : start + _MAX_STATEMENT_ITEMS]
+                await conn.execute(Q["enqueue"], queue, *enqueue_params(chunk), True, _parents(chunk))
+            return [EnqueueResult(it.id, EnqueueOutcome.CREATED) for it in items]
+        async with conn.transaction():  # a savepoint in the caller's transaction
+            results = await self._claim_keys(conn, queue, items)
+            created = [it for it, res in zip(items, results, strict=True) if res.outcome == EnqueueOutcome.CREATED]
+            for start in range(0, len(created), _MAX_STATEMENT_ITEMS):
+                chunk = created[start : start + _MAX_STATEMENT_ITEMS]
+                await conn.execute(Q["enqueue"], queue, *enqueue_params(chunk), True, _parents(chunk))
+        return results
+
     async def _insert(
         self,
         conn: asyncpg.Pool | _Conn,
@@ -502,8 +563,7 @@ class PostgresBackend(Backend):
     ) -> None:
         """One UNNEST insert of ``items`` with their events (and maybe the NOTIFY)."""
         leading = commit_hook and self._notifier.take_leading(queue)
-        parents = [it.parent_id for it in items] if any(it.parent_id is not None for it in items) else None
-        await conn.execute(Q["enqueue"], queue, *enqueue_params(items), leading, parents)
+        await conn.execute(Q["enqueue"], queue, *enqueue_params(items), leading, _parents(items))
         if commit_hook:
             self._after_commit(queue, leading)
 
@@ -890,6 +950,11 @@ class PostgresBackend(Backend):
 
     async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
         return await self._act("delete", queue, flt, limit)
+
+
+def _parents(items: Sequence[NewActivity]) -> list[str | None] | None:
+    """The enqueue statement's parent ids (``$12``): ``None`` when no item has one (unnest pads it)."""
+    return [it.parent_id for it in items] if any(it.parent_id is not None for it in items) else None
 
 
 def _source(flt: ActivityFilter, statuses: Sequence[str] | None) -> tuple[str, list[Any]] | None:

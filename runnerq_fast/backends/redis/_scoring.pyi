@@ -1,4 +1,7 @@
-"""Type stub of the compiled ready-set score (``src_pyx/runnerq_fast/backends/redis/_scoring.pyx``); semantics in ``_scoring_py``."""
+"""Type stub of the compiled ready-set score (``src_pyx/runnerq_fast/backends/redis/_scoring.pyx``).
+
+Semantics in ``_scoring_py``.
+"""
 
 MAX_READY_MS: int
 MAX_RETRY_RANK: int

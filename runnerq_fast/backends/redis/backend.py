@@ -59,7 +59,8 @@ from runnerq_fast.models import (
     QueueSummary,
     ReapReport,
 )
-from runnerq_fast.storage import Backend
+from runnerq_fast.storage import Backend, refuse_connection
+from runnerq_fast.urls import redact_text, redact_url
 
 __all__ = ["DEFAULT_RESULT_TTL", "RedisBackend", "load_script"]
 
@@ -110,16 +111,6 @@ def _s(value: bytes | str | None) -> str | None:
 
 def _i(value: bytes | None) -> int | None:
     return None if value is None else int(value)
-
-
-def _redact(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        return parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1)).geturl()
-    except ValueError:
-        return "<unparsable URL>"
 
 
 T = TypeVar("T")
@@ -302,13 +293,17 @@ class RedisBackend(Backend):
         BackendError
             If the server cannot be reached.
         """
-        scheme = urlsplit(url).scheme.lower()
+        try:
+            parts = urlsplit(url)
+        except ValueError as exc:
+            raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}") from None
+        scheme = parts.scheme.lower()
         if scheme not in ("redis", "rediss", "unix"):
-            raise ConfigError(f"not a Redis URL: {_redact(url)!r}")
-        db = urlsplit(url).path.strip("/")
+            raise ConfigError(f"not a Redis URL: {redact_url(url)!r}")
+        db = parts.path.strip("/")
         if scheme != "unix" and db and not (db.isdigit() and db.isascii()):
             # redis-py ignores a path that is not a number and uses database 0
-            raise ConfigError(f"invalid Redis URL {_redact(url)!r}: the database must be a number, got {db!r}")
+            raise ConfigError(f"invalid Redis URL {redact_url(url)!r}: the database must be a number, got {db!r}")
         if not namespace or any(c in namespace for c in "{}:*?[]\x00 "):
             raise ConfigError(f"namespace must be a non-empty word without braces, colons or globs: {namespace!r}")
         if not result_ttl > 0:
@@ -328,7 +323,7 @@ class RedisBackend(Backend):
                 retry_on_error=[RedisConnectionError, RedisTimeoutError],
             )
         except ValueError as exc:
-            raise ConfigError(f"invalid Redis URL {_redact(url)!r}: {exc}") from exc
+            raise ConfigError(f"invalid Redis URL {redact_url(url)!r}: {redact_text(str(exc), url)}") from exc
         backend = cls(url, client, result_ttl, namespace)
         try:
             await client.ping()
@@ -336,7 +331,7 @@ class RedisBackend(Backend):
             await backend._load_scripts()
         except (RedisError, OSError) as exc:
             await client.aclose()
-            raise BackendError(f"cannot use Redis at {_redact(url)}: {exc}") from exc
+            raise BackendError(f"cannot use Redis at {redact_url(url)}: {redact_text(str(exc), url)}") from exc
         client.set_retry(
             Retry(ExponentialBackoff(cap=1.0, base=0.05), 3, supported_errors=(RedisConnectionError, RedisTimeoutError))
         )
@@ -431,7 +426,10 @@ class RedisBackend(Backend):
         return None
 
     # ---------------------------------------------------------------- queueing
-    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def enqueue(
+        self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
+        refuse_connection(self, connection)
         if not items:
             return []
         chunks: list[list[Any]] = []

@@ -61,6 +61,7 @@ from runnerq_fast.models import (
     ReapReport,
 )
 from runnerq_fast.storage import Backend
+from runnerq_fast.urls import redact_url
 
 __all__ = ["SqliteBackend", "apply_migrations", "sqlite_path"]
 
@@ -119,24 +120,24 @@ def sqlite_path(url: str) -> str:
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise ConfigError(f"malformed SQLite URL {url!r}: {exc}") from None
+        raise ConfigError(f"malformed SQLite URL {redact_url(url)!r}: {exc}") from None
     if parts.scheme.lower() != "sqlite":
-        raise ConfigError(f"not a SQLite URL: {url!r}")
+        raise ConfigError(f"not a SQLite URL: {redact_url(url)!r}")
     if not url[len(parts.scheme) + 1 :].startswith("//"):
         # sqlite:/x.db or sqlite:x.db: relative or absolute? Refuse rather than guess.
         raise ConfigError(
-            f"malformed SQLite URL {url!r}: expected sqlite:// followed by the path; "
+            f"malformed SQLite URL {redact_url(url)!r}: expected sqlite:// followed by the path; "
             "use sqlite:///relative/file.db or sqlite:////absolute/file.db"
         )
     if parts.netloc:
         raise ConfigError(
-            f"SQLite URL {url!r} names a host ({parts.netloc!r}); use sqlite:///relative/file.db "
+            f"SQLite URL {redact_url(url)!r} names a host ({parts.netloc!r}); use sqlite:///relative/file.db "
             "or sqlite:////absolute/file.db"
         )
     path = unquote(parts.path[1:]) if parts.path.startswith("/") else ""
     if not path or path.endswith("/"):
         raise ConfigError(
-            f"SQLite URL {url!r} names no file; use sqlite:///relative/file.db or sqlite:////absolute/file.db"
+            f"SQLite URL {redact_url(url)!r} names no file; use sqlite:///relative/file.db or sqlite:////absolute/file.db"
         )
     if path == ":memory:":
         raise ConfigError("an in-memory SQLite database cannot be shared by workers; use memory:// instead")
@@ -147,7 +148,7 @@ def _options(url: str) -> dict[str, str]:
     query = dict(parse_qsl(urlsplit(url).query, keep_blank_values=True))
     unknown = set(query) - {"synchronous"}
     if unknown:
-        raise ConfigError(f"unknown SQLite URL option(s) {sorted(unknown)} in {url!r}; known: synchronous")
+        raise ConfigError(f"unknown SQLite URL option(s) {sorted(unknown)} in {redact_url(url)!r}; known: synchronous")
     return query
 
 
@@ -513,7 +514,43 @@ class SqliteBackend(Backend):
         return self._conn.execute(sql, params).fetchone()
 
     # ---------------------------------------------------------------- queueing
-    async def enqueue(self, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
+    async def enqueue(
+        self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
+    ) -> list[EnqueueResult]:
+        """Store ``items`` (see :meth:`Backend.enqueue`); ``connection`` joins the caller's transaction.
+
+        Parameters
+        ----------
+        queue : str
+            Queue name.
+        items : sequence of NewActivity
+            Already validated.
+        connection : sqlite3.Connection, optional
+            The caller's own connection to this backend's file, inside a
+            transaction (``conn.in_transaction``; open it with
+            ``BEGIN IMMEDIATE`` so the write lock is taken up front). The
+            rows and their events are written on it, on the calling thread
+            (the event loop's: a few statements, as the caller's own), and
+            exist if and only if the caller commits. SQLite admits one writer
+            at a time, so the engine's claims and acks on the file wait while
+            that transaction holds the write lock. No notification is sent:
+            engines notice the commit through ``PRAGMA data_version`` within
+            ``poll_interval``. An idempotency key is decided under the
+            caller's write lock; a deferred transaction that read before a
+            concurrent commit fails with ``sqlite3.OperationalError``
+            (database is locked) rather than decide on a stale read.
+
+        Raises
+        ------
+        ConfigError
+            If ``connection`` is not a ``sqlite3.Connection``, is not inside a
+            transaction, or is open on another file.
+        BackendError
+            If this backend is closed or was opened read-only.
+        """
+        if connection is not None:
+            results, _ = _enqueue(self._callers_cursor(connection), queue, items, _now_ms())
+            return results
         if not items:
             return []
         results, ready = await self._write(_enqueue, queue, items, _now_ms())
@@ -522,6 +559,30 @@ class SqliteBackend(Backend):
             self._tell_siblings()
         self._wake_streams()
         return results
+
+    def _callers_cursor(self, connection: object) -> sqlite3.Cursor:
+        """A cursor on ``connection`` if it is a ``sqlite3.Connection`` to this file inside a transaction."""
+        if not isinstance(connection, sqlite3.Connection):
+            raise ConfigError(
+                f"connection= must be a sqlite3.Connection to {self.path!r}, got {type(connection).__name__}"
+            )
+        if self._closed or self.read_only:
+            why = "is closed" if self._closed else "was opened read-only"
+            raise BackendError(f"SQLite backend {self.path!r} {why}")
+        if not connection.in_transaction:
+            raise ConfigError(
+                "connection= must be inside a transaction (conn.execute('BEGIN IMMEDIATE') first); "
+                "to enqueue outside one, leave connection out"
+            )
+        cur = connection.cursor()
+        cur.row_factory = None  # the caller's row factory is theirs; these queries read plain tuples
+        files = [r[2] for r in cur.execute("PRAGMA database_list").fetchall() if r[1] == "main"]
+        if not files or not files[0] or os.path.realpath(files[0]) != self._key:
+            raise ConfigError(
+                f"connection= is open on {files[0] if files and files[0] else 'no file'!r}, "
+                f"not on this backend's file {self.path!r}"
+            )
+        return cur
 
     async def claim(
         self,
@@ -809,7 +870,7 @@ def _uri_path(path: str) -> str:
 
 
 def _enqueue(
-    conn: sqlite3.Connection, queue: str, items: Sequence[NewActivity], now: int
+    conn: sqlite3.Connection | sqlite3.Cursor, queue: str, items: Sequence[NewActivity], now: int
 ) -> tuple[list[EnqueueResult], bool]:
     results: list[EnqueueResult] = []
     rows: list[tuple[Any, ...]] = []
@@ -847,7 +908,7 @@ def _enqueue(
 
 
 def _idempotent_holder(
-    conn: sqlite3.Connection, queue: str, it: NewActivity, now: int, creating: set[str]
+    conn: sqlite3.Connection | sqlite3.Cursor, queue: str, it: NewActivity, now: int, creating: set[str]
 ) -> str | None:
     """The activity that keeps ``it`` from being created, or ``None`` to create it.
 

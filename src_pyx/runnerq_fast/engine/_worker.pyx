@@ -18,6 +18,7 @@ from runnerq_fast._codec import decode_json, encode_json
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import call_hooks
+from runnerq_fast.engine.logcontext import running
 from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
 from runnerq_fast.metrics import ACTIVITIES_COMPLETED, ACTIVITY_DURATION
 from runnerq_fast.models import Ack, AckOutcome, LeaseRef
@@ -43,6 +44,7 @@ cdef object _ACTIVITY_DURATION = ACTIVITY_DURATION
 cdef object _ActivityContext = ActivityContext
 cdef object _call_hooks = call_hooks
 cdef object _describe_error = describe_error
+cdef object _running_set = running.set
 
 
 cdef class Handoff:
@@ -134,11 +136,10 @@ cdef bint _failed(out, a, exc, double started, timeout) except -1:
         out.retry_or_dead(a, f"TimeoutError: {msg}", None)
     elif isinstance(exc, _RetryableError):
         out.retry_or_dead(a, _describe_error(exc), exc.retry_after)
-    elif isinstance(exc, (Exception, GeneratorExit, SystemExit)):
-        # any other failure is retryable; GeneratorExit and SystemExit must not end this worker either
-        out.retry_or_dead(a, _describe_error(exc), None)
     else:
-        return True
+        # any other failure is retryable; KeyboardInterrupt, SystemExit or any other BaseException
+        # raised by a handler must end neither this worker nor the process
+        out.retry_or_dead(a, _describe_error(exc), None)
     return False
 
 
@@ -223,7 +224,8 @@ async def worker_loop(out, Handoff local):
 
     Async handlers without lifecycle hooks run inline (the steps of
     :func:`run_one`, with the engine's fixed parts read once); everything
-    else goes through :func:`run_one`.
+    else goes through :func:`run_one`. Either way ``logcontext.running``
+    names the activity for the whole attempt.
     """
     me = _current_task()
     slot_free = out.slot_free
@@ -246,6 +248,7 @@ async def worker_loop(out, Handoff local):
             a = await local.get()
         if a is None:
             return
+        _running_set(a)  # not reset: this task runs nothing else until the next activity sets it again
         try:
             handler = handlers.get(a.activity_type) if inline else None
             if handler is None or not handler.is_async or cancel_ids:
@@ -294,7 +297,9 @@ async def worker_loop(out, Handoff local):
                             out.cancelled(a, ctx)
                         else:
                             _completed(out, a, result, _perf_counter() - started)
-        except Exception:
+        except _CancelledError:
+            raise
+        except BaseException:
             # an engine bug must neither kill this worker nor strand the activity
             log.exception("engine error while running activity %s; it will be retried", a.id)
             out.retry_or_dead(a, "engine error (see the worker log)", None)
