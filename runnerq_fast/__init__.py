@@ -31,7 +31,8 @@ from runnerq_fast.errors import (
     RunnerQError,
 )
 from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture
-from runnerq_fast.metrics import MetricsSink, NoopMetrics
+from runnerq_fast.metrics import LabelledMetricsSink, MetricsSink, NoopMetrics
+from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.models import (
     ActionResult,
     ActivityCount,
@@ -54,6 +55,15 @@ from runnerq_fast.storage import Backend, register_connector
 register_connector(connect)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # ``rq.web`` without importing Starlette and prometheus-client with every ``import runnerq_fast``.
+    if name == "web":
+        import importlib
+
+        return importlib.import_module("runnerq_fast.web")
+    raise AttributeError(f"module 'runnerq_fast' has no attribute {name!r}")
 
 __all__ = [
     "ActionResult",
@@ -79,6 +89,7 @@ __all__ = [
     "DuplicateActivityError",
     "EventLoopMismatchError",
     "InvalidActivityError",
+    "LabelledMetricsSink",
     "LeaseReport",
     "LifecycleHooks",
     "MemoryBackend",
@@ -87,6 +98,7 @@ __all__ = [
     "NoopMetrics",
     "OnDuplicate",
     "Priority",
+    "PrometheusMetrics",
     "QueueAdmin",
     "QueueInspector",
     "QueueStats",

@@ -23,6 +23,7 @@ from runnerq_fast.errors import (
     InvalidActivityError,
 )
 from runnerq_fast.ids import new_activity_id
+from runnerq_fast.metrics import ACTIVITIES_ENQUEUED, LabelledMetricsSink
 from runnerq_fast.models import (
     ActivityResult,
     EnqueueOutcome,
@@ -357,6 +358,8 @@ class ActivityBuilder:
         item = self.build()
         ex = self._executor
         (res,) = await ex.backend.enqueue(ex.queue_name, [item], connection=connection)
+        if ex.metrics is not None:
+            ex._count((item,), (res,))
         return ex._future(item, res)
 
 
@@ -375,6 +378,9 @@ class ActivityExecutor:
         :class:`InvalidActivityError` if blank, over 255 characters or holding NUL.
     config : WorkerConfig, optional
         Defaults for timeout, retries, payload limit and idempotency TTL.
+    metrics : LabelledMetricsSink, optional
+        Counts every stored activity in ``runnerq_activities_enqueued_total``
+        (queue, activity type). Default ``None``: nothing is counted.
 
     Attributes
     ----------
@@ -389,10 +395,28 @@ class ActivityExecutor:
     parent_id: str | None = None
     inherited_metadata: Mapping[str, str] | bytes | str | None = None
 
-    def __init__(self, backend: Backend, queue_name: str | None = None, config: WorkerConfig | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        queue_name: str | None = None,
+        config: WorkerConfig | None = None,
+        *,
+        metrics: LabelledMetricsSink | None = None,
+    ) -> None:
         self.backend = backend
         self.config = config or WorkerConfig()
         self.queue_name = validate_queue_name(self.config.queue_name if queue_name is None else queue_name)
+        self.metrics = metrics
+
+    def _count(self, items: Sequence[NewActivity], results: Sequence[EnqueueResult]) -> None:
+        """Count the created activities of a stored batch by type (metrics on only)."""
+        assert self.metrics is not None
+        counts: dict[str, int] = {}
+        for item, res in zip(items, results, strict=True):
+            if res.outcome == EnqueueOutcome.CREATED:
+                counts[item.activity_type] = counts.get(item.activity_type, 0) + 1
+        for activity_type, n in counts.items():
+            self.metrics.count(ACTIVITIES_ENQUEUED, (self.queue_name, activity_type), n)
 
     def child(self, parent_id: str, metadata: Mapping[str, str] | bytes | str | None = None) -> ActivityExecutor:
         """This executor for the handler of ``parent_id``: what it enqueues records it and inherits ``metadata``.
@@ -468,6 +492,8 @@ class ActivityExecutor:
         if not built:
             return []
         results = await self.backend.enqueue(self.queue_name, built, connection=connection)
+        if self.metrics is not None:
+            self._count(built, results)
         return [self._future(item, res).activity_id for item, res in zip(built, results, strict=True)]
 
     async def enqueue_many_futures(
@@ -478,6 +504,8 @@ class ActivityExecutor:
         if not built:
             return []
         results = await self.backend.enqueue(self.queue_name, built, connection=connection)
+        if self.metrics is not None:
+            self._count(built, results)
         return [self._future(item, res) for item, res in zip(built, results, strict=True)]
 
     async def cancel(self, activity_id: str) -> bool:

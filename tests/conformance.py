@@ -612,6 +612,25 @@ class BackendConformance:
         await asyncio.wait_for(resume(), 5)
         assert replay[0].id == seen[1].id
 
+    async def test_live_event_stream_after_zero_replays_every_stored_event(self, backend: Backend) -> None:
+        # Last-Event-ID: 0 (or ?after=0) means "from the start": PostgreSQL read it as an unknown id
+        # and started from now, so a client asking for everything got nothing of what was stored.
+        insp = rq.QueueInspector(backend, self.queue)
+        ex = rq.ActivityExecutor(backend, self.queue)
+        fut = await ex.activity("t").execute()
+        await ex.cancel(fut.activity_id)
+        stored = [e.id for e in await insp.events(fut.activity_id)]
+        replay: list[rq.ActivityEvent] = []
+
+        async def read() -> None:
+            async for ev in insp.live_events(after_id=0):
+                replay.append(ev)
+                if len(replay) == 2:
+                    return
+
+        await asyncio.wait_for(read(), 5)
+        assert [e.id for e in replay] == stored and [e.event_type for e in replay] == ["enqueued", "cancelled"]
+
     async def test_child_activities_via_context(self, backend: Backend) -> None:
         engine = self.engine(backend)
 
@@ -867,7 +886,7 @@ class HardeningConformance:
                 raise rq.BackendError("the store refuses this ack")
             return await real_ack(queue, acks)
 
-        async def spying_extend(queue: str, refs: Any, lease_ms: int) -> rq.LeaseReport:
+        async def spying_extend(queue: str, refs: Any, lease_ms: int) -> Any:
             beats.append([r.id for r in refs])
             return await real_extend(queue, refs, lease_ms)
 

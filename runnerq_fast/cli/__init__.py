@@ -6,6 +6,7 @@ Every command that touches a backend takes ``--backend URL`` or reads the
 
     runnerq-fast migrate --backend postgresql://postgres@127.0.0.1/app
     runnerq-fast worker examples.shop.app:engine --concurrency 32
+    runnerq-fast serve --backend sqlite:///app.db --port 8080
     runnerq-fast enqueue send_email --payload '{"to": "a@b.c"}' --priority high --wait 10
     runnerq-fast stats --queue default --json
     runnerq-fast inspect 3f2a...
@@ -22,6 +23,7 @@ One module per group of commands, sharing :mod:`runnerq_fast.cli._common`
 (options, opening a backend, exit codes):
 
 * :mod:`~runnerq_fast.cli.running`: ``worker``
+* :mod:`~runnerq_fast.cli.serving`: ``serve`` (the HTTP service)
 * :mod:`~runnerq_fast.cli.activities`: ``enqueue``, ``inspect``, and the actions ``cancel``,
   ``retry``, ``run-now``, ``set-priority``, ``delete``
 * :mod:`~runnerq_fast.cli.store`: ``migrate``, ``stats``
@@ -38,7 +40,7 @@ from typing import NoReturn
 import click
 
 import runnerq_fast as rq
-from runnerq_fast.cli import activities, running, store, tools
+from runnerq_fast.cli import activities, running, serving, store, tools
 from runnerq_fast.cli.running import load_engine
 
 __all__ = ["cli", "load_engine", "main"]
@@ -55,6 +57,7 @@ def cli() -> None:
 
 for _command in (
     running.worker,
+    serving.serve,
     activities.enqueue,
     activities.inspect,
     activities.cancel,

@@ -34,7 +34,6 @@ from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import call_hooks
 from runnerq_fast.engine.logcontext import running
 from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
-from runnerq_fast.metrics import ACTIVITIES_COMPLETED, ACTIVITY_DURATION
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
 
 if TYPE_CHECKING:
@@ -190,19 +189,19 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         try:
             data = encode_json(result, 0, "result")
         except InvalidActivityError as exc:
-            out.fail(a, describe_error(exc, prefix=False))
+            out.fail(a, describe_error(exc, prefix=False), duration if out.metrics_on else None)
             return
     out.push_ack(Ack(a.id, a.claim_token, _COMPLETED, data))
     out.stats["completed"] += 1
     if out.metrics_on:
-        out.metrics.inc_counter(ACTIVITIES_COMPLETED)
-        out.metrics.observe_duration(ACTIVITY_DURATION, duration)
+        out.done_metrics.append((a.activity_type, duration))
     if hooks:
         await call_hooks(hooks, "on_processed", a, duration)
 
 
 def _failed(out: Outcomes, a: ClaimedActivity, exc: BaseException, started: float, timeout: float | None) -> bool:
     """Buffer the ack of a handler that raised ``exc``; ``True`` if ``exc`` must propagate instead."""
+    ran = time.perf_counter() - started if out.metrics_on else None  # the attempt's run time, for the metrics
     if isinstance(exc, asyncio.CancelledError):
         current = asyncio.current_task()
         if (current is not None and current.cancelling()) or out.stopping:
@@ -211,20 +210,20 @@ def _failed(out: Outcomes, a: ClaimedActivity, exc: BaseException, started: floa
                 out.release.append(LeaseRef(a.id, a.claim_token))
             return True
         # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        out.retry_or_dead(a, describe_error(exc), None)
+        out.retry_or_dead(a, describe_error(exc), None, ran)
     elif isinstance(exc, NonRetryableError):
-        out.fail(a, describe_error(exc))
+        out.fail(a, describe_error(exc), ran)
     elif isinstance(exc, TimeoutError):
         elapsed = time.perf_counter() - started
         msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        out.retry_or_dead(a, f"TimeoutError: {msg}", None)
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran)
     elif isinstance(exc, RetryableError):
-        out.retry_or_dead(a, describe_error(exc), exc.retry_after)
+        out.retry_or_dead(a, describe_error(exc), exc.retry_after, ran)
     else:
         # any other failure is retryable; KeyboardInterrupt, SystemExit, GeneratorExit or any other
         # BaseException raised by a handler must end neither this worker nor the process (a real
         # SIGINT reaches the engine through its signal handler, never through a handler's frame)
-        out.retry_or_dead(a, describe_error(exc), None)
+        out.retry_or_dead(a, describe_error(exc), None, ran)
     return False
 
 

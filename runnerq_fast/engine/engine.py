@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import socket
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,8 +47,10 @@ from runnerq_fast.metrics import (
     ACTIVITIES_CLAIMED,
     ACTIVITIES_REAPED,
     BACKEND_ERRORS,
+    QUEUE_WAIT,
     MetricsSink,
     NoopMetrics,
+    labelled,
 )
 from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef
 from runnerq_fast.observability.admin import QueueAdmin
@@ -157,6 +160,10 @@ class WorkerEngine:
             raise ConfigError(f"backend must be a Backend or a URL string, got {type(backend).__name__}")
         self.metrics: MetricsSink = metrics or NoopMetrics()
         self._metrics_on = not isinstance(self.metrics, NoopMetrics)
+        try:
+            self._sink = labelled(self.metrics)  # the labelled calls the engine makes
+        except TypeError as exc:
+            raise ConfigError(str(exc)) from None
         self._outcomes: Outcomes | None = None  # the per-activity path's state, created at start
         self.hooks: tuple[LifecycleHooks, ...] = tuple(hooks)
         self.worker_id = worker_id or _default_worker_id()
@@ -225,7 +232,9 @@ class WorkerEngine:
     def executor(self) -> ActivityExecutor:
         """Enqueues activities on this engine's queue."""
         if self._executor is None:
-            self._executor = ActivityExecutor(self.backend, self.config.queue_name, self.config)
+            self._executor = ActivityExecutor(
+                self.backend, self.config.queue_name, self.config, metrics=self._sink if self._metrics_on else None
+            )
         return self._executor
 
     def inspector(self) -> QueueInspector:
@@ -308,7 +317,7 @@ class WorkerEngine:
             if any(not h.is_async for h in self._handlers.values())
             else None
         )
-        out = self._outcomes = Outcomes(cfg, self._handlers, self.executor, self.metrics, self.hooks, self._loop,
+        out = self._outcomes = Outcomes(cfg, self._handlers, self.executor, self._sink, self.hooks, self._loop,
                                         threads)
         self._workers = [asyncio.create_task(worker_loop(out, self._local), name=f"runnerq-worker-{i}")
                          for i in range(cfg.max_workers)]
@@ -504,7 +513,7 @@ class WorkerEngine:
                     return
                 log.warning("claim failed (%s: %s); retrying in %.2f s", type(exc).__name__, exc, error_delay)
                 if self._metrics_on:
-                    self.metrics.inc_counter(BACKEND_ERRORS)
+                    self._sink.count(BACKEND_ERRORS, (queue,))
                 await asyncio.sleep(error_delay)
                 error_delay = min(error_delay * 2, 1.0)
                 continue
@@ -515,13 +524,31 @@ class WorkerEngine:
                 out.busy += n
                 local.put_batch(batch, inflight)
                 if self._metrics_on:
-                    self.metrics.inc_counter(ACTIVITIES_CLAIMED, n)
+                    self._record_claims(batch)
                 if self._stopping:
                     return
             if n < want:
                 # The queue had less than we could take: sleep until told of new
                 # work, or until a retry this engine scheduled becomes due.
                 await self._idle_wait()
+
+    def _record_claims(self, batch: list[ClaimedActivity]) -> None:
+        """Count a claimed batch by type and observe each activity's queue wait (ready time to now)."""
+        assert self._outcomes is not None
+        now_ms = time.time() * 1000.0
+        waits: dict[str, list[float]] = {}
+        for a in batch:
+            w = (now_ms - a.ready_at_ms) / 1000.0
+            got = waits.get(a.activity_type)
+            if got is None:
+                waits[a.activity_type] = [w if w > 0.0 else 0.0]
+            else:
+                got.append(w if w > 0.0 else 0.0)
+        labels, sink = self._outcomes.labels, self._sink
+        for t, ws in waits.items():
+            lab = labels(t)[0]
+            sink.count(ACTIVITIES_CLAIMED, lab, len(ws))
+            sink.observe_many(QUEUE_WAIT, lab, ws)
 
     async def _idle_wait(self) -> None:
         """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due."""
@@ -562,6 +589,8 @@ class WorkerEngine:
         """
         out = self._outcomes
         assert out is not None
+        if self._metrics_on:
+            out.flush_metrics()
         delay = 0.05
         failures = 0
         while out.acks:
@@ -585,7 +614,7 @@ class WorkerEngine:
                 out.acks[:0] = unsent
                 failures += 1
                 if self._metrics_on:
-                    self.metrics.inc_counter(BACKEND_ERRORS)
+                    self._sink.count(BACKEND_ERRORS, (self.config.queue_name,))
                 if self._flush_deadline is not None and self._loop.time() >= self._flush_deadline:
                     log.error("giving up on %d acks at shutdown; their activities run again after their lease",
                               len(out.acks))
@@ -630,7 +659,7 @@ class WorkerEngine:
             self._outcomes.stats["rejected"] += len(rejected)
             log.warning("%d late acks rejected (lease was reclaimed): %s", len(rejected), ", ".join(rejected[:10]))
             if self._metrics_on:
-                self.metrics.inc_counter(ACKS_REJECTED, len(rejected))
+                self._sink.count(ACKS_REJECTED, (self.config.queue_name,), len(rejected))
 
     # -------------------------------------------------------------- background
     async def _heartbeat_loop(self) -> None:
@@ -645,6 +674,8 @@ class WorkerEngine:
                 report = await self.backend.extend_leases(cfg.queue_name, refs, self._lease_ms)
             except Exception as exc:
                 log.warning("lease heartbeat for %d activities failed (%s: %s)", len(refs), type(exc).__name__, exc)
+                if self._metrics_on:
+                    self._sink.count(BACKEND_ERRORS, (cfg.queue_name,))
                 continue
             lost = report.lost
             if report.cancel_requested and self._outcomes is not None:
@@ -661,12 +692,18 @@ class WorkerEngine:
                 report = await self.backend.requeue_expired(cfg.queue_name, cfg.reaper_batch_size)
             except Exception as exc:
                 log.warning("reaper pass failed (%s: %s)", type(exc).__name__, exc)
+                if self._metrics_on:
+                    self._sink.count(BACKEND_ERRORS, (cfg.queue_name,))
             else:
                 if report.requeued or report.dead_lettered:
                     log.warning("reaper: %d expired leases requeued, %d dead-lettered",
                                 len(report.requeued), len(report.dead_lettered))
                     if self._metrics_on:
-                        self.metrics.inc_counter(ACTIVITIES_REAPED, len(report.requeued) + len(report.dead_lettered))
+                        if report.requeued:
+                            self._sink.count(ACTIVITIES_REAPED, (cfg.queue_name, "requeued"), len(report.requeued))
+                        if report.dead_lettered:
+                            self._sink.count(ACTIVITIES_REAPED, (cfg.queue_name, "dead_letter"),
+                                             len(report.dead_lettered))
                     if len(report.requeued) + len(report.dead_lettered) >= cfg.reaper_batch_size:
                         continue  # more may be waiting
             await asyncio.sleep(cfg.reaper_interval)

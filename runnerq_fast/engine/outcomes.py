@@ -40,10 +40,12 @@ from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.deadline import Deadlines
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
 from runnerq_fast.metrics import (
+    ACTIVITIES_COMPLETED,
     ACTIVITIES_DEAD_LETTERED,
     ACTIVITIES_FAILED,
     ACTIVITIES_RETRIED,
-    MetricsSink,
+    ACTIVITY_DURATION,
+    LabelledMetricsSink,
     NoopMetrics,
 )
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
@@ -56,6 +58,8 @@ __all__ = ["Handler", "Outcomes", "Registered"]
 log = logging.getLogger("runnerq_fast.engine")
 
 Handler = Callable[[Any, ActivityContext], Any]
+
+_MAX_CACHED_TYPES = 10_000  # label tuples kept per engine; types beyond are built per call
 
 _RETRY = int(AckOutcome.RETRY)
 _FAILED = int(AckOutcome.FAILED)
@@ -103,8 +107,9 @@ class Outcomes:
         Handlers by activity type.
     executor : ActivityExecutor
         Enqueues child activities (given to each :class:`ActivityContext`).
-    metrics : MetricsSink
-        Counters and durations; :class:`NoopMetrics` records nothing and is skipped.
+    metrics : LabelledMetricsSink
+        Counters and durations, labelled by queue and activity type (and
+        outcome); :class:`NoopMetrics` records nothing and is skipped.
     hooks : tuple of LifecycleHooks
         Called around each attempt.
     loop : asyncio.AbstractEventLoop
@@ -115,6 +120,7 @@ class Outcomes:
 
     __slots__ = (
         "_hook_tasks",
+        "_labels",
         "ack_batch_size",
         "ack_full",
         "ack_ready",
@@ -124,6 +130,7 @@ class Outcomes:
         "cancellation",
         "config",
         "deadlines",
+        "done_metrics",
         "executor",
         "handlers",
         "hooks",
@@ -144,7 +151,7 @@ class Outcomes:
         config: WorkerConfig,
         handlers: Mapping[str, Registered],
         executor: ActivityExecutor,
-        metrics: MetricsSink,
+        metrics: LabelledMetricsSink,
         hooks: tuple[LifecycleHooks, ...],
         loop: asyncio.AbstractEventLoop,
         threads: ThreadPoolExecutor | None,
@@ -176,10 +183,62 @@ class Outcomes:
         self.slot_free = asyncio.Event()
         self.stats = new_stats()
         self._hook_tasks: set[asyncio.Future[None]] = set()
+        self._labels: dict[str, tuple[tuple[str, ...], ...]] = {}
+        #: (activity type, run seconds) of completed attempts not yet given to the sink (metrics on only);
+        #: the worker path appends, :meth:`flush_metrics` hands them over in batches
+        self.done_metrics: list[tuple[str, float]] = []
+
         #: the context of every attempt whose handler is running, by activity id
         self.running: dict[str, ActivityContext] = {}
         #: claimed activities an operator asked to cancel before their handler started
         self.cancel_ids: set[str] = set()
+
+    # ------------------------------------------------------------ metrics
+    def labels(self, activity_type: str) -> tuple[tuple[str, ...], ...]:
+        """The label tuples of ``activity_type``: (queue, type), then (queue, type, outcome) for
+        completed, retry, failed and dead_letter (cached; see :data:`runnerq_fast.metrics.LABELS`)."""
+        lab = self._labels.get(activity_type)
+        if lab is None:
+            q = self.config.queue_name
+            lab = (
+                (q, activity_type),
+                (q, activity_type, "completed"),
+                (q, activity_type, "retry"),
+                (q, activity_type, "failed"),
+                (q, activity_type, "dead_letter"),
+            )
+            if len(self._labels) < _MAX_CACHED_TYPES:
+                self._labels[activity_type] = lab
+        return lab
+
+    def flush_metrics(self) -> None:
+        """Give the buffered completions to the sink, one count and one ``observe_many`` per type.
+
+        Called by the engine after each ack flush and at stop, so the per-activity
+        path only appends to a list.
+        """
+        done = self.done_metrics
+        if not done:
+            return
+        self.done_metrics = []
+        by_type: dict[str, list[float]] = {}
+        for t, seconds in done:
+            runs = by_type.get(t)
+            if runs is None:
+                by_type[t] = [seconds]
+            else:
+                runs.append(seconds)
+        m = self.metrics
+        for t, runs in by_type.items():
+            lab = self.labels(t)
+            m.count(ACTIVITIES_COMPLETED, lab[0], len(runs))
+            m.observe_many(ACTIVITY_DURATION, lab[1], runs)
+
+    def _record(self, activity_type: str, counter: str, outcome: int, duration: float | None) -> None:
+        lab = self.labels(activity_type)
+        self.metrics.count(counter, lab[0])
+        if duration is not None:
+            self.metrics.observe(ACTIVITY_DURATION, lab[outcome], duration)
 
     # ------------------------------------------------------------ classification
     def push_ack(self, ack: Ack) -> None:
@@ -191,17 +250,23 @@ class Outcomes:
         if len(acks) >= self.ack_batch_size:
             self.ack_full.set()
 
-    def fail(self, a: ClaimedActivity, err: str) -> None:
-        """Record a final failure of ``a`` (not retried) with error text ``err``."""
+    def fail(self, a: ClaimedActivity, err: str, duration: float | None = None) -> None:
+        """Record a final failure of ``a`` (not retried) with error text ``err``.
+
+        ``duration`` is the attempt's run time in seconds, ``None`` when no
+        handler ran (unknown type, undecodable payload).
+        """
         log.warning("activity %s (%s) failed: %s", a.id, a.activity_type, err)
         self.push_ack(Ack(a.id, a.claim_token, _FAILED, None, err))
         self.stats["failed"] += 1
         if self.metrics_on:
-            self.metrics.inc_counter(ACTIVITIES_FAILED)
+            self._record(a.activity_type, ACTIVITIES_FAILED, 3, duration)
         if self.hooks:
             self.spawn_hook("on_failed", a, err)
 
-    def retry_or_dead(self, a: ClaimedActivity, err: str, retry_after: float | None) -> None:
+    def retry_or_dead(
+        self, a: ClaimedActivity, err: str, retry_after: float | None, duration: float | None = None
+    ) -> None:
         """Schedule a retry of ``a``, or dead-letter it once its retries are spent.
 
         Parameters
@@ -214,9 +279,11 @@ class Outcomes:
             Delay in seconds asked for by :class:`RetryableError`; ``None``
             uses the backoff ``min(max_retry_delay, retry_delay * 2**retry_count)``
             (SPEC §3), with the configured jitter.
+        duration : float or None
+            The attempt's run time in seconds, for the metrics (``None``: not measured).
         """
         if a.retry_count >= a.max_retries:
-            self.dead_letter(a, err)
+            self.dead_letter(a, err, duration)
             return
         cfg = self.config
         delay = (
@@ -232,18 +299,18 @@ class Outcomes:
         self.push_ack(Ack(a.id, a.claim_token, _RETRY, None, err, retry_at))
         self.stats["retried"] += 1
         if self.metrics_on:
-            self.metrics.inc_counter(ACTIVITIES_RETRIED)
+            self._record(a.activity_type, ACTIVITIES_RETRIED, 2, duration)
         if self.hooks:
             self.spawn_hook("on_released", a, delay, err)
 
-    def dead_letter(self, a: ClaimedActivity, err: str) -> None:
-        """Move ``a`` to the dead letters with error text ``err``."""
+    def dead_letter(self, a: ClaimedActivity, err: str, duration: float | None = None) -> None:
+        """Move ``a`` to the dead letters with error text ``err`` (``duration``: run time in seconds, if one ran)."""
         log.error("activity %s (%s) dead-lettered after %d attempts: %s",
                   a.id, a.activity_type, a.retry_count + 1, err)
         self.push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
         self.stats["dead_letter"] += 1
         if self.metrics_on:
-            self.metrics.inc_counter(ACTIVITIES_DEAD_LETTERED)
+            self._record(a.activity_type, ACTIVITIES_DEAD_LETTERED, 4, duration)
         if self.hooks:
             self.spawn_hook("on_dead_letter", a, err)
 

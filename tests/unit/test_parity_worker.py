@@ -110,15 +110,12 @@ def _outcomes(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> A
         ack_batch_size=batch,
         stats={"completed": 0, "cancelled": 0},
         metrics_on=True,
-        metrics=SimpleNamespace(
-            inc_counter=lambda name, n=1: log.append(("inc", name, n)),
-            observe_duration=lambda name, d: log.append(("dur", name)),
-        ),
+        done_metrics=[],  # completed attempts for the metrics: (type, seconds)
         stopping=False,
         release=[],
-        fail=lambda a, err: log.append(("fail", a.id, err)),
-        dead_letter=lambda a, err: log.append(("dead", a.id, err)),
-        retry_or_dead=lambda a, err, after: log.append(("retry", a.id, err, after)),
+        fail=lambda a, err, ran=None: log.append(("fail", a.id, err)),
+        dead_letter=lambda a, err, ran=None: log.append(("dead", a.id, err)),
+        retry_or_dead=lambda a, err, after, ran=None: log.append(("retry", a.id, err, after)),
         call_sync=call_sync,
         log=log,
         running={},
@@ -263,10 +260,12 @@ def test_cancel_request_stops_the_handler_and_acks_cancelled(
         local.put_nowait(None)
         await asyncio.wait_for(task, 2)
         outcomes = [(a.id, a.outcome) for a in eng.acks]
-        return outcomes, task.cancelling(), eng.busy, eng.cancel_ids, eng.stats, eng.log
+        timed = [t for t, _ in eng.done_metrics]
+        return outcomes, task.cancelling(), eng.busy, eng.cancel_ids, eng.stats, eng.log, timed
 
-    outcomes, cancelling, busy, left, stats, log = asyncio.run(go())
+    outcomes, cancelling, busy, left, stats, log, timed = asyncio.run(go())
     assert outcomes == [("long", 5), ("swallow", 5), ("queued", 5), ("after", 1)]
     assert cancelling == 0 and busy == 0 and left == set()
     assert stats == {"completed": 1, "cancelled": 3}
+    assert timed == ["t"]  # only the completed attempt's run time goes to the metrics
     assert not [e for e in log if e[0] in ("retry", "fail", "dead")]

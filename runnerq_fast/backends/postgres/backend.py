@@ -799,8 +799,10 @@ class PostgresBackend(Backend):
         wake = asyncio.Event()
         self._streams.setdefault(queue, set()).add(wake)
         try:
-            pos = None
-            if after_id is not None:
+            pos: Any = None
+            if after_id is not None and after_id <= 0:
+                pos = ("0", 0, 0)  # before the first event: replay everything stored
+            elif after_id is not None:
                 pos = await self._pool.fetchrow(Q["stream_position_of"], after_id)
                 if pos is None:
                     log.warning("event %s is unknown (pruned?); the stream starts from now", after_id)

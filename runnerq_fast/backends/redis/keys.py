@@ -17,13 +17,15 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P types``                    SET     types that ever had a ready set
 ``P sched``                    ZSET    not-yet-due activities, score = ready time (ms)
 ``P lease``                    ZSET    processing activities, score = lease deadline (ms)
-``P st:<status>``              ZSET    ids per status, score = creation time (ms): counts, listings
-``P ct:<type>``                ZSET    ids of one type (any status), score = creation time (ms)
-``P ch:<id>``                  ZSET    children of activity ``<id>``, score = creation time (ms)
-``P cnt``                      HASH    ``<status>:<type>`` -> number of activities (queue summary)
-``P fin``                      ZSET    finished activities whose hash expires, score = finish time (ms);
-                                       member ``<id>\x1f<type>\x1f<parent id>`` (for pruning)
-``P dl``                       ZSET    dead-lettered ids, score = dead-letter time (ms)
+``P st:<status>``              ZSET    activities per status but processing (that is ``P lease``): member
+                                      ``<created ms, 15 digits>:<id>``, score 0, so in
+                                      ``(created, id)`` order (``ZRANGE BYLEX``)
+``P ty:<type>``                ZSET    every activity of one type, same members and order
+``P kids:<parent id>``         ZSET    the activities one activity enqueued (``parent_id``), same
+``P counts``                   HASH    ``<status>\\x1f<type>`` -> number of activities
+``P fin``                      ZSET    finished ids the reaper removes (completed, failed, cancelled),
+                                      score = finish time + result ttl (ms)
+``P dead``                     ZSET    dead-lettered ids, score = dead-letter time (ms)
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
 ``P wake``                     LIST    wake tokens for fetchers blocked in ``BLPOP``
@@ -31,6 +33,11 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
 ``rq:queues``                  SET     every queue name seen (outside any hash tag)
 =============================  ======  ==================================================
+
+The ``st:``, ``ty:``, ``kids:`` and ``counts`` entries change in the same script
+call as the status they index (``rq_move`` in ``lua/_common.lua``), so they
+never drift. Finished activities do not expire by themselves: the reaper
+removes each (hash, index entries, counts) once its ``result_ttl`` passed.
 """
 
 from __future__ import annotations
@@ -39,19 +46,20 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "STATUSES",
     "activity",
-    "by_type",
     "children",
+    "count_key",
     "counts",
     "dead_letter",
     "done_channel",
     "done_pattern",
-    "finished",
+    "lease",
     "prefix",
     "queue_of_channel",
     "queues",
     "sched",
     "status_set",
     "stream",
+    "type_set",
     "wake",
 ]
 
@@ -72,33 +80,42 @@ def activity(ns: str, queue: str, activity_id: str) -> str:
 
 
 def status_set(ns: str, queue: str, status: str) -> str:
-    """ZSET of the ids in ``status``, scored by creation time (ms)."""
+    """ZSET of the activities in ``status``, in ``(created, id)`` order (lex members, score 0).
+
+    ``processing`` has none (the name is only passed to ``lua/query.lua``, which
+    reads :func:`lease` instead): see :func:`count_key`.
+    """
     return f"{ns}:{{{queue}}}:st:{status}"
+
+
+def lease(ns: str, queue: str) -> str:
+    """ZSET of the processing ids, scored by lease deadline (ms)."""
+    return f"{ns}:{{{queue}}}:lease"
+
+
+def count_key(ns: str, queue: str, status: str) -> str:
+    """The sorted set whose ``ZCARD`` is the number of activities in ``status``."""
+    return lease(ns, queue) if status == "processing" else status_set(ns, queue, status)
+
+
+def type_set(ns: str, queue: str, activity_type: str) -> str:
+    """ZSET of every activity of ``activity_type``, in ``(created, id)`` order (lex members, score 0)."""
+    return f"{ns}:{{{queue}}}:ty:{activity_type}"
+
+
+def children(ns: str, queue: str, parent_id: str) -> str:
+    """ZSET of the activities ``parent_id`` enqueued, in ``(created, id)`` order (lex members, score 0)."""
+    return f"{ns}:{{{queue}}}:kids:{parent_id}"
+
+
+def counts(ns: str, queue: str) -> str:
+    """HASH ``<status>\\x1f<type>`` -> number of activities."""
+    return f"{ns}:{{{queue}}}:counts"
 
 
 def dead_letter(ns: str, queue: str) -> str:
     """ZSET of dead-lettered ids, scored by dead-letter time (ms)."""
-    return f"{ns}:{{{queue}}}:dl"
-
-
-def by_type(ns: str, queue: str, activity_type: str) -> str:
-    """ZSET of the ids of one type (any status), scored by creation time (ms)."""
-    return f"{ns}:{{{queue}}}:ct:{activity_type}"
-
-
-def children(ns: str, queue: str, parent_id: str) -> str:
-    """ZSET of the children of ``parent_id``, scored by creation time (ms)."""
-    return f"{ns}:{{{queue}}}:ch:{parent_id}"
-
-
-def counts(ns: str, queue: str) -> str:
-    """HASH ``<status>:<type>`` -> number of activities."""
-    return f"{ns}:{{{queue}}}:cnt"
-
-
-def finished(ns: str, queue: str) -> str:
-    """ZSET of finished activities whose hash expires, scored by finish time (ms)."""
-    return f"{ns}:{{{queue}}}:fin"
+    return f"{ns}:{{{queue}}}:dead"
 
 
 def sched(ns: str, queue: str) -> str:

@@ -20,7 +20,6 @@ from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import call_hooks
 from runnerq_fast.engine.logcontext import running
 from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
-from runnerq_fast.metrics import ACTIVITIES_COMPLETED, ACTIVITY_DURATION
 from runnerq_fast.models import Ack, AckOutcome, LeaseRef
 
 log = logging.getLogger("runnerq_fast.engine")
@@ -38,8 +37,6 @@ cdef object _NonRetryableError = NonRetryableError
 cdef object _RetryableError = RetryableError
 cdef object _InvalidActivityError = InvalidActivityError
 cdef object _COMPLETED = int(AckOutcome.COMPLETED)
-cdef object _ACTIVITIES_COMPLETED = ACTIVITIES_COMPLETED
-cdef object _ACTIVITY_DURATION = ACTIVITY_DURATION
 
 cdef object _ActivityContext = ActivityContext
 cdef object _call_hooks = call_hooks
@@ -119,6 +116,7 @@ cdef bint _failed(out, a, exc, double started, timeout) except -1:
 
     The ``except`` clauses of ``_worker_py.run_one``, in their order.
     """
+    ran = _perf_counter() - started if out.metrics_on else None
     if isinstance(exc, _CancelledError):
         current = _current_task()
         if (current is not None and current.cancelling()) or out.stopping:
@@ -127,19 +125,19 @@ cdef bint _failed(out, a, exc, double started, timeout) except -1:
                 out.release.append(_LeaseRef(a.id, a.claim_token))
             return True
         # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        out.retry_or_dead(a, _describe_error(exc), None)
+        out.retry_or_dead(a, _describe_error(exc), None, ran)
     elif isinstance(exc, _NonRetryableError):
-        out.fail(a, _describe_error(exc))
+        out.fail(a, _describe_error(exc), ran)
     elif isinstance(exc, TimeoutError):
         elapsed = _perf_counter() - started
         msg = _describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        out.retry_or_dead(a, f"TimeoutError: {msg}", None)
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran)
     elif isinstance(exc, _RetryableError):
-        out.retry_or_dead(a, _describe_error(exc), exc.retry_after)
+        out.retry_or_dead(a, _describe_error(exc), exc.retry_after, ran)
     else:
         # any other failure is retryable; KeyboardInterrupt, SystemExit or any other BaseException
         # raised by a handler must end neither this worker nor the process
-        out.retry_or_dead(a, _describe_error(exc), None)
+        out.retry_or_dead(a, _describe_error(exc), None, ran)
     return False
 
 
@@ -151,7 +149,7 @@ cdef bint _completed(out, a, result, double duration) except -1:
         try:
             data = _encode_json(result, 0, "result")
         except _InvalidActivityError as exc:
-            out.fail(a, _describe_error(exc, prefix=False))
+            out.fail(a, _describe_error(exc, prefix=False), duration if out.metrics_on else None)
             return False
     cdef list acks = out.acks
     acks.append(_Ack(a.id, a.claim_token, _COMPLETED, data))
@@ -163,9 +161,7 @@ cdef bint _completed(out, a, result, double duration) except -1:
     cdef dict stats = out.stats
     stats["completed"] += 1
     if out.metrics_on:
-        metrics = out.metrics
-        metrics.inc_counter(_ACTIVITIES_COMPLETED)
-        metrics.observe_duration(_ACTIVITY_DURATION, duration)
+        out.done_metrics.append((a.activity_type, duration))
     return True
 
 

@@ -5,13 +5,14 @@
 --   P.."types"         SET    activity types that ever had a ready set
 --   P.."sched"         ZSET   not-yet-due activities, scored by ready time (ms)
 --   P.."lease"         ZSET   processing activities, scored by lease deadline (ms)
---   P.."st:"..status   ZSET   ids per status, scored by creation time (ms): status counts and listings
---   P.."ct:"..type     ZSET   ids of one type (any status), scored by creation time (ms): type listings
---   P.."ch:"..id       ZSET   children of activity id (parent_id), scored by creation time (ms)
---   P.."cnt"           HASH   "<status>:<type>" -> number of activities (the queue summary)
---   P.."fin"           ZSET   finished activities whose hash expires, scored by finish time (ms);
---                             member "<id>\31<type>\31<parent id or empty>" (what pruning needs once it is gone)
---   P.."dl"            ZSET   dead-lettered ids, scored by dead-letter time (ms)
+--   P.."st:"..status   ZSET   ids per status but processing (that is P.."lease"), all scores 0,
+--                             member rq_member(created, id) (lex order)
+--   P.."ty:"..type     ZSET   every activity of one type, same members (lex order)
+--   P.."kids:"..parent ZSET   the activities enqueued by one activity, same members (lex order)
+--   P.."fin"           ZSET   finished ids the reaper removes (completed, failed, cancelled),
+--                             scored by the time they expire (finished ms + result ttl ms)
+--   P.."dead"          ZSET   dead-lettered ids, scored by dead-letter time (ms)
+--   P.."counts"        HASH   "<status>\31<type>" -> number of activities
 --   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
 --   P.."evseq"         STRING last event id of the queue
 --   P.."wake"          LIST   wake tokens for blocked fetchers (capped)
@@ -19,9 +20,11 @@
 -- Activity hash fields: t type, p payload, m metadata, pr priority, mr max_retries,
 --   to timeout_ms, ik idempotency key, rc retry_count, c created ms, r ready ms,
 --   s status, tk claim token, l lease deadline ms, sa started ms, fa finished ms,
---   da dead-lettered ms, e last error, res result, pa parent id, cr cancel requested ms
---   (an operator asked to cancel the running activity), and one field per event:
+--   da dead-lettered ms, e last error, res result, pa parent id, cr cancel requested ("1"),
+--   and one field per event:
 --   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
+-- The st:, ty:, kids: and counts indexes change in the same script as the status, so they never
+-- drift; the reaper removes expired finished activities with their entries (P.."fin").
 local P = KEYS[1]
 local TIME = redis.call('TIME')
 local NOW = tonumber(TIME[1]) * 1000 + math.floor(tonumber(TIME[2]) / 1000)
@@ -69,6 +72,20 @@ end
 local ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
 local CHUNK = 4000
 
+-- The member of an activity in the lex-ordered indexes: created ms as 15 digits, ':', id
+-- (`created` is the decimal text of the hash field c).
+local function rq_member(created, id)
+  if not created then return '000000000000000:' .. id end -- a hash without c (damaged): never fail a batch
+  if #created == 13 then return '00' .. created .. ':' .. id end -- the usual case, cheaply
+  return string.format('%015d', tonumber(created) or 0) .. ':' .. id
+end
+
+-- Buffered change of the per (status, type) counters, flushed by rq_flush.
+local function rq_count(status, typ, delta)
+  local f = status .. '\31' .. typ
+  COUNTS[f] = (COUNTS[f] or 0) + delta
+end
+
 local function rq_zadd(key, score, member)
   local t = ZADDS[key]
   if not t then t = {}; ZADDS[key] = t end
@@ -94,30 +111,23 @@ local function rq_flush()
     for m, _ in pairs(t) do members[#members + 1] = m end
     redis.call('SADD', key, unpack(members))
   end
-  for field, delta in pairs(COUNTS) do
-    if delta ~= 0 then redis.call('HINCRBY', P .. 'cnt', field, delta) end
+  for f, d in pairs(COUNTS) do
+    if d ~= 0 and redis.call('HINCRBY', P .. 'counts', f, d) <= 0 then redis.call('HDEL', P .. 'counts', f) end
   end
   ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
   rq_flush_events()
 end
 
-local function rq_count(status, typ, delta)
-  local field = status .. ':' .. typ
-  COUNTS[field] = (COUNTS[field] or 0) + delta
-end
-
--- Status change of id (type typ, created ms): the status sets and the per-type counters.
-local function rq_move(id, old, new, typ, created)
+-- Status change of activity `id` (type `typ`, index member `mem`) from `old` (nil: new) to `new`.
+-- There is no P.."st:processing": the lease set holds the processing ids, and claim and ack
+-- already write it (one sorted-set write less per claim and per ack).
+local function rq_move(id, typ, mem, old, new)
   if old then
-    rq_zrem(P .. 'st:' .. old, id)
+    if old ~= 'processing' then rq_zrem(P .. 'st:' .. old, mem) end
     rq_count(old, typ, -1)
   end
-  rq_zadd(P .. 'st:' .. new, created, id)
+  if new ~= 'processing' then rq_zadd(P .. 'st:' .. new, 0, mem) end
   rq_count(new, typ, 1)
-end
-
-local function rq_fin_member(id, typ, parent)
-  return id .. '\31' .. typ .. '\31' .. (parent or '')
 end
 
 -- Put a non-terminal activity where a claim finds it; returns true if it is ready now.
@@ -138,11 +148,11 @@ local function rq_wake()
   redis.call('LTRIM', P .. 'wake', 0, WAKE_TOKENS - 1)
 end
 
--- Terminal transition from status `old` of id (type typ, created ms, parent or nil); results
--- expire after ttl_ms except dead letters (kept until deleted). The claim token and lease stay
--- in the hash: the status guards every ack and extension. `detail` is the event's detail
--- (default: the error).
-local function rq_finish(id, old, status, result, err, ttl_ms, typ, created, parent, detail)
+-- Terminal transition from status `old`; the reaper removes the activity ttl_ms later, except
+-- a dead letter.
+-- The claim token and lease stay in the hash: the status guards every ack and extension.
+-- `detail` is the event's detail (default: `err`, which also becomes the last error).
+local function rq_finish(id, typ, mem, old, status, result, err, ttl_ms, detail)
   local k = P .. 'a:' .. id
   local ef, ev = rq_event(id, status, detail or err)
   local args = {'s', status, 'fa', NOW, ef, ev}
@@ -159,11 +169,10 @@ local function rq_finish(id, old, status, result, err, ttl_ms, typ, created, par
     args[#args + 1] = err
   end
   redis.call('HSET', k, unpack(args))
-  rq_move(id, old, status, typ, created)
+  rq_move(id, typ, mem, old, status)
   if status == 'dead_letter' then
-    rq_zadd(P .. 'dl', NOW, id)
+    rq_zadd(P .. 'dead', NOW, id)
   else
-    redis.call('PEXPIRE', k, ttl_ms)
-    rq_zadd(P .. 'fin', NOW, rq_fin_member(id, typ, parent))
+    rq_zadd(P .. 'fin', NOW + tonumber(ttl_ms), id)
   end
 end

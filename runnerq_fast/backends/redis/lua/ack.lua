@@ -1,11 +1,11 @@
--- runnerq-fast: apply finished attempts (completed, retry, failed, dead letter, cancelled), each guarded
--- by its claim. A retry of an activity whose cancellation was requested (field cr) ends it cancelled.
--- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status, P.."cnt",
---   P.."fin", P.."dl", P.."ready:"..type, P.."types", P.."sched", P.."events", P.."wake";
---   publishes on P.."done".
+-- runnerq-fast: apply finished attempts (completed, retry, failed, dead letter, cancelled), each
+-- guarded by its claim. A retry of an activity whose cancellation was requested ends it cancelled.
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
+--   P.."counts", P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
+--   P.."wake"; publishes on P.."done".
 -- ARGV: result ttl ms, then 7 per ack: id, claim token, outcome (1 completed, 2 retry,
---   3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms, flags (1 = has result,
---   2 = has error).
+--   3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
+--   flags (1 = has result, 2 = has error).
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ttl = ARGV[1]
 local rejected, done = {}, {}
@@ -17,14 +17,14 @@ for b = 1, #ARGV - 1, 7 do
   if flags % 2 == 1 then result = ARGV[b + 4] end
   if flags >= 2 then err = ARGV[b + 5] end
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'c', 'pa', 'cr')
+  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'c', 'cr')
   if h[1] ~= 'processing' or h[2] ~= token then
     rejected[#rejected + 1] = id
   else
     rq_zrem(P .. 'lease', id)
-    local created = tonumber(h[6])
-    if outcome == 5 or (outcome == 2 and h[8]) then
-      rq_finish(id, 'processing', 'cancelled', nil, nil, ttl, h[3], created, h[7])
+    local mem = rq_member(h[6], id)
+    if outcome == 5 or (outcome == 2 and h[7]) then
+      rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
       done[#done + 1] = id
     elseif outcome == 2 then
       local rc = tonumber(h[5]) + 1
@@ -35,13 +35,13 @@ for b = 1, #ARGV - 1, 7 do
       else
         redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev)
       end
-      rq_move(id, 'processing', 'retrying', h[3], created)
+      rq_move(id, h[3], mem, 'processing', 'retrying')
       if rq_make_ready(id, h[3], tonumber(h[4]), rc, ready) then woke = true end
     else
       local status = 'completed'
       if outcome == 3 then status = 'failed' elseif outcome == 4 then status = 'dead_letter' end
       if outcome ~= 1 then result = nil end
-      rq_finish(id, 'processing', status, result, err, ttl, h[3], created, h[7])
+      rq_finish(id, h[3], mem, 'processing', status, result, err, ttl)
       done[#done + 1] = id
     end
   end

@@ -1,6 +1,6 @@
 -- runnerq-fast: promote due scheduled activities, then claim up to N in SPEC order.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."sched", P.."types", P.."ready:"..type,
---   P.."a:"..id, P.."lease", P.."st:"..status, P.."cnt", P.."events".
+--   P.."a:"..id, P.."lease", P.."st:"..status, P.."counts", P.."events".
 -- ARGV: limit, lease_ms, claim token, worker id, then the activity types (none = every type).
 -- Returns: 10 per claimed activity, in claim order: id, type, payload, priority,
 --   retry_count, max_retries, timeout_ms, metadata, created ms, ready ms.
@@ -55,7 +55,7 @@ for _, c in ipairs(cand) do
     n = n + 1
     local ef, ev = rq_event(id, 'claimed', worker)
     redis.call('HSET', k, 's', 'processing', 'tk', token, 'l', deadline, 'sa', NOW, ef, ev)
-    rq_move(id, h[1], 'processing', typ, tonumber(h[8]))
+    rq_move(id, typ, rq_member(h[8], id), h[1], 'processing')
     rq_zadd(P .. 'lease', deadline, id)
     out[#out + 1] = id
     out[#out + 1] = typ

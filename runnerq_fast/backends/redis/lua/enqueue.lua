@@ -1,12 +1,13 @@
 -- runnerq-fast: enqueue a batch of activities, applying idempotency atomically.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type,
---   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."ct:"..type, P.."ch:"..parent,
---   P.."cnt", P.."events", P.."wake",
+--   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."ty:"..type,
+--   P.."kids:"..parent, P.."counts", P.."events", P.."wake",
 --   P.."idem:"..#type..":"..type..":"..key (STRING: holder id, PX = idempotency ttl).
 -- ARGV: 12 per item: id, type, payload, priority, max_retries, timeout_ms, run_at_ms,
---   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms, parent id ('' = none).
+--   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms, parent id ("" = none).
 -- Returns: 2 per item: outcome (1 created, 2 existing, 3 rejected), activity id.
 local REUSABLE = {failed = true, dead_letter = true, cancelled = true}
+local NOWTEXT = string.format('%d', NOW)
 local out = {}
 local woke = false
 for b = 0, #ARGV - 1, 12 do
@@ -54,11 +55,12 @@ for b = 0, #ARGV - 1, 12 do
     if parent ~= '' then
       args[#args + 1] = 'pa'
       args[#args + 1] = parent
-      rq_zadd(P .. 'ch:' .. parent, NOW, id)
     end
     redis.call('HSET', k, unpack(args))
-    rq_move(id, nil, status, typ, NOW)
-    rq_zadd(P .. 'ct:' .. typ, NOW, id)
+    local mem = rq_member(NOWTEXT, id)
+    rq_move(id, typ, mem, nil, status)
+    rq_zadd(P .. 'ty:' .. typ, 0, mem)
+    if parent ~= '' then rq_zadd(P .. 'kids:' .. parent, 0, mem) end
     if rq_make_ready(id, typ, priority, 0, ready) then woke = true end
     out[#out + 1] = 1
     out[#out + 1] = id

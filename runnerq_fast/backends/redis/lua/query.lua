@@ -1,202 +1,232 @@
--- runnerq-fast: one listing page, a bounded count, or the rows an action applies to, over one
--- queue's activities in (created ms, id) order. Read-only.
--- KEYS[1] = P = "rq:{<queue>}:"; reads P.."st:"..status, P.."ct:"..type, P.."ch:"..parent,
---   P.."a:"..id.
--- ARGV[1]: a JSON object (absent key = no condition):
---   mode "page" | "count" | "pick"; desc (bool); limit (page size, count cap, or rows to pick);
---   rsl (rows examined at most by conditions checked row by row); cs, ci (cursor: created ms, id);
---   lo, hi (created at or after / before, ms); statuses, types, ids (arrays); parent (id);
---   priorities (array); meta (object: every key = value must match).
--- Sources: the ids given; else the children set of the parent; else one ZSET per type or per
--- status, whichever holds fewer ids (ZCARD); the other condition, priorities and metadata are
--- then checked row by row (HMGET), at most rsl rows per call (ids whose hash has expired count too).
--- Returns:
---   page:  {next cursor created ('' = none), next cursor id, then per item: id and the 16 fields
---          t s pr p m rc mr to c r sa fa l e ik pa};
---   count: {count, 1 if exact else 0};
---   pick:  {next cursor created ('' = none), next cursor id, then per row: id, status, priority}.
-local q = cjson.decode(ARGV[1])
-local desc = q.desc
-local limit = tonumber(q.limit)
-local rsl = tonumber(q.rsl)
-local ALL = {'pending', 'scheduled', 'processing', 'retrying', 'completed', 'failed', 'dead_letter', 'cancelled'}
+-- runnerq-fast: one bounded step of a filtered keyset walk (read only): the members of some
+-- lex-ordered index sets, merged in (created, id) order between two BYLEX bounds, checked
+-- against the filter on their hashes.
+-- KEYS[1] = P = "rq:{<queue>}:"; reads the given index sets (P.."st:"..status, P.."ty:"..type,
+--   P.."kids:"..parent), P.."lease" (for "st:processing", which is not kept: the processing ids
+--   are read from the lease set, sorted here) and P.."a:"..id.
+-- ARGV: newest first (1/0), min bound, max bound (BYLEX syntax: "-", "+", "[x", "(x"),
+--   matches wanted, rows to examine at most, return snapshot fields (1/0),
+--   then lists, each as a count followed by that many values (count -1 = no condition):
+--   index set names (relative to P), statuses, types, priorities, metadata keys and values
+--   (2 values per pair); then the parent id ("" = none), then the snapshot field names.
+-- Returns: {matching members (at most wanted), their snapshot field values (flat, when asked),
+--   last member examined ("" if none), 1 if the sets were walked to the end else 0,
+--   rows examined, ids of unreadable hashes}.
+-- Members must be compared in byte order (memcmp, as Redis orders them). Lua's string "<" follows
+-- the server's collation locale: it is used only when it orders a few telling pairs of characters
+-- as bytes do (the "C" locale); else members are compared by created time (numbers), then by id.
+local newest = ARGV[1] == '1'
+local lo, hi = ARGV[2], ARGV[3]
+local want, budget = tonumber(ARGV[4]), tonumber(ARGV[5])
+local fetch = ARGV[6] == '1'
+local at = 7
 
-local function set_of(list)
-  if not list then return nil end
-  local t = {}
-  for _, v in ipairs(list) do t[v] = true end
-  return t
+local function list()
+  local n = tonumber(ARGV[at])
+  at = at + 1
+  if n < 0 then return nil end
+  local out = {}
+  for j = 1, n do out[j] = ARGV[at + j - 1] end
+  at = at + n
+  return out
 end
 
-local want_status, want_type = set_of(q.statuses), set_of(q.types)
-local want_priority = set_of(q.priorities)
-local meta = q.meta
-local check_status, check_type, check_parent = false, false, false
-local lo, hi, cs, ci = q.lo, q.hi, q.cs, q.ci
+local function set(values)
+  if not values then return nil end
+  local s = {}
+  for _, v in ipairs(values) do s[v] = true end
+  return s
+end
 
-local function before_cursor(score, member)
-  -- whether (score, member) comes after the cursor in listing order (and within the range)
-  if lo and score < lo then return false end
-  if hi and score >= hi then return false end
-  if cs then
-    if desc then
-      return score < cs or (score == cs and member < ci)
+local index = list()
+local statuses = set(list())
+local types = set(list())
+local priorities = set(list())
+local meta = list()
+local parent = ARGV[at]
+at = at + 1
+local fields = {}
+for j = at, #ARGV do fields[#fields + 1] = ARGV[j] end
+if parent == '' then parent = nil end
+if meta and #meta == 0 then meta = nil end
+
+-- An entry: {member, created ms, then (lazily) the id as three numbers when it is 32 lowercase
+-- hex digits (their numeric order is their byte order), else false}.
+local function entry(m)
+  return {m, tonumber(string.sub(m, 1, 15))}
+end
+
+local function hexkey(e)
+  if e[3] == nil then
+    local id = string.sub(e[1], 17)
+    if #id == 32 and not string.find(id, '[^0-9a-f]') then
+      e[3] = tonumber(string.sub(id, 1, 13), 16)
+      e[4] = tonumber(string.sub(id, 14, 26), 16)
+      e[5] = tonumber(string.sub(id, 27, 32), 16)
+    else
+      e[3] = false
     end
-    return score > cs or (score == cs and member > ci)
+  end
+  return e[3]
+end
+
+local function before(a, b) -- a sorts before b in (created, id) byte order
+  if a[2] ~= b[2] then return a[2] < b[2] end
+  if hexkey(a) and hexkey(b) then
+    if a[3] ~= b[3] then return a[3] < b[3] end
+    if a[4] ~= b[4] then return a[4] < b[4] end
+    return a[5] < b[5]
+  end
+  local x, y = a[1], b[1]
+  local n = math.min(#x, #y)
+  for i = 17, n do
+    local p, q = string.byte(x, i), string.byte(y, i)
+    if p ~= q then return p < q end
+  end
+  return #x < #y
+end
+
+local BYTE_ORDER = ('B' < 'a') and ('Z' < '_') and ('_' < 'a') and ('9' < ':') and (':' < 'A')
+  and ('-' < '0') and ('a' < 'b') and not ('b' < 'a')
+
+local function lt(a, b)
+  if BYTE_ORDER then return a[1] < b[1] end
+  return before(a, b)
+end
+
+local function first(a, b) -- a comes first in the walk's direction
+  if newest then return lt(b, a) end
+  return lt(a, b)
+end
+
+-- whether entry e lies within the BYLEX bounds lo and hi
+local LO, HI = nil, nil
+if lo ~= '-' then LO = entry(string.sub(lo, 2)) end
+if hi ~= '+' then HI = entry(string.sub(hi, 2)) end
+local function inrange(e)
+  if LO then
+    if string.sub(lo, 1, 1) == '[' then
+      if lt(e, LO) then return false end
+    elseif not lt(LO, e) then
+      return false
+    end
+  end
+  if HI then
+    if string.sub(hi, 1, 1) == '[' then
+      if lt(HI, e) then return false end
+    elseif not lt(e, HI) then
+      return false
+    end
   end
   return true
 end
 
--- ---------------------------------------------------------------- sources
-local sources = {}
-local CH = 256
--- the first read of a set takes what one page can need from it; later reads CH at a time
-local FIRST = math.min(CH, limit + 1)
-
-local function zset_source(key)
-  local src = {key = key, buf = {}, i = 1, off = 0, done = false, chunk = FIRST}
-  if desc then
-    src.from = '+inf'
-    if cs and (not hi or cs < hi) then src.from = cs elseif hi then src.from = '(' .. hi end
-    src.to = lo or '-inf'
-  else
-    src.from = '-inf'
-    if cs and (not lo or cs >= lo) then src.from = cs elseif lo then src.from = lo end
-    src.to = hi and ('(' .. hi) or '+inf'
-  end
-  return src
+-- metadata values any JSON encoder writes verbatim (printable ASCII but for quote, backslash, slash)
+local PLAIN = {}
+if meta then
+  for j = 2, #meta, 2 do PLAIN[j] = not string.find(meta[j], '[^%w !#-.0-~]') and not string.find(meta[j], '[\\/"]') end
 end
 
-local function fill(src)
-  local r
-  local n = src.chunk
-  if desc then
-    r = redis.call('ZRANGE', src.key, src.from, src.to, 'BYSCORE', 'REV', 'LIMIT', src.off, n, 'WITHSCORES')
-  else
-    r = redis.call('ZRANGE', src.key, src.from, src.to, 'BYSCORE', 'LIMIT', src.off, n, 'WITHSCORES')
-  end
-  src.off = src.off + #r / 2
-  if #r / 2 < n then src.done = true end
-  src.chunk = CH
-  src.buf, src.i = {}, 1
-  for j = 1, #r, 2 do
-    local score, member = tonumber(r[j + 1]), r[j]
-    if before_cursor(score, member) then src.buf[#src.buf + 1] = {score, member} end
-  end
-end
+local wanted_fields = {'s', 't', 'pr', 'pa'}
+if meta then wanted_fields[5] = 'm' end
 
-local function head(src)
-  while src.i > #src.buf do
-    if src.done then return nil end
-    fill(src)
+-- nil: unreadable; false: no match; true: match
+local function check(id)
+  local h = redis.call('HMGET', P .. 'a:' .. id, unpack(wanted_fields))
+  if not h[1] then return false end -- gone (an expired result): not a match, not unreadable
+  if not h[2] then return nil end
+  if statuses and not statuses[h[1]] then return false end
+  if types and not types[h[2]] then return false end
+  if parent and h[4] ~= parent then return false end
+  if priorities then
+    local pr = tonumber(h[3])
+    if not pr then return nil end
+    if not priorities[tostring(pr)] then return false end
   end
-  return src.buf[src.i]
-end
-
-local function better(a, b)
-  if desc then return a[1] > b[1] or (a[1] == b[1] and a[2] > b[2]) end
-  return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
-end
-
-if q.ids then
-  local rows = {}
-  for _, id in ipairs(q.ids) do
-    local c = redis.call('HGET', P .. 'a:' .. id, 'c')
-    if c and before_cursor(tonumber(c), id) then rows[#rows + 1] = {tonumber(c), id} end
-  end
-  table.sort(rows, better)
-  sources[1] = {buf = rows, i = 1, done = true}
-  check_status, check_type = want_status ~= nil, want_type ~= nil
-elseif q.parent then
-  sources[1] = zset_source(P .. 'ch:' .. q.parent)
-  check_status, check_type = want_status ~= nil, want_type ~= nil
-else
-  local statuses = q.statuses or ALL
-  local by_type = q.types ~= nil
-  if q.types and q.statuses then
-    local nt, ns = 0, 0
-    for _, t in ipairs(q.types) do nt = nt + redis.call('ZCARD', P .. 'ct:' .. t) end
-    for _, s in ipairs(statuses) do ns = ns + redis.call('ZCARD', P .. 'st:' .. s) end
-    by_type = nt <= ns
-  end
-  if by_type then
-    for _, t in ipairs(q.types) do sources[#sources + 1] = zset_source(P .. 'ct:' .. t) end
-    check_status = want_status ~= nil
-  else
-    for _, s in ipairs(statuses) do sources[#sources + 1] = zset_source(P .. 'st:' .. s) end
-    check_type = want_type ~= nil
-  end
-end
-
-local checked = check_status or check_type or want_priority ~= nil or meta ~= nil
-
-local function next_row()
-  local best, bi = nil, nil
-  for i, src in ipairs(sources) do
-    local h = head(src)
-    if h and (not best or better(h, best)) then best, bi = h, i end
-  end
-  if best then sources[bi].i = sources[bi].i + 1 end
-  return best
-end
-
-local function passes(id)
-  -- the fields every check needs, or nil when the activity is gone (hash expired)
-  local h = redis.call('HMGET', P .. 'a:' .. id, 's', 't', 'pr', 'm')
-  if not h[1] then return nil, nil end
-  if check_status and not want_status[h[1]] then return false, h end
-  if check_type and not want_type[h[2]] then return false, h end
-  if want_priority and not want_priority[tonumber(h[3])] then return false, h end
   if meta then
-    local ok, decoded = pcall(cjson.decode, h[4])
-    if not ok or type(decoded) ~= 'table' then return false, h end
-    for k, v in pairs(meta) do
-      if decoded[k] ~= v then return false, h end
+    if not h[5] then return nil end
+    for j = 2, #meta, 2 do -- cheap test first: a plain value must appear as such in the JSON text
+      if PLAIN[j] and not string.find(h[5], meta[j], 1, true) then return false end
+    end
+    local ok, doc = pcall(cjson.decode, h[5])
+    if not ok then return nil end
+    if type(doc) ~= 'table' then return false end
+    for j = 1, #meta, 2 do
+      local v = doc[meta[j]]
+      if type(v) ~= 'string' or v ~= meta[j + 1] then return false end
     end
   end
-  return true, h
+  return true
 end
 
--- ------------------------------------------------------------------ walk
-local FIELDS = {'t', 's', 'pr', 'p', 'm', 'rc', 'mr', 'to', 'c', 'r', 'sa', 'fa', 'l', 'e', 'ik', 'pa'}
-local mode = q.mode
+-- Conditions the index sets do not answer make the walk examine rows that do not match.
+local checked = priorities or meta or (statuses and types) or (parent and (statuses or types))
+local B = 200
+if not checked then B = math.max(8, math.min(200, want + 1)) end
 
-local function reply(cursor_row, hits)
-  local out = {cursor_row and tostring(cursor_row[1]) or '', cursor_row and cursor_row[2] or ''}
-  for _, hit in ipairs(hits) do
-    out[#out + 1] = hit[2]
-    if mode == 'page' then
-      out[#out + 1] = redis.call('HMGET', P .. 'a:' .. hit[2], unpack(FIELDS))
-    else
-      out[#out + 1] = hit[3]
-      out[#out + 1] = hit[4]
+-- k-way merge of the index sets, each read B members at a time from its own bound
+local sets = {}
+for _, k in ipairs(index) do
+  if k == 'st:processing' then
+    -- the processing ids: every member of the lease set within the bounds, sorted here
+    local buf = {}
+    for _, id in ipairs(redis.call('ZRANGE', P .. 'lease', 0, -1)) do
+      local c = redis.call('HGET', P .. 'a:' .. id, 'c')
+      if c then
+        local e = entry(rq_member(c, id))
+        if inrange(e) then buf[#buf + 1] = e end
+      end
     end
+    table.sort(buf, first)
+    sets[#sets + 1] = {buf = buf, pos = 1, more = false}
+  else
+    sets[#sets + 1] = {key = P .. k, buf = {}, pos = 1, more = true, lo = lo, hi = hi}
   end
-  return out
 end
 
-local examined, n = 0, 0
-local hits = {}
+local function refill(s)
+  local got
+  if newest then
+    got = redis.call('ZRANGE', s.key, s.hi, s.lo, 'BYLEX', 'REV', 'LIMIT', 0, B)
+  else
+    got = redis.call('ZRANGE', s.key, s.lo, s.hi, 'BYLEX', 'LIMIT', 0, B)
+  end
+  s.buf, s.pos, s.more = {}, 1, #got == B
+  for j = 1, #got do s.buf[j] = entry(got[j]) end
+  if #got > 0 then
+    if newest then s.hi = '(' .. got[#got] else s.lo = '(' .. got[#got] end
+  end
+end
+
+local matches, rows, bad = {}, {}, {}
+local examined, last, ended = 0, '', 0
 while true do
-  local row = next_row()
-  if not row then break end
-  if mode == 'count' and examined >= rsl + limit then return {n, 0} end  -- more than one call examines
-  local ok, h = passes(row[2])
-  if checked or ok == nil then examined = examined + 1 end
-  if ok then
-    if mode == 'count' then
-      if n == limit then return {n, 0} end
-      n = n + 1
-    elseif mode == 'page' then
-      if #hits == limit then return reply(hits[#hits], hits) end
-      hits[#hits + 1] = row
-    else
-      hits[#hits + 1] = {row[1], row[2], h[1], h[3]}
-      if #hits == limit then return reply(row, hits) end
-    end
-  elseif mode ~= 'count' and examined >= rsl then
-    return reply(row, hits)  -- examined enough rows for one call: resumable after this one
+  local best = nil
+  for i = 1, #sets do
+    local s = sets[i]
+    if s.pos > #s.buf and s.more then refill(s) end
+    local e = s.buf[s.pos]
+    if e and (not best or first(e, best.buf[best.pos])) then best = s end
   end
+  if not best then
+    ended = 1
+    break
+  end
+  local m = best.buf[best.pos][1]
+  best.pos = best.pos + 1
+  local id = string.sub(m, 17)
+  examined = examined + 1
+  last = m
+  local ok = check(id)
+  if ok then
+    matches[#matches + 1] = m
+    if fetch then
+      local v = redis.call('HMGET', P .. 'a:' .. id, unpack(fields))
+      for j = 1, #fields do rows[#rows + 1] = v[j] or false end
+    end
+  elseif ok == nil then
+    bad[#bad + 1] = id
+  end
+  if #matches >= want or examined >= budget then break end
 end
-if mode == 'count' then return {n, 1} end
-return reply(nil, hits)
+return {matches, rows, last, ended, examined, bad}

@@ -1,56 +1,53 @@
 -- runnerq-fast: requeue activities whose lease expired (counts an attempt), dead-letter the exhausted,
--- cancel the ones an operator asked to cancel (field cr); also forgets the index entries of
--- finished activities whose hash has expired (P.."fin" members older than the result ttl).
--- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status, P.."cnt",
---   P.."ct:"..type, P.."ch:"..parent, P.."fin", P.."dl", P.."ready:"..type, P.."types", P.."sched",
---   P.."events", P.."wake"; publishes on P.."done".
--- ARGV: limit, result ttl ms.
--- Returns: {requeued ids, dead-lettered ids, cancelled ids}.
+-- cancel those whose cancellation was requested; then remove finished activities whose result
+-- ttl passed, with their index entries and counts (P.."fin", at most ARGV[3] per run).
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
+--   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
+--   P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
+-- ARGV: limit (expired leases), result ttl ms, limit (expired results).
+-- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}.
 local ttl = ARGV[2]
-local limit = tonumber(ARGV[1])
+local FIN_BATCH = tonumber(ARGV[3])
 local requeued, dead, cancelled = {}, {}, {}
 local woke = false
-local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, limit)
+local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'pa', 'cr')
+  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr')
   if h[1] == 'processing' then
+    local mem = rq_member(h[7], id)
     local rc = tonumber(h[2]) + 1
-    local created = tonumber(h[7])
-    if h[9] then
-      rq_finish(id, 'processing', 'cancelled', nil, nil, ttl, h[4], created, h[8], 'lease expired')
+    if h[8] then
+      rq_finish(id, h[4], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
       cancelled[#cancelled + 1] = id
     elseif rc > tonumber(h[3]) then
       redis.call('HSET', k, 'rc', rc)
-      rq_finish(id, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl, h[4], created, h[8])
+      rq_finish(id, h[4], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
       dead[#dead + 1] = id
     else
       local ef, ev = rq_event(id, 'requeued', 'lease expired')
       redis.call('HSET', k, 's', 'pending', 'e', 'lease expired', 'rc', rc, ef, ev)
-      rq_move(id, 'processing', 'pending', h[4], created)
+      rq_move(id, h[4], mem, 'processing', 'pending')
       if rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6])) then woke = true end
       requeued[#requeued + 1] = id
     end
   end
 end
--- prune: index entries and counts of finished activities whose hash expired (at most `limit` per pass)
-local horizon = NOW - tonumber(ttl)
-local old = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', '(' .. horizon, 'LIMIT', 0, limit)
-for _, member in ipairs(old) do
-  local id, rest = string.match(member, '^([^\31]*)\31(.*)$')
-  local typ, parent = string.match(rest, '^(.*)\31([^\31]*)$')
-  local pttl = redis.call('PTTL', P .. 'a:' .. id)
-  if pttl == -2 then  -- gone: forget it everywhere
-    rq_zrem(P .. 'fin', member)
-    for _, s in ipairs({'completed', 'failed', 'cancelled'}) do
-      if redis.call('ZREM', P .. 'st:' .. s, id) == 1 then rq_count(s, typ, -1) end
-    end
-    rq_zrem(P .. 'ct:' .. typ, id)
-    if parent ~= '' then rq_zrem(P .. 'ch:' .. parent, id) end
-  elseif pttl == -1 then  -- kept for good (it no longer expires): only this entry is stale
-    rq_zrem(P .. 'fin', member)
-  end  -- else it expires within milliseconds: the next pass prunes it
+-- finished activities whose result ttl passed go, with their index entries and counts
+local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
+for _, id in ipairs(gone) do
+  local k = P .. 'a:' .. id
+  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa')
+  if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
+    local mem = rq_member(h[3], id)
+    redis.call('UNLINK', k)
+    rq_zrem(P .. 'st:' .. h[1], mem)
+    rq_count(h[1], h[2], -1)
+    rq_zrem(P .. 'ty:' .. h[2], mem)
+    if h[4] then rq_zrem(P .. 'kids:' .. h[4], mem) end
+  end
+  rq_zrem(P .. 'fin', id)
 end
 rq_flush()
 if woke then rq_wake() end
@@ -58,4 +55,4 @@ local finished = {}
 for _, id in ipairs(dead) do finished[#finished + 1] = id end
 for _, id in ipairs(cancelled) do finished[#finished + 1] = id end
 if #finished > 0 then redis.call('PUBLISH', P .. 'done', table.concat(finished, ',')) end
-return {requeued, dead, cancelled}
+return {requeued, dead, cancelled, #gone}

@@ -1,7 +1,8 @@
 -- runnerq-fast: put held activities back to pending without counting an attempt (shutdown);
--- one whose cancellation was requested (field cr) ends cancelled instead.
--- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status, P.."cnt",
---   P.."fin", P.."ready:"..type, P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
+-- one whose cancellation was requested ends cancelled instead.
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
+--   P.."counts", P.."fin", P.."ready:"..type, P.."types", P.."sched", P.."events", P.."wake";
+--   publishes on P.."done".
 -- ARGV: result ttl ms, then pairs of (id, claim token).
 -- Returns: the ids released (or so cancelled).
 local ttl = ARGV[1]
@@ -10,16 +11,17 @@ local woke = false
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'r', 'c', 'pa', 'cr')
+  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'r', 'c', 'cr')
   if h[1] == 'processing' and h[2] == ARGV[i + 1] then
+    local mem = rq_member(h[7], id)
     rq_zrem(P .. 'lease', id)
-    if h[9] then
-      rq_finish(id, 'processing', 'cancelled', nil, nil, ttl, h[3], tonumber(h[7]), h[8], 'released at shutdown')
+    if h[8] then
+      rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl, 'released at shutdown')
       done[#done + 1] = id
     else
       local ef, ev = rq_event(id, 'requeued', 'released at shutdown')
       redis.call('HSET', k, 's', 'pending', ef, ev)
-      rq_move(id, 'processing', 'pending', h[3], tonumber(h[7]))
+      rq_move(id, h[3], mem, 'processing', 'pending')
       if rq_make_ready(id, h[3], tonumber(h[4]), tonumber(h[5]), tonumber(h[6])) then woke = true end
     end
     released[#released + 1] = id

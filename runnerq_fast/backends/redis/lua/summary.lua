@@ -1,45 +1,38 @@
--- runnerq-fast: one queue at a glance: counts by status, by type and status, and the ready time
--- of the oldest activity a worker could claim now. Read-only.
--- KEYS[1] = P = "rq:{<queue>}:"; reads P.."st:"..status, P.."cnt", P.."types", P.."ready:"..type,
---   P.."sched".
--- ARGV: none.
--- Returns: {8 counts in status order (pending, scheduled, processing, retrying, completed, failed,
---   dead_letter, cancelled), the P.."cnt" hash as a flat field/value list, oldest ready ms or ''}.
--- The oldest ready time costs one probe per (type, priority, retry count) group present: a ready
--- set is ordered by priority, then retry count, then ready time (lua/_score.lua), so the head of
--- each group is its oldest; the scan hops from a head to the start of the next group.
-local ALL = {'pending', 'scheduled', 'processing', 'retrying', 'completed', 'failed', 'dead_letter', 'cancelled'}
-local counts = {}
-for i, s in ipairs(ALL) do counts[i] = redis.call('ZCARD', P .. 'st:' .. s) end
-local oldest = nil
+-- runnerq-fast: one queue at a glance (read only): activities by status, by (status, type), and
+-- the ready time of the oldest activity a worker could claim now.
+-- KEYS[1] = P = "rq:{<queue>}:"; reads P.."st:"..status, P.."lease", P.."counts", P.."sched", P.."types",
+--   P.."ready:"..type.
+-- ARGV: the statuses, in the order wanted.
+-- Returns: {ZCARD per status, HGETALL of P.."counts", oldest ready ms or -1}.
+-- The oldest ready time: the head of P.."sched" if due, and for every ready set the head of every
+-- (priority, retry count) band present (a ready set is ordered by priority, then retries, then
+-- ready time: rq_score), reached by jumping from band to band.
+local cards = {}
+for i = 1, #ARGV do
+  local key = P .. 'st:' .. ARGV[i]
+  if ARGV[i] == 'processing' then key = P .. 'lease' end
+  cards[i] = redis.call('ZCARD', key)
+end
+local best = nil
+local head = redis.call('ZRANGE', P .. 'sched', 0, 0, 'WITHSCORES')
+if head[1] and tonumber(head[2]) <= NOW then best = tonumber(head[2]) end
 for _, typ in ipairs(redis.call('SMEMBERS', P .. 'types')) do
   local key = P .. 'ready:' .. typ
-  local from = '-inf'
-  while true do
-    local head = redis.call('ZRANGE', key, from, '+inf', 'BYSCORE', 'LIMIT', 0, 1)
-    if #head == 0 then break end
-    local h = redis.call('HMGET', P .. 'a:' .. head[1], 'pr', 'rc', 'r')
-    if not h[1] then
-      -- a member without its hash (should not happen): step over it
-      from = '(' .. redis.call('ZSCORE', key, head[1])
-    else
-      local pr, rc, ready = tonumber(h[1]), tonumber(h[2]), tonumber(h[3])
-      if ready <= NOW and (not oldest or ready < oldest) then oldest = ready end
-      -- the next group: the same priority with one retry fewer, or the next lower priority
-      if rc > 0 and rc <= 65535 then
+  if redis.call('ZCARD', key) > 0 then
+    for pr = 4, 1, -1 do
+      local top = rq_score(pr, 0, 17592186044415)
+      local from = rq_score(pr, 65535, 0)
+      for _ = 1, 256 do
+        local e = redis.call('ZRANGE', key, from, top, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
+        if not e[1] then break end
+        local hi, lo = struct.unpack('>I4I4', struct.pack('>d', tonumber(e[2])))
+        local rc = 65535 - (math.floor(hi / 4096) % 65536)
+        local ready = (hi % 4096) * 4294967296 + lo
+        if not best or ready < best then best = ready end
+        if rc <= 0 then break end
         from = rq_score(pr, rc - 1, 0)
-      elseif pr > 1 then
-        from = rq_score(pr - 1, 65535, 0)
-      else
-        break
       end
-      from = string.format('%.17g', from)
     end
   end
 end
-local due = redis.call('ZRANGE', P .. 'sched', '-inf', NOW, 'BYSCORE', 'LIMIT', 0, 1, 'WITHSCORES')
-if #due > 0 then
-  local ready = tonumber(due[2])
-  if not oldest or ready < oldest then oldest = ready end
-end
-return {counts, redis.call('HGETALL', P .. 'cnt'), oldest and tostring(oldest) or ''}
+return {cards, redis.call('HGETALL', P .. 'counts'), best or -1}

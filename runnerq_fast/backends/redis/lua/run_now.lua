@@ -1,0 +1,25 @@
+-- runnerq-fast: operator run-now: scheduled and retrying activities become pending, ready now
+-- (event run_now, detail = old status).
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."sched", P.."ready:"..type, P.."types",
+--   P.."st:"..status, P.."counts", P.."events", P.."wake".
+-- ARGV: ids.
+-- Returns: {changed ids, number of existing ids in another status}.
+local changed, skipped = {}, 0
+for i = 1, #ARGV do
+  local id = ARGV[i]
+  local k = P .. 'a:' .. id
+  local h = redis.call('HMGET', k, 's', 't', 'pr', 'rc', 'c')
+  if h[1] == 'scheduled' or h[1] == 'retrying' then
+    local ef, ev = rq_event(id, 'run_now', h[1])
+    redis.call('HSET', k, 's', 'pending', 'r', NOW, ef, ev)
+    rq_zrem(P .. 'sched', id)
+    rq_move(id, h[2], rq_member(h[5], id), h[1], 'pending')
+    rq_make_ready(id, h[2], tonumber(h[3]), tonumber(h[4]), NOW)
+    changed[#changed + 1] = id
+  elseif h[1] then
+    skipped = skipped + 1
+  end
+end
+rq_flush()
+if #changed > 0 then rq_wake() end
+return {changed, skipped}

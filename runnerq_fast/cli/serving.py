@@ -1,0 +1,175 @@
+"""``runnerq-fast serve``: the HTTP service (:func:`runnerq_fast.web.create_app`) under uvicorn.
+
+uvicorn runs on the CLI's event loop (uvloop unless ``RUNNERQ_LOOP=asyncio``)
+with the httptools parser, one process. The socket is bound before the
+backend is opened, so a taken port is a one-line error; a non-loopback
+address needs a token (``--token`` / ``RUNNERQ_TOKEN``) unless
+``--insecure`` says otherwise. On SIGTERM/SIGINT the event streams and
+long-polls end first, then open requests finish, then the backend closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import signal
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from runnerq_fast.cli._common import (
+    BadInput,
+    Fail,
+    backend_option,
+    configure_logging,
+    err,
+    log_level_option,
+    open_store,
+    require_backend,
+    run,
+)
+from runnerq_fast.urls import redact_url
+
+__all__ = ["is_loopback", "serve"]
+
+TOKEN_ENV = "RUNNERQ_TOKEN"
+"""Environment variable holding the bearer token when ``--token`` is not given."""
+
+log = logging.getLogger("runnerq_fast.web")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` only accepts connections from this machine (``localhost``, 127.0.0.0/8, ``::1``).
+
+    A host name other than ``localhost`` counts as not loopback: it may resolve anywhere.
+    """
+    h = host.strip().strip("[]").lower()
+    if h == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        return False
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    h = host.strip().strip("[]")
+    family = socket.AF_INET6 if ":" in h else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((h, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        raise Fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
+@click.command()
+@backend_option
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="TCP port (0: any free port; the one chosen is printed).")
+@click.option("--token", envvar=TOKEN_ENV, show_envvar=True, metavar="TOKEN",
+              help="Bearer token required by enqueue and actions.")
+@click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
+@click.option("--read-only", is_flag=True, help="Serve GET requests only.")
+@click.option("--queue", "queues", multiple=True, metavar="NAME",
+              help="Serve only this queue (repeatable; default: any queue).")
+@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
+              help="Allow this browser origin (repeatable; default: CORS off).")
+@click.option("--access-log", is_flag=True, help="Log every request (costs throughput).")
+@log_level_option("info")
+def serve(
+    backend_url: str | None,
+    host: str,
+    port: int,
+    token: str | None,
+    insecure: bool,
+    read_only: bool,
+    queues: tuple[str, ...],
+    cors_origins: tuple[str, ...],
+    access_log: bool,
+    log_level: str,
+) -> None:
+    """Serve the enqueue API, RunnerQ's REST + SSE routes, /metrics and health over HTTP.
+
+    Writes (enqueue, actions) need 'Authorization: Bearer TOKEN' when a token is
+    set. Listening on an address other than loopback needs a token, or --insecure.
+    """
+    configure_logging(log_level)
+    url = require_backend(backend_url)
+    if token is not None and not token.strip():
+        raise BadInput(f"--token / {TOKEN_ENV} is empty")
+    if not is_loopback(host) and token is None and not insecure:
+        raise BadInput(
+            f"refusing to listen on {host} (not loopback) without a token: set --token or {TOKEN_ENV}, "
+            "or pass --insecure to serve anyone who can reach it"
+        )
+    try:
+        import uvicorn
+
+        from runnerq_fast.web import create_app
+    except ImportError as exc:  # pragma: no cover - both are dependencies
+        raise Fail(f"serve needs uvicorn and starlette: {exc}") from None
+
+    sock = _bind(host, port)
+
+    async def main() -> None:
+        backend = await open_store(url)
+        try:
+            try:
+                app = create_app(backend, queues=list(queues) or None, token=token, read_only=read_only,
+                                 cors_origins=list(cors_origins) or None)
+            except (ValueError, TypeError) as exc:
+                raise BadInput(str(exc)) from None
+            ctx = app.state.runnerq
+
+            class Server(uvicorn.Server):
+                async def shutdown(self, sockets: Any = None) -> None:
+                    ctx.begin_shutdown()  # end event streams and long-polls before waiting for connections
+                    await super().shutdown(sockets)
+
+                @contextlib.contextmanager
+                def capture_signals(self) -> Iterator[None]:
+                    # A stop on SIGTERM/SIGINT is a clean exit 0 (uvicorn would re-raise the signal
+                    # after its shutdown); a second signal ends the process at once, as for `worker`.
+                    loop = asyncio.get_running_loop()
+
+                    def on_signal(sig: int) -> None:
+                        if self.should_exit:
+                            self.force_exit = True
+                        self.should_exit = True
+
+                    for sig in (signal.SIGINT, signal.SIGTERM):
+                        loop.add_signal_handler(sig, on_signal, sig)
+                    try:
+                        yield
+                    finally:
+                        for sig in (signal.SIGINT, signal.SIGTERM):
+                            loop.remove_signal_handler(sig)
+
+            config = uvicorn.Config(app, http="httptools", lifespan="on", access_log=access_log, proxy_headers=False,
+                                    log_level=log_level.lower(), timeout_graceful_shutdown=10, server_header=False)
+            server = Server(config)
+            bound_host, bound_port = sock.getsockname()[:2]
+            shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+            err.print(
+                f"runnerq-fast serve: listening on http://{shown}:{bound_port} "
+                f"(backend {redact_url(url)}; writes {'need the bearer token' if token else 'are open'}"
+                f"{'; read-only' if read_only else ''})"
+            )
+            await server.serve(sockets=[sock])
+        finally:
+            await backend.close()
+
+    try:
+        run(main())
+    finally:
+        sock.close()

@@ -1,0 +1,368 @@
+"""The ASGI application: :func:`create_app`, its lifespan and its route table.
+
+One Starlette app per call, holding everything it uses (no module-level
+state), mountable in FastAPI, Starlette, Litestar or any ASGI server. The
+route table (:func:`endpoints`) feeds both Starlette's router and the
+generated OpenAPI document at ``/api/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from runnerq_fast.config import WorkerConfig
+from runnerq_fast.metrics import ACTIVITIES_ENQUEUED
+from runnerq_fast.metrics.prometheus import PrometheusMetrics
+from runnerq_fast.storage import Backend
+from runnerq_fast.web import wire
+from runnerq_fast.web.actions import ACTION_PATHS, ActionRoutes
+from runnerq_fast.web.context import WebContext, WebLimits
+from runnerq_fast.web.enqueue import EnqueueRoutes
+from runnerq_fast.web.health import HealthRoutes
+from runnerq_fast.web.metrics import MetricsRoute
+from runnerq_fast.web.observability import ObservabilityRoutes
+from runnerq_fast.web.openapi import Endpoint, Param, build_openapi
+from runnerq_fast.web.responses import (
+    JSON,
+    JsonResponse,
+    ProblemError,
+    http_exception_handler,
+    problem_exception_handler,
+)
+from runnerq_fast.web.v1 import V1Routes
+
+__all__ = ["RunnerQApp", "create_app", "endpoints"]
+
+_QUEUE_PATH = Param("queue", "path", str, "Queue name, 1-255 characters.", True)
+_QUEUE_QUERY = Param("queue", "query", str, "Queue name; default: the app's only queue, else 'default'.")
+_ID = Param("id", "path", str, "Activity id (32 hex digits; the dashed UUID form is accepted).", True)
+_OFFSET = Param("offset", "query", int, "Items to skip (RunnerQ paging; at most 10,000).")
+_LIMIT = Param("limit", "query", int, "Most items returned (1-1000, default 50).")
+_SSE = "text/event-stream"
+_LIST_PARAMS = (
+    Param("status", "query", str, "Statuses, comma-separated or repeated (pending, scheduled, ...)."),
+    Param("type", "query", str, "Activity types, comma-separated or repeated."),
+    Param("priority", "query", str, "Priorities, 1-4 or low|normal|high|critical, comma-separated."),
+    Param("created_after", "query", str, "RFC 3339 time: created at or after it."),
+    Param("created_before", "query", str, "RFC 3339 time: created before it."),
+    Param("metadata", "query", str, "key=value; repeated, every pair must match."),
+    Param("parent_id", "query", str, "Only children of this activity."),
+    Param("ids", "query", str, "Activity ids, comma-separated (at most 10,000)."),
+)
+_PAGE_PARAMS = (
+    Param("limit", "query", int, "Most items (1-1000, default 50)."),
+    Param("cursor", "query", str, "next_cursor of the previous page."),
+    Param("order", "query", str, "newest (default) or oldest first, by creation."),
+)
+
+
+class _Index:
+    """``GET /``: where things are (the console will live here)."""
+
+    def __init__(self, ctx: WebContext) -> None:
+        self.ctx = ctx
+
+    async def index(self, request: Request) -> Response:
+        root = request.scope.get("root_path", "")
+        return JsonResponse(
+            {
+                "service": "runnerq-fast",
+                "openapi": f"{root}/api/openapi.json",
+                "metrics": f"{root}/metrics",
+                "health": f"{root}/healthz",
+                "read_only": self.ctx.read_only,
+                "queues": list(self.ctx.queues) if self.ctx.queues is not None else None,
+            }
+        )
+
+
+def endpoints(
+    enq: EnqueueRoutes,
+    obs: ObservabilityRoutes,
+    v1: V1Routes,
+    act: ActionRoutes,
+    health: HealthRoutes,
+    metrics: MetricsRoute,
+    index: _Index,
+) -> list[Endpoint]:
+    """The route table of one app (Starlette routes and OpenAPI operations, in matching order)."""
+    j = JSON
+    one = "/api/v1/queues/{queue}/activities/{id}"
+    done = {200: ("What the action did", wire.ActionResponse, j),
+            409: ("The activity is not in a state the action applies to", wire.Problem, wire.PROBLEM_JSON)}
+    return [
+        Endpoint("GET", "/", index.index, "Service index", "service", responses={200: ("Where things are", None, j)}),
+        Endpoint("GET", "/healthz", health.healthz, "Liveness: the process is up", "service",
+                 responses={200: ("Up", wire.Health, j)}),
+        Endpoint("GET", "/readyz", health.readyz, "Readiness: the backend answers", "service",
+                 responses={200: ("Ready", wire.Health, j)}),
+        Endpoint("GET", "/metrics", metrics.metrics, "Prometheus metrics (text format)", "service",
+                 responses={200: ("Metrics", None, "text/plain; version=0.0.4")}),
+        Endpoint(
+            "POST", "/api/v1/queues/{queue}/activities", enq.enqueue_one, "Enqueue one activity", "enqueue",
+            request=wire.EnqueueRequest,
+            responses={
+                201: ("Stored (with ?wait=: and finished)", wire.EnqueueResponse, j),
+                200: ("An idempotency key returned an existing activity", wire.EnqueueResponse, j),
+                202: ("?wait= elapsed before the activity finished", wire.EnqueueResponse, j),
+                409: ("A no_reuse idempotency key is taken (existing_id names its holder)", wire.Problem,
+                      wire.PROBLEM_JSON),
+            },
+            params=(
+                _QUEUE_PATH,
+                Param("wait", "query", float, "Seconds to hold the response until the activity finishes (<= 60)."),
+                Param("Idempotency-Key", "header", str, "Idempotency key; the same key with another body is 422."),
+            ),
+            writes=True,
+        ),
+        Endpoint(
+            "POST", "/api/v1/queues/{queue}/activities/batch", enq.enqueue_batch,
+            "Enqueue up to 10,000 activities in one round trip (all-or-nothing validation)", "enqueue",
+            request=wire.BatchEnqueueRequest,
+            responses={
+                201: ("Stored", wire.BatchEnqueueResponse, j),
+                200: ("Nothing new was stored (idempotency keys)", wire.BatchEnqueueResponse, j),
+            },
+            params=(_QUEUE_PATH,),
+            writes=True,
+        ),
+        Endpoint("GET", "/api/v1/queues", v1.queues, "Every queue with counts by status and by type", "inspection",
+                 responses={200: ("Queues", wire.QueuesResponse, j)}),
+        Endpoint("GET", "/api/v1/queues/{queue}", v1.queue, "One queue's counts by status and by type",
+                 "inspection", responses={200: ("The queue", wire.QueueView, j)}, params=(_QUEUE_PATH,)),
+        Endpoint("GET", "/api/v1/queues/{queue}/activities", v1.list_activities,
+                 "Activities matching a filter, one keyset page", "inspection",
+                 responses={200: ("A page", wire.ActivityPageView, j)},
+                 params=(_QUEUE_PATH, *_LIST_PARAMS, *_PAGE_PARAMS)),
+        Endpoint("GET", "/api/v1/queues/{queue}/activities/count", v1.count,
+                 "How many activities match a filter (bounded by ?cap=)", "inspection",
+                 responses={200: ("The count", wire.CountView, j)},
+                 params=(_QUEUE_PATH, *_LIST_PARAMS,
+                         Param("cap", "query", int, "Stop counting here (default 10,000)."))),
+        Endpoint("GET", one, v1.detail, "One activity with its events, result and children", "inspection",
+                 responses={200: ("The activity", wire.ActivityDetail, j)}, params=(_QUEUE_PATH, _ID)),
+        Endpoint("GET", one + "/children", v1.children, "Child activities, oldest first", "inspection",
+                 responses={200: ("A page", wire.ActivityPageView, j)},
+                 params=(_QUEUE_PATH, _ID, *_PAGE_PARAMS[:2])),
+        Endpoint("POST", one + "/retry", act.retry, "Retry a failed, dead-lettered or cancelled activity",
+                 "actions", responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("POST", one + "/cancel", act.cancel, "Cancel an activity (a running one is asked to stop)",
+                 "actions", responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("POST", one + "/run-now", act.run_now, "Make a scheduled or retrying activity ready now",
+                 "actions", responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("POST", one + "/priority", act.set_priority, "Change the priority of one that has not started",
+                 "actions", request=wire.PriorityRequest, responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("DELETE", one, act.delete, "Delete a finished activity with its events", "actions",
+                 responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        Endpoint("POST", "/api/v1/queues/{queue}/actions/{action}", act.bulk,
+                 "One action on many activities: by ids, by the listing's filter, or both", "actions",
+                 request=wire.ActionRequest, responses={200: ("What the action did", wire.ActionResponse, j)},
+                 params=(_QUEUE_PATH, Param("action", "path", str, " | ".join(ACTION_PATHS), True)), writes=True),
+        Endpoint("GET", "/api/observability/stats", obs.stats, "Counts by status (RunnerQ)", "observability",
+                 responses={200: ("Counts", wire.RunnerQStats, j)}, params=(_QUEUE_QUERY,)),
+        Endpoint(
+            "GET", "/api/observability/activities/{key}", obs.activities,
+            "Activities of one status, newest first, or one activity by id (RunnerQ)", "observability",
+            responses={200: ("A list of activities, or one", list[wire.ActivityView] | wire.ActivityView, j)},
+            params=(Param("key", "path", str, "A status (pending, processing, ...) or an activity id.", True),
+                    _QUEUE_QUERY, _OFFSET, _LIMIT),
+        ),
+        Endpoint("GET", "/api/observability/activities/{id}/events", obs.events,
+                 "The latest events of an activity, oldest first (RunnerQ)", "observability",
+                 responses={200: ("Events", list[wire.EventView], j)}, params=(_ID, _LIMIT)),
+        Endpoint("GET", "/api/observability/activities/{id}/result", obs.result,
+                 "The stored outcome of an activity; null while unfinished (RunnerQ)", "observability",
+                 responses={200: ("Result", wire.ResultView | None, j)}, params=(_ID,)),
+        Endpoint("GET", "/api/observability/dead-letter", obs.dead_letter,
+                 "Dead-lettered activities, newest first (RunnerQ)", "observability",
+                 responses={200: ("Dead letters", list[wire.DeadLetterView], j)},
+                 params=(_QUEUE_QUERY, _OFFSET, _LIMIT)),
+        Endpoint(
+            "GET", "/api/observability/stream", obs.stream,
+            "Live events as Server-Sent Events; Last-Event-ID or ?after= resumes", "observability",
+            responses={200: ("An event stream; each data line is an EventView", None, _SSE)},
+            params=(_QUEUE_QUERY,
+                    Param("after", "query", int, "Resume after this event id (as Last-Event-ID)."),
+                    Param("Last-Event-ID", "header", int, "Resume after this event id.")),
+        ),
+    ]
+
+
+_PREFIX = "/api/v1/queues/"
+_SUFFIX = "/activities"
+
+
+class RunnerQApp(Starlette):
+    """The Starlette app, with ``POST /api/v1/queues/{queue}/activities`` served directly.
+
+    The single-activity enqueue is the hot route: it skips Starlette's router,
+    middleware and Request/Response objects and calls
+    :meth:`~runnerq_fast.web.enqueue.EnqueueRoutes.asgi_one`, the same code
+    the routed endpoint runs (which answers when the direct path is off: with
+    CORS configured). Everything else goes through Starlette as usual.
+    """
+
+    direct_enqueue: EnqueueRoutes | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        enq = self.direct_enqueue
+        if enq is not None and scope["type"] == "http" and scope["method"] == "POST":
+            path: str = scope["path"]
+            root: str = scope.get("root_path", "")
+            if root and path.startswith(root):
+                path = path[len(root):]
+            if path.startswith(_PREFIX) and path.endswith(_SUFFIX):
+                queue = path[len(_PREFIX):-len(_SUFFIX)]
+                if queue and "/" not in queue:
+                    scope["app"] = self
+                    await enq.asgi_one(scope, receive, send, queue)
+                    return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(
+    backend_or_url: Backend | str,
+    *,
+    queues: Sequence[str] | None = None,
+    token: str | None = None,
+    read_only: bool = False,
+    metrics: PrometheusMetrics | None = None,
+    config: WorkerConfig | None = None,
+    limits: WebLimits | None = None,
+    cors_origins: Sequence[str] | None = None,
+    enqueue_batch: int = 1000,
+    sse_keepalive: float = 15.0,
+    sse_buffer: int = 10_000,
+    gauge_ttl: float = 2.0,
+) -> RunnerQApp:
+    """The runnerq-fast HTTP service as one ASGI application.
+
+    Parameters
+    ----------
+    backend_or_url : Backend or str
+        An opened backend (the caller keeps closing it) or a backend URL,
+        opened by the app's lifespan (or at its first request when mounted
+        where the lifespan does not run) and closed at shutdown.
+    queues : sequence of str, optional
+        The queues served; any other queue is 404. Default ``None``: any
+        queue. ``?queue=`` defaults to the only one given, else ``default``.
+    token : str, optional
+        Bearer token every mutating route (enqueue, actions) requires,
+        compared in constant time. Default ``None``: no authentication.
+    read_only : bool
+        Serve GET requests only (mutating routes answer 405). Default False.
+    metrics : PrometheusMetrics, optional
+        The sink ``/metrics`` serves (pass the engine's to serve its
+        counters); default: the app's own, counting what it enqueues.
+    config : WorkerConfig, optional
+        Enqueue defaults and limits (retries, timeout, payload size,
+        idempotency TTL), as for :class:`~runnerq_fast.ActivityExecutor`.
+    limits : WebLimits, optional
+        Body, batch and long-poll limits.
+    cors_origins : sequence of str, optional
+        Origins allowed by CORS. Default ``None``: CORS is off.
+    enqueue_batch : int
+        Most single-activity requests coalesced into one backend call. Default 1000.
+    sse_keepalive : float
+        Seconds between keepalive comments on an idle event stream. Default 15.
+    sse_buffer : int
+        Most events buffered per stream client before it is told to resync. Default 10,000.
+    gauge_ttl : float
+        Seconds a backend reading of the depth gauges is reused. Default 2.
+
+    Returns
+    -------
+    RunnerQApp
+        A :class:`starlette.applications.Starlette` app; ``app.state.runnerq`` is
+        its :class:`~runnerq_fast.web.context.WebContext`.
+
+    Raises
+    ------
+    TypeError
+        If ``backend_or_url`` is neither a Backend nor a non-empty URL.
+    ValueError, InvalidActivityError
+        For an invalid queue name, blank token or limit.
+    """
+    ctx = WebContext(
+        backend_or_url,
+        queues=queues,
+        token=token,
+        read_only=read_only,
+        config=config or WorkerConfig(),
+        limits=limits or WebLimits(),
+        enqueue_batch=enqueue_batch,
+    )
+    sink = metrics if metrics is not None else PrometheusMetrics()
+
+    def on_created(queue: str, activity_type: str, n: int) -> None:
+        sink.count(ACTIVITIES_ENQUEUED, (queue, activity_type), n)
+
+    enq = EnqueueRoutes(ctx, on_created)
+    obs = ObservabilityRoutes(ctx, sse_keepalive=sse_keepalive, sse_buffer=sse_buffer)
+    health = HealthRoutes(ctx)
+    metrics_route = MetricsRoute(ctx, sink, gauge_ttl)
+    table = endpoints(enq, obs, V1Routes(ctx), ActionRoutes(ctx), health, metrics_route, _Index(ctx))
+    openapi_doc: dict[str, Any] = {}
+
+    async def openapi(request: Request) -> Response:
+        if not openapi_doc:
+            openapi_doc.update(build_openapi(table, title="runnerq-fast", version=_version(), token=token is not None))
+        return JsonResponse(openapi_doc)
+
+    async def docs_redirect(request: Request) -> Response:
+        return RedirectResponse(f"{request.scope.get('root_path', '')}/api/openapi.json")
+
+    routes = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in table]
+    routes.append(Route("/api/openapi.json", openapi, methods=["GET"]))
+    routes.append(Route("/api", docs_redirect, methods=["GET"]))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await ctx.open()
+        try:
+            yield
+        finally:
+            await ctx.close()
+
+    middleware = []
+    if cors_origins:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=list(cors_origins),
+                allow_methods=["GET", "POST", "DELETE", "PATCH"],
+                allow_headers=["Authorization", "Content-Type", "Idempotency-Key", "Last-Event-ID"],
+                expose_headers=["Location"],
+            )
+        )
+    app = RunnerQApp(
+        routes=routes,
+        middleware=middleware,
+        lifespan=lifespan,
+        exception_handlers={ProblemError: problem_exception_handler, HTTPException: http_exception_handler},
+    )
+    if not cors_origins:
+        app.direct_enqueue = enq
+    app.state.runnerq = ctx
+    app.state.runnerq_streams = obs.streams
+    app.state.runnerq_metrics = metrics_route
+    return app
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("runnerq-fast")
+    except importlib.metadata.PackageNotFoundError:  # running from a source tree that is not installed
+        return "0"

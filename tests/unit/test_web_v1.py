@@ -1,0 +1,89 @@
+"""The web app on the memory backend: the shared web conformance, plus auth on actions and cancel-running.
+
+``tests/integration/test_web_backends.py`` runs :class:`tests.web_conformance.WebConformance`
+on SQLite, PostgreSQL and Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import runnerq_fast as rq
+from runnerq_fast.web import create_app
+from tests.conformance import FAST
+from tests.web_conformance import WebConformance
+from tests.web_helpers import asgi_client
+
+V1 = "/api/v1/queues"
+
+
+class TestMemoryWeb(WebConformance):
+    @pytest.fixture
+    def backend(self) -> rq.Backend:
+        return rq.MemoryBackend()
+
+
+async def test_actions_need_the_token_and_are_refused_read_only() -> None:
+    backend = rq.MemoryBackend()
+    ex = rq.ActivityExecutor(backend)
+    a = await ex.activity("t").execute()
+    async with asgi_client(create_app(backend, token="tok")) as c:
+        anon = await c.post(f"{V1}/default/activities/{a.activity_id}/cancel")
+        bulk = await c.post(f"{V1}/default/actions/cancel", json={"filter": {}})
+        delete = await c.delete(f"{V1}/default/activities/{a.activity_id}")
+        ok = await c.post(f"{V1}/default/activities/{a.activity_id}/cancel", headers={"Authorization": "Bearer tok"})
+    assert anon.status_code == bulk.status_code == delete.status_code == 401
+    assert ok.status_code == 200
+    async with asgi_client(create_app(backend, read_only=True)) as c:
+        assert (await c.post(f"{V1}/default/actions/retry", json={"filter": {}})).status_code == 405
+        assert (await c.get(f"{V1}/default/activities")).status_code == 200
+
+
+async def test_cancelling_a_running_activity_over_http_records_the_request() -> None:
+    backend = rq.MemoryBackend()
+    engine = rq.WorkerEngine(backend, **FAST)
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    @engine.activity("long")
+    async def long(payload: Any, ctx: rq.ActivityContext) -> None:
+        started.set()
+        await release.wait()
+
+    async with engine, asgi_client(create_app(backend)) as c:
+        aid = (await c.post(f"{V1}/default/activities", json={"type": "long"})).json()["id"]
+        await asyncio.wait_for(started.wait(), 5)
+        cancel = await c.post(f"{V1}/default/activities/{aid}/cancel")
+        detail = (await c.get(f"{V1}/default/activities/{aid}")).json()
+        again = await c.post(f"{V1}/default/activities/{aid}/cancel")
+        release.set()
+    assert cancel.status_code == 200 and cancel.json()["changed"] == [aid]
+    assert detail["activity"]["status"] == "processing"
+    assert "cancel_requested" in [e["event_type"] for e in detail["events"]]
+    assert again.status_code == 409  # already asked to stop
+
+
+async def test_cancelling_a_running_activity_over_http_stops_its_handler() -> None:
+    backend = rq.MemoryBackend()
+    engine = rq.WorkerEngine(backend, **{**FAST, "lease_timeout": 0.3})
+    started = asyncio.Event()
+
+    @engine.activity("long")
+    async def long(payload: Any, ctx: rq.ActivityContext) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    async with engine, asgi_client(create_app(backend)) as c:
+        aid = (await c.post(f"{V1}/default/activities", json={"type": "long"})).json()["id"]
+        await asyncio.wait_for(started.wait(), 5)
+        cancel = await c.post(f"{V1}/default/activities/{aid}/cancel")
+        waited = await c.get(f"/api/observability/activities/{aid}/result")
+        with pytest.raises(rq.ActivityCancelled):
+            await rq.ActivityFuture(backend, aid).result(timeout=5)
+        result = (await c.get(f"/api/observability/activities/{aid}/result")).json()
+    assert cancel.status_code == 200 and cancel.json()["changed"] == [aid]
+    assert waited.status_code == 200
+    assert result["status"] == "cancelled"
