@@ -419,7 +419,7 @@ class ActivityExecutor:
             self.metrics.count(ACTIVITIES_ENQUEUED, (self.queue_name, activity_type), n)
 
     def child(self, parent_id: str, metadata: Mapping[str, str] | bytes | str | None = None) -> ActivityExecutor:
-        """This executor for the handler of ``parent_id``: what it enqueues inherits ``metadata``.
+        """This executor for the handler of ``parent_id``: what it enqueues records it and inherits ``metadata``.
 
         Parameters
         ----------

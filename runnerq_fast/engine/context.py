@@ -79,7 +79,8 @@ class ActivityContext:
 
     @property
     def executor(self) -> ActivityExecutor:
-        """Enqueues child activities on the same queue; each inherits this activity's metadata.
+        """Enqueues child activities on the same queue: each records this activity as its parent and
+        inherits its metadata.
 
         A child's metadata is this activity's :attr:`metadata` (keys the
         handler added to that dict included) updated with what the child sets

@@ -542,15 +542,15 @@ class PostgresBackend(Backend):
             return []
         if all(it.idempotency_key is None for it in items):
             for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
-                await conn.execute(Q["enqueue"], queue, *enqueue_params(items[start : start + _MAX_STATEMENT_ITEMS]),
-                                   True)
+                chunk = items[start : start + _MAX_STATEMENT_ITEMS]
+                await conn.execute(Q["enqueue"], queue, *enqueue_params(chunk), True, _parents(chunk))
             return [EnqueueResult(it.id, EnqueueOutcome.CREATED) for it in items]
         async with conn.transaction():  # a savepoint in the caller's transaction
             results = await self._claim_keys(conn, queue, items)
             created = [it for it, res in zip(items, results, strict=True) if res.outcome == EnqueueOutcome.CREATED]
             for start in range(0, len(created), _MAX_STATEMENT_ITEMS):
-                await conn.execute(Q["enqueue"], queue, *enqueue_params(created[start : start + _MAX_STATEMENT_ITEMS]),
-                                   True)
+                chunk = created[start : start + _MAX_STATEMENT_ITEMS]
+                await conn.execute(Q["enqueue"], queue, *enqueue_params(chunk), True, _parents(chunk))
         return results
 
     async def _insert(
@@ -563,8 +563,7 @@ class PostgresBackend(Backend):
     ) -> None:
         """One UNNEST insert of ``items`` with their events (and maybe the NOTIFY)."""
         leading = commit_hook and self._notifier.take_leading(queue)
-        parents = [it.parent_id for it in items] if any(it.parent_id is not None for it in items) else None
-        await conn.execute(Q["enqueue"], queue, *enqueue_params(items), leading, parents)
+        await conn.execute(Q["enqueue"], queue, *enqueue_params(items), leading, _parents(items))
         if commit_hook:
             self._after_commit(queue, leading)
 
@@ -953,6 +952,11 @@ class PostgresBackend(Backend):
 
     async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
         return await self._act("delete", queue, flt, limit)
+
+
+def _parents(items: Sequence[NewActivity]) -> list[str | None] | None:
+    """The enqueue statement's parent ids (``$12``): ``None`` when no item has one (unnest pads it)."""
+    return [it.parent_id for it in items] if any(it.parent_id is not None for it in items) else None
 
 
 def _source(flt: ActivityFilter, statuses: Sequence[str] | None) -> tuple[str, list[Any]] | None:
