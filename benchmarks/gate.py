@@ -31,8 +31,10 @@ next, so the gate never compares against a stored number. It measures a
 5. per figure the median of the per-round ratios is compared with the floors
    of ``benchmarks/gate_floors.toml``: below ``fail_below`` fails, below
    ``warn_below`` warns. A figure below its floor first gets its backend (or
-   the micro-benchmarks) measured for more rounds, and fails only if the
-   median of all its rounds is still below.
+   the micro-benchmarks) measured for more rounds, and fails only if it is
+   below its floor with 95 % confidence over all its rounds (sign test: the
+   upper confidence bound of the median, an order statistic, is below the
+   floor); otherwise it is a warning that says so.
 
 Every run's figures are printed as a table and written as JSON to
 ``benchmarks/results/gate-<UTC time>.json`` (an ignored path). Exit status: 0
@@ -43,6 +45,7 @@ pass (warnings included), 1 a figure fell below its floor or a run failed,
 from __future__ import annotations
 
 import io
+import math
 import os
 import platform
 import shutil
@@ -385,6 +388,27 @@ class Figure:
         return [c / r for c, r in zip(self.current, self.bare, strict=False) if r > 0]
 
 
+CONFIDENCE = 0.95
+"""How sure the gate must be that a figure is below its floor before it fails."""
+
+
+def median_upper_bound(values: Sequence[float], confidence: float = CONFIDENCE) -> float:
+    """Distribution-free one-sided upper confidence bound of the median of ``values`` (sign test).
+
+    The smallest order statistic ``x_(k)`` with ``P(Binomial(n, 1/2) < k) >= confidence``:
+    the true median lies below it with that confidence. For 16 rounds it is the
+    12th smallest value, for 8 the 7th, for 6 or fewer the largest.
+    """
+    xs = sorted(values)
+    n = len(xs)
+    cumulative = 0.0
+    for k in range(n):
+        cumulative += math.comb(n, k) / 2**n
+        if cumulative >= confidence:
+            return xs[k]
+    return xs[-1]
+
+
 def _cv(values: list[float]) -> float | None:
     """Coefficient of variation (stdev / mean) of ``values``; ``None`` for fewer than 3."""
     if len(values) < 3:
@@ -408,7 +432,9 @@ class Verdict(msgspec.Struct, kw_only=True):
     figure: str
     unit: str
     status: str = "info"                 # ok / warn / fail / info (not gated)
+    below_floor: bool = False            # the median is below fail_below (fails only if significantly so)
     ratio: float | None = None
+    ratio_upper: float | None = None     # one-sided 95 % upper bound of the median ratio
     ratio_min: float | None = None
     ratio_max: float | None = None
     fail_below: float | None = None
@@ -454,8 +480,17 @@ def judge(fig: Figure, floors: Floors, have_baseline: bool) -> Verdict:
         v.status, v.note = "fail", "no measurement"
         return v
     v.ratio, v.ratio_min, v.ratio_max = statistics.median(values), min(values), max(values)
+    v.ratio_upper = median_upper_bound(values)
     assert v.fail_below is not None and v.warn_below is not None
-    v.status = "fail" if v.ratio < v.fail_below else "warn" if v.ratio < v.warn_below else "ok"
+    v.below_floor = v.ratio < v.fail_below
+    if v.below_floor and v.ratio_upper < v.fail_below:
+        v.status = "fail"
+    elif v.below_floor:
+        v.status = "warn"
+        v.note = (f"below the floor, not significantly: 95 % upper bound {v.ratio_upper:.2f}"
+                  + (f"; {v.note}" if v.note else ""))
+    else:
+        v.status = "warn" if v.ratio < v.warn_below else "ok"
     return v
 
 
@@ -642,11 +677,11 @@ def run_gate(baseline_ref: str | None, floors: Floors, rounds: int, micro_rounds
             # A figure below its floor is measured again before it fails the gate: its backend gets
             # confirm_rounds more rounds (the micro-benchmarks micro_confirm_rounds) and the verdict uses
             # all of them. Noise rarely survives twice as many rounds; a real slowdown does.
-            failing = {v.figure.split(".")[0] for v in verdicts if v.status == "fail"}
+            failing = {v.figure.split(".")[0] for v in verdicts if v.below_floor}
             again = [b for b in active if b in failing] if floors.confirm_rounds else []
             micro_again = floors.micro_confirm_rounds if "micro" in failing else 0
             if again or micro_again:
-                console.print(f"[yellow]below the floor: {', '.join(v.figure for v in verdicts if v.status == 'fail')}"
+                console.print(f"[yellow]below the floor: {', '.join(v.figure for v in verdicts if v.below_floor)}"
                               "; measuring again before failing[/]")
                 for r in range(rounds, rounds + (floors.confirm_rounds if again else 0)):
                     e2e_round(r, again, urls)

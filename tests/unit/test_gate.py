@@ -195,3 +195,21 @@ def test_an_explicit_baseline_must_be_a_commit(repo: Path) -> None:
     assert gate.resolve_baseline("HEAD~1")[0] == _git(repo, "rev-parse", "HEAD~1")
     with pytest.raises(gate.BadInput, match="not a commit"):
         gate.resolve_baseline("no-such-ref")
+
+
+def test_median_upper_bound_is_the_sign_test_order_statistic() -> None:
+    values = [float(i) for i in range(1, 17)]          # 16 rounds: the 12th smallest
+    assert gate.median_upper_bound(values) == 12.0
+    assert gate.median_upper_bound(values[:8]) == 7.0  # 8 rounds: the 7th
+    assert gate.median_upper_bound([3.0, 1.0, 2.0]) == 3.0
+
+
+def test_a_median_below_the_floor_fails_only_when_significantly_below(tmp_path: Path) -> None:
+    f = floors(tmp_path)
+    # identical code on a machine whose load halves a run at random: median 0.8, but 6 of 16 rounds above 0.85
+    noisy = [0.5, 0.55, 0.6, 0.62, 0.7, 0.75, 0.78, 0.8, 0.8, 0.84, 0.9, 1.0, 1.1, 1.2, 1.3, 1.9]
+    slow = [0.6, 0.65, 0.7, 0.7, 0.72, 0.74, 0.75, 0.76, 0.77, 0.78, 0.78, 0.8, 0.82, 0.9, 0.95, 1.0]
+    v_noisy = gate.judge(gate.Figure("redis.drain", "1/s", True, noisy, [1.0] * 16), f, True)
+    v_slow = gate.judge(gate.Figure("redis.drain", "1/s", True, slow, [1.0] * 16), f, True)
+    assert v_noisy.below_floor and v_noisy.status == "warn" and "not significantly" in v_noisy.note
+    assert v_slow.below_floor and v_slow.status == "fail" and v_slow.ratio_upper == 0.8
