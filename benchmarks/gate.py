@@ -31,10 +31,11 @@ next, so the gate never compares against a stored number. It measures a
 5. per figure the median of the per-round ratios is compared with the floors
    of ``benchmarks/gate_floors.toml``: below ``fail_below`` fails, below
    ``warn_below`` warns. A figure below its floor first gets its backend (or
-   the micro-benchmarks) measured for more rounds, and fails only if it is
-   below its floor with 95 % confidence over all its rounds (sign test: the
-   upper confidence bound of the median, an order statistic, is below the
-   floor); otherwise it is a warning that says so.
+   the micro-benchmarks) measured for more rounds, and fails only if, over
+   all its rounds, the median is still below the floor and the figure is
+   below ``warn_below`` with 95 % confidence (sign test: the upper confidence
+   bound of the median, an order statistic, is below ``warn_below``);
+   otherwise it is a warning that says so.
 
 Every run's figures are printed as a table and written as JSON to
 ``benchmarks/results/gate-<UTC time>.json`` (an ignored path). Exit status: 0
@@ -432,7 +433,7 @@ class Verdict(msgspec.Struct, kw_only=True):
     figure: str
     unit: str
     status: str = "info"                 # ok / warn / fail / info (not gated)
-    below_floor: bool = False            # the median is below fail_below (fails only if significantly so)
+    below_floor: bool = False            # the median is below fail_below (fails only if also significant)
     ratio: float | None = None
     ratio_upper: float | None = None     # one-sided 95 % upper bound of the median ratio
     ratio_min: float | None = None
@@ -483,11 +484,12 @@ def judge(fig: Figure, floors: Floors, have_baseline: bool) -> Verdict:
     v.ratio_upper = median_upper_bound(values)
     assert v.fail_below is not None and v.warn_below is not None
     v.below_floor = v.ratio < v.fail_below
-    if v.below_floor and v.ratio_upper < v.fail_below:
+    # fail: the median is past the floor AND the figure is below the warning line with 95 % confidence
+    if v.below_floor and v.ratio_upper < v.warn_below:
         v.status = "fail"
     elif v.below_floor:
         v.status = "warn"
-        v.note = (f"below the floor, not significantly: 95 % upper bound {v.ratio_upper:.2f}"
+        v.note = (f"below the floor, not significantly: 95 % upper bound {v.ratio_upper:.2f} >= {v.warn_below:.2f}"
                   + (f"; {v.note}" if v.note else ""))
     else:
         v.status = "warn" if v.ratio < v.warn_below else "ok"

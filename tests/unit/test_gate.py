@@ -206,10 +206,11 @@ def test_median_upper_bound_is_the_sign_test_order_statistic() -> None:
 
 def test_a_median_below_the_floor_fails_only_when_significantly_below(tmp_path: Path) -> None:
     f = floors(tmp_path)
-    # identical code on a machine whose load halves a run at random: median 0.8, but 6 of 16 rounds above 0.85
+    # identical code on a machine whose load halves a run at random: median 0.8, but 5 of 16 rounds >= 1.0;
+    # slow: the same machine, one extra await per activity (gate-demo): median 0.76, 12 of 16 rounds < 0.95
     noisy = [0.5, 0.55, 0.6, 0.62, 0.7, 0.75, 0.78, 0.8, 0.8, 0.84, 0.9, 1.0, 1.1, 1.2, 1.3, 1.9]
-    slow = [0.6, 0.65, 0.7, 0.7, 0.72, 0.74, 0.75, 0.76, 0.77, 0.78, 0.78, 0.8, 0.82, 0.9, 0.95, 1.0]
+    slow = [0.35, 0.43, 0.52, 0.58, 0.6, 0.67, 0.7, 0.7, 0.81, 0.87, 0.91, 0.94, 0.96, 1.15, 1.26, 1.31]
     v_noisy = gate.judge(gate.Figure("redis.drain", "1/s", True, noisy, [1.0] * 16), f, True)
     v_slow = gate.judge(gate.Figure("redis.drain", "1/s", True, slow, [1.0] * 16), f, True)
     assert v_noisy.below_floor and v_noisy.status == "warn" and "not significantly" in v_noisy.note
-    assert v_slow.below_floor and v_slow.status == "fail" and v_slow.ratio_upper == 0.8
+    assert v_slow.below_floor and v_slow.status == "fail" and v_slow.ratio_upper == 0.94   # < warn_below 0.95
