@@ -140,7 +140,8 @@ def decode_cursor(cursor: str | None, newest_first: bool) -> Cursor | None:
         env = msgspec.json.decode(raw, type=_Envelope)
     except (binascii.Error, ValueError, msgspec.DecodeError):
         raise InvalidActivityError(f"invalid cursor {cursor!r}") from None
-    if env.v != _CURSOR_VERSION or not env.id:
+    if env.v != _CURSOR_VERSION or not env.id or not 0 <= env.created < 2**63:
+        # an out-of-range position would reach the store's integer type (SQLite, PostgreSQL bigint)
         raise InvalidActivityError(f"invalid cursor {cursor!r}")
     if env.newest_first != bool(newest_first):
         raise InvalidActivityError("the cursor was made for the other order (newest_first)")
@@ -165,7 +166,9 @@ def _ms(value: Any, what: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**47:
-        raise InvalidActivityError(f"{what} must be epoch milliseconds (an int >= 0), got {value!r}")
+        raise InvalidActivityError(
+            f"{what} must be epoch milliseconds between 0 and {2**47 - 1} (year 6429), got {value!r}"
+        )
     return value
 
 

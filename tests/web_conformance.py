@@ -7,12 +7,14 @@ PostgreSQL and Redis in tests/integration) and ``queue`` names a fresh queue.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+import msgspec
 
 import runnerq_fast as rq
 from runnerq_fast.web import create_app
@@ -243,3 +245,32 @@ class WebConformance:
         assert [a["id"] for a in listed] == [dead]
         assert [r["activity"]["id"] for r in records] == [dead] and "always" in records[0]["error"]
         assert records[0]["failed_at"] is not None
+
+    # ---------------------------------------------- bad input found by a fresh-user run (each was a 500)
+    async def test_a_body_nested_too_deeply_is_400_and_stores_nothing(self, backend: rq.Backend) -> None:
+        q = self.queue
+        body = b'{"type": "t", "payload": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        async with asgi_client(create_app(backend)) as c:
+            r = await c.post(f"/api/v1/queues/{q}/activities", content=body,
+                             headers={"Content-Type": "application/json"})
+            assert r.status_code == 400, r.text
+            assert "nested too deeply" in r.json()["detail"]
+            r = await c.post(f"/api/v1/queues/{q}/activities/batch", content=b'{"activities": [' + body + b"]}",
+                             headers={"Content-Type": "application/json"})
+            assert r.status_code in (400, 413), r.text
+        assert (await backend.stats(q)).pending == 0
+
+    async def test_a_cursor_or_resume_id_out_of_range_is_422(self, backend: rq.Backend) -> None:
+        q = self.queue
+        await rq.ActivityExecutor(backend, q).activity("t").execute()
+        async with asgi_client(create_app(backend)) as c:
+            for created in (99999999999999999999999, 2**63, -(2**63) - 1, -1):
+                raw = msgspec.json.encode([1, created, "01a23123d0cb70008b093b16604be07b", True])
+                cursor = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+                r = await c.get(f"/api/v1/queues/{q}/activities", params={"cursor": cursor})
+                assert r.status_code == 422, (created, r.status_code, r.text)
+                assert r.headers["content-type"].startswith("application/problem+json")
+            r = await c.get("/api/observability/stream", params={"queue": q, "after": str(2**63)})
+            assert r.status_code == 422, r.text
+            r = await c.get(f"/api/v1/queues/{q}/activities", params={"created_after": "9999-12-31T23:59:59Z"})
+            assert r.status_code == 422 and "between 0 and" in r.json()["detail"], r.text

@@ -23,6 +23,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from runnerq_fast.config import WorkerConfig
+from runnerq_fast.errors import BackendError
 from runnerq_fast.metrics import ACTIVITIES_ENQUEUED
 from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.storage import Backend
@@ -38,7 +39,9 @@ from runnerq_fast.web.responses import (
     JSON,
     JsonResponse,
     ProblemError,
+    backend_error_handler,
     http_exception_handler,
+    internal_error_handler,
     problem_exception_handler,
 )
 from runnerq_fast.web.v1 import V1Routes
@@ -351,7 +354,12 @@ def create_app(
         routes=routes,
         middleware=middleware,
         lifespan=lifespan,
-        exception_handlers={ProblemError: problem_exception_handler, HTTPException: http_exception_handler},
+        exception_handlers={
+            ProblemError: problem_exception_handler,
+            HTTPException: http_exception_handler,
+            BackendError: backend_error_handler,
+            Exception: internal_error_handler,
+        },
     )
     if not cors_origins:
         app.direct_enqueue = enq

@@ -22,8 +22,10 @@ __all__ = [
     "JSON",
     "JsonResponse",
     "ProblemError",
+    "backend_error_handler",
     "header_map",
     "http_exception_handler",
+    "internal_error_handler",
     "problem_bytes",
     "problem_exception_handler",
     "problem_response",
@@ -146,6 +148,21 @@ async def http_exception_handler(request: Request, exc: Exception) -> Response:
         instance=request.url.path,
         headers=exc.headers,
     )
+
+
+async def backend_error_handler(request: Request, exc: Exception) -> Response:
+    """A store that is unreachable or failing (:class:`BackendError`) as 503, with a retry hint."""
+    return problem_response(
+        503,
+        f"the backend is unavailable or failing ({exc}); retry later",
+        instance=request.url.path,
+        headers={"Retry-After": "1"},
+    )
+
+
+async def internal_error_handler(request: Request, exc: Exception) -> Response:
+    """Any other exception as a 500 problem (the traceback goes to the server log)."""
+    return problem_response(500, "internal error (see the server log)", instance=request.url.path)
 
 
 async def read_asgi_body(receive: Receive, declared: str | None, limit: int) -> bytes:

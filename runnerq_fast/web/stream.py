@@ -58,8 +58,10 @@ def parse_resume_id(request: Request) -> int | None:
     if text is None or not text.strip():
         return None
     text = text.strip()
-    if not text.isdigit():
-        raise ProblemError(422, f"the event id to resume after must be a non-negative integer, got {text!r}")
+    if not text.isdigit() or int(text) >= 2**63:
+        raise ProblemError(
+            422, f"the event id to resume after must be an integer from 0 to {2**63 - 1}, got {text!r}"
+        )
     return int(text)
 
 

@@ -88,7 +88,11 @@ def decode(data: bytes, into: type[Any]) -> Any:
     KeyError
         If ``into`` is not a request Struct of this module.
     """
-    return _DECODERS[into].decode(data)
+    try:
+        return _DECODERS[into].decode(data)
+    except RecursionError:
+        # msgspec decodes nested arrays and objects recursively: a body nested ~100k deep
+        raise msgspec.DecodeError("the body is nested too deeply to decode") from None
 
 
 # --------------------------------------------------------------- problems

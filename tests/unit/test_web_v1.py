@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import httpx
 import pytest
 
 import runnerq_fast as rq
@@ -87,3 +88,25 @@ async def test_cancelling_a_running_activity_over_http_stops_its_handler() -> No
     assert cancel.status_code == 200 and cancel.json()["changed"] == [aid]
     assert waited.status_code == 200
     assert result["status"] == "cancelled"
+
+
+async def test_a_failing_backend_is_a_503_problem_and_any_other_error_a_500_problem() -> None:
+    """Listings answered a plain-text 500 while the store was unreachable (fresh-user run)."""
+
+    class Down(rq.MemoryBackend):
+        broken: type[Exception] = rq.BackendError
+
+        async def query_activities(self, *args: Any, **kwargs: Any) -> Any:
+            raise self.broken("connection refused")
+
+    backend = Down()
+    async with asgi_client(create_app(backend)) as c:
+        r = await c.get("/api/v1/queues/q/activities")
+        assert r.status_code == 503 and r.headers["content-type"].startswith("application/problem+json"), r.text
+        assert "connection refused" in r.json()["detail"] and r.headers["retry-after"] == "1"
+    backend.broken = RuntimeError
+    app = create_app(backend)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+                                 base_url="http://testserver") as c:
+        r = await c.get("/api/v1/queues/q/activities")
+        assert r.status_code == 500 and r.headers["content-type"].startswith("application/problem+json"), r.text
