@@ -13,6 +13,7 @@ import enum
 import msgspec
 
 __all__ = [
+    "LEASE_EXPIRED_UNCHARGED",
     "TERMINAL_STATUSES",
     "Ack",
     "AckOutcome",
@@ -67,6 +68,11 @@ TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "dead_lett
 
 READY_STATUSES: frozenset[str] = frozenset({"pending", "scheduled", "retrying"})
 """Statuses a worker may claim once the ready time has come."""
+
+LEASE_EXPIRED_UNCHARGED = "lease expired beside other activities; not counted, it runs alone next"
+"""The last error (and ``requeued`` event detail) of an expired lease the reaper did not count:
+the activity was claimed with others, so it may have merely shared the worker that died. The SQL
+and Lua files of the backends spell the same text."""
 
 
 class OnDuplicate(enum.IntEnum):

@@ -15,8 +15,14 @@ in ``tests/conformance.py``):
   lease ``now + lease_ms``;
 * an ack or lease extension applies only while the activity is still
   ``processing`` under the same ``claim_token``; otherwise it is rejected;
-* an expired lease counts as an attempt: ``retry_count + 1``, then
-  ``dead_letter`` when that exceeds ``max_retries``, else back to ``pending``;
+* an expired lease counts as an attempt only against an activity that was
+  claimed alone (a *suspect*, see :meth:`Backend.claim_suspect`): ``retry_count + 1``,
+  then ``dead_letter`` when that exceeds ``max_retries``, else back to
+  ``pending``, still suspect. Any other expired lease goes back to ``pending``
+  with ``retry_count`` unchanged and the activity becomes suspect: it may have
+  merely shared its worker with the activity that killed it. A suspect is
+  never returned by :meth:`Backend.claim`, only by :meth:`Backend.claim_suspect`;
+  an accepted ack clears the mark (a release keeps it);
 * :meth:`Backend.release` puts claimed work back to ``pending`` without
   counting an attempt (graceful shutdown);
 * every transition records an event; every terminal transition records a
@@ -236,6 +242,43 @@ class Backend(abc.ABC):
         """
 
     @abc.abstractmethod
+    async def claim_suspect(
+        self, queue: str, worker_id: str, activity_types: Sequence[str] | None, lease_ms: int
+    ) -> list[ClaimedActivity]:
+        """Claim the first ready suspect activity in SPEC order (at most one), to run it alone.
+
+        A suspect is an activity whose lease expired while it was claimed the
+        ordinary way (:meth:`claim`), beside others: the reaper did not count
+        the attempt. The engine calls this only with nothing else in flight,
+        so if this claim's lease expires too, the activity is the one that
+        stopped its worker and :meth:`requeue_expired` counts the attempt.
+
+        Parameters
+        ----------
+        queue : str
+            Queue name.
+        worker_id : str
+            Recorded on the claim.
+        activity_types : sequence of str or None
+            Types this worker claims (``None``: any).
+        lease_ms : int
+            Lease in milliseconds.
+
+        Returns
+        -------
+        list of ClaimedActivity
+            Empty, or the one suspect claimed.
+        """
+
+    @abc.abstractmethod
+    async def suspects_ready(self, queue: str, activity_types: Sequence[str] | None) -> int:
+        """How many suspect activities of these types (``None``: any) :meth:`claim_suspect` could claim now.
+
+        Cheap (an index range or a set's size); the engine asks once per
+        reaper pass. May count an entry a claim then finds stale.
+        """
+
+    @abc.abstractmethod
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         """Apply finished attempts in one round trip.
 
@@ -267,7 +310,12 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
-        """Reap up to ``limit`` activities whose lease has expired."""
+        """Reap up to ``limit`` activities whose lease has expired.
+
+        Only a suspect's expiry counts an attempt (see the module docstring);
+        the others go back to ``pending`` uncounted, marked suspect. Both are
+        in ``requeued`` (or ``dead_lettered``, ``cancelled``).
+        """
 
     @abc.abstractmethod
     async def wait_for_work(self, queue: str, timeout: float) -> None:

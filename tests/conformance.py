@@ -23,7 +23,7 @@ import pytest
 
 import runnerq_fast as rq
 from runnerq_fast.ids import new_activity_id
-from runnerq_fast.models import Ack, AckOutcome, LeaseRef, NewActivity
+from runnerq_fast.models import LEASE_EXPIRED_UNCHARGED, Ack, AckOutcome, LeaseRef, NewActivity
 from runnerq_fast.storage import Backend
 
 FAST: dict[str, Any] = {
@@ -281,22 +281,28 @@ class BackendConformance:
             await engine.start()
 
     # ------------------------------------------------------------------ leases
-    async def test_lease_expiry_counts_as_attempt(self, backend: Backend) -> None:
+    async def test_lease_expiry_counts_as_attempt_once_claimed_alone(self, backend: Backend) -> None:
         q = self.queue
         (res,) = await backend.enqueue(q, [new("t", max_retries=1)])
         await backend.claim(q, "w", 1, None, 50)
         await asyncio.sleep(0.1)
+        # claimed the ordinary way: not counted (it may have shared a dying worker), now suspect
         report = await backend.requeue_expired(q, 100)
         assert report.requeued == [res.activity_id] and report.dead_lettered == []
         snap = await backend.get_activity(res.activity_id)
-        assert snap is not None and snap.status == "pending" and snap.retry_count == 1
-        (a2,) = await backend.claim(q, "w", 1, None, 50)
-        assert a2.retry_count == 1
-        await asyncio.sleep(0.1)
-        report = await backend.requeue_expired(q, 100)
+        assert snap is not None and snap.status == "pending" and snap.retry_count == 0
+        assert snap.last_error == LEASE_EXPIRED_UNCHARGED
+        assert await backend.claim(q, "w", 1, None, 50) == []
+        for expected_retries in (0, 1):
+            (alone,) = await backend.claim_suspect(q, "w", None, 50)
+            assert alone.retry_count == expected_retries
+            await asyncio.sleep(0.1)
+            report = await backend.requeue_expired(q, 100)
         assert report.dead_lettered == [res.activity_id]
         result = await backend.get_result(res.activity_id)
         assert result is not None and result.status == "dead_letter"
+        snap = await backend.get_activity(res.activity_id)
+        assert snap is not None and snap.retry_count == 2
 
     async def test_live_lease_is_not_reaped(self, backend: Backend) -> None:
         q = self.queue
@@ -311,7 +317,7 @@ class BackendConformance:
         (first,) = await backend.claim(q, "w1", 1, None, 30)
         await asyncio.sleep(0.06)
         await backend.requeue_expired(q, 100)
-        (second,) = await backend.claim(q, "w2", 1, None, 5000)
+        (second,) = await backend.claim_suspect(q, "w2", None, 5000)
         assert second.claim_token != first.claim_token
         late = Ack(first.id, first.claim_token, AckOutcome.COMPLETED, b'"late"')
         assert await backend.ack(q, [late]) == [res.activity_id]
@@ -328,7 +334,7 @@ class BackendConformance:
         (first,) = await backend.claim(q, "same", 1, None, 30)
         await asyncio.sleep(0.06)
         await backend.requeue_expired(q, 100)
-        await backend.claim(q, "same", 1, None, 5000)
+        assert len(await backend.claim_suspect(q, "same", None, 5000)) == 1
         stale = Ack(first.id, first.claim_token, AckOutcome.FAILED, None, "x")
         assert await backend.ack(q, [stale]) == [res.activity_id]
 

@@ -64,6 +64,7 @@ class Row:
         "retry_count",
         "started_at_ms",
         "status",
+        "suspect",
         "timeout_ms",
     )
 
@@ -90,6 +91,8 @@ class Row:
         self.heap_seq = 0
         self.parent_id = item.parent_id
         self.cancel_requested = False
+        #: its lease expired while it was claimed beside others: claimed alone from now on (StoreCore)
+        self.suspect = False
 
     def snapshot(self) -> ActivitySnapshot:
         return ActivitySnapshot(
@@ -118,12 +121,14 @@ class Row:
 class QueueState:
     __slots__ = (
         "by_status", "by_type", "children", "events", "order", "order_tail", "processing", "rows", "scheduled",
-        "type_rows", "wake",
+        "suspects", "type_rows", "wake",
     )
 
     def __init__(self) -> None:
         # ready heaps, one per activity type: (-priority, -retry_count, ready_at_ms, seq, id)
         self.by_type: dict[str, list[tuple[int, int, str]]] = {}
+        # ready suspect rows, kept apart (only ``claim_suspect`` takes them), same entries
+        self.suspects: dict[str, list[tuple[int, int, str]]] = {}
         # not-yet-due activities: (ready_at_ms, seq, id)
         self.scheduled: list[tuple[int, int, str]] = []
         self.processing: dict[str, Row] = {}
@@ -180,9 +185,10 @@ class StoreCore:
     def _push_ready(self, q: QueueState, row: Row) -> None:
         seq = next(self._seq)
         row.heap_seq = seq
-        heap = q.by_type.get(row.activity_type)
+        heaps = q.suspects if row.suspect else q.by_type
+        heap = heaps.get(row.activity_type)
         if heap is None:
-            heap = q.by_type[row.activity_type] = []
+            heap = heaps[row.activity_type] = []
         heapq.heappush(heap, (_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), seq, row.id))
 
     def _push_scheduled(self, q: QueueState, row: Row) -> None:
@@ -278,6 +284,7 @@ class StoreCore:
             if row is None:
                 rejected.append(a.id)
                 continue
+            row.suspect = False  # it ended normally: claimed the ordinary way from now on
             outcome = a.outcome
             if outcome == AckOutcome.COMPLETED:
                 self._event(row, "completed", now)

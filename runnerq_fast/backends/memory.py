@@ -23,6 +23,7 @@ from runnerq_fast.backends import keyset
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.codec import decode_json
 from runnerq_fast.models import (
+    LEASE_EXPIRED_UNCHARGED,
     READY_STATUSES,
     TERMINAL_STATUSES,
     Ack,
@@ -194,6 +195,24 @@ class MemoryBackend(StoreCore, Backend):
         lease_until = now + lease_ms
         return self._claim_from(q, heaps, limit, token, lease_until, now, worker_id)
 
+    async def claim_suspect(
+        self, queue: str, worker_id: str, activity_types: Sequence[str] | None, lease_ms: int
+    ) -> list[ClaimedActivity]:
+        now = _now_ms()
+        q = self._queue(queue)
+        self._promote_due(q, now)
+        heaps = self._suspect_heaps(q, activity_types)
+        return self._claim_from(q, heaps, 1, uuid.uuid4().hex, now + lease_ms, now, worker_id)
+
+    async def suspects_ready(self, queue: str, activity_types: Sequence[str] | None) -> int:
+        return sum(len(h) for h in self._suspect_heaps(self._queue(queue), activity_types))
+
+    @staticmethod
+    def _suspect_heaps(q: QueueState, activity_types: Sequence[str] | None) -> list[list[tuple[int, int, str]]]:
+        if activity_types is None:
+            return [h for h in q.suspects.values() if h]
+        return [h for t in activity_types if (h := q.suspects.get(t))]
+
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         now = _now_ms()
         q = self._queue(queue)
@@ -247,7 +266,10 @@ class MemoryBackend(StoreCore, Backend):
                 self._finish(row, "cancelled", now, None, None)
                 cancelled.append(row.id)
                 continue
-            row.retry_count += 1
+            charged = row.suspect  # claimed alone: its own expiry; else it may have shared a dying worker
+            row.suspect = True
+            if charged:
+                row.retry_count += 1
             if row.retry_count > row.max_retries:
                 err = "lease expired; retries exhausted"
                 row.dead_lettered_at_ms = now
@@ -257,9 +279,9 @@ class MemoryBackend(StoreCore, Backend):
             else:
                 row.claim_token = None
                 row.lease_expires_at_ms = None
-                row.last_error = "lease expired"
+                row.last_error = "lease expired" if charged else LEASE_EXPIRED_UNCHARGED
                 self._move(q, row, "pending")
-                self._event(row, "requeued", now, "lease expired")
+                self._event(row, "requeued", now, row.last_error)
                 self._make_ready(q, row, now)
                 requeued.append(row.id)
         return ReapReport(requeued, dead, cancelled)

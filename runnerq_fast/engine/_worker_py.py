@@ -146,9 +146,12 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         return
     cancel_ids = out.cancel_ids
     if cancel_ids and a.id in cancel_ids:
-        # an operator cancelled it while it waited for a worker
+        # an operator cancelled it, or its lease was lost, while it waited for a worker
         cancel_ids.discard(a.id)
-        out.cancelled(a)
+        if a.id in out.lost_ids:
+            out.abandoned(a)
+        else:
+            out.cancelled(a)
         return
     try:
         payload = decode_json(a.payload)
@@ -173,12 +176,16 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         finally:
             del running[a.id]
     except BaseException as exc:
+        if ctx.lease_lost and out.abandoned(a, ctx, exc):
+            return  # stopped because its lease was lost: no claim left to acknowledge
         if ctx.cancel_requested:
             out.cancelled(a, ctx)  # whatever the stopped handler raised
             return
         if _failed(out, a, exc, started, timeout):
             raise
         return
+    if ctx.lease_lost:
+        out.abandoned(a, ctx)  # it returned after losing its lease: its ack below is rejected by the store
     if ctx.cancel_requested:
         out.cancelled(a, ctx)  # it returned (or swallowed the cancellation) after the request
         return

@@ -41,6 +41,15 @@ class ActivityContext:
         cancelled as well; a plain ``def`` one cannot be interrupted and
         should check this flag and return. Either way the activity ends
         ``cancelled``.
+    lease_lost : bool
+        Set when the engine learns (on a lease heartbeat) that this attempt's
+        lease was lost: it expired (the worker stalled or was cut off from the
+        store for longer than ``lease_timeout``) and the activity was taken
+        back, so it may already run elsewhere. An ``async def`` handler is
+        cancelled as well and nothing is acknowledged for it; a plain ``def``
+        one cannot be interrupted and should check this flag and return. Any
+        ack it still produces is rejected by the store (the claim no longer
+        holds) and counted in the engine's ``stats["rejected"]``.
     """
 
     __slots__ = (
@@ -54,6 +63,7 @@ class ActivityContext:
         "cancel_requested",
         "cancellation",
         "enqueued_at",
+        "lease_lost",
         "max_retries",
         "priority",
         "retry_count",
@@ -71,6 +81,7 @@ class ActivityContext:
         self._child_executor: ActivityExecutor | None = None
         self.cancellation = cancellation
         self.cancel_requested = False
+        self.lease_lost = False
         #: the task awaiting the handler (set by the engine for the attempt; ``None`` outside one)
         self.task: asyncio.Task[Any] | None = None
         self._cancel_sent = False

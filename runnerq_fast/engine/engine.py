@@ -355,8 +355,10 @@ class WorkerEngine:
         self._flusher: asyncio.Task[None] | None = None
         self._scheduler: asyncio.Task[None] | None = None
         self._claiming = False
+        self._alone_wanted = False  # suspects are waiting: run them alone before claiming more (_run_alone)
         self._flush_closing = False
         self._flush_deadline: float | None = None
+        self._flushing: list[Ack] = []  # the acks of the flush in progress (sent, outcome not known yet)
 
     def _claim_filter(self) -> list[str] | None:
         declared = self.config.activity_types
@@ -573,6 +575,10 @@ class WorkerEngine:
         await self._flush_all()
         if out.release:
             refs, out.release = out.release, []
+            for ref in refs:  # no longer renewed: the heartbeat would call them lost once released
+                held = self._inflight.get(ref.id)
+                if held is not None and held.claim_token == ref.claim_token:
+                    del self._inflight[ref.id]
             try:
                 await self.backend.release(cfg.queue_name, refs)
             except Exception:
@@ -616,6 +622,9 @@ class WorkerEngine:
         low_water = max(1, cfg.max_workers // 4)
         limited = out.type_busy is not None
         while not self._stopping:
+            if self._alone_wanted:
+                await self._run_alone()
+                continue
             free = cfg.max_workers - out.busy
             # Claim when a worker is idle, or when enough slots are free to
             # make a round trip worth it; otherwise wait for a worker to finish.
@@ -722,6 +731,65 @@ class WorkerEngine:
                 self._record_claims(batch)
         return n
 
+    async def _run_alone(self) -> None:
+        """Claim the suspect activities this engine can run, and run each with nothing else in flight here.
+
+        A suspect's lease expired while it was claimed beside others, so the
+        store did not count the attempt (see :meth:`Backend.claim_suspect`).
+        Ordinary claims stop; once every claim in flight is acknowledged, one
+        suspect is claimed and run, and the next only after its ack landed,
+        until none is left. If a suspect kills this worker, it was the only
+        activity held, and the reaper counts the attempt against it alone.
+        """
+        self._alone_wanted = False
+        out = self._outcomes
+        assert out is not None
+        cfg = self.config
+        ran = 0
+        while not self._stopping:
+            await self._drained()
+            if self._stopping:
+                break
+            self._claiming = True
+            try:
+                got = await self.backend.claim_suspect(cfg.queue_name, self.worker_id, self._types, self._lease_ms)
+            except Exception as exc:
+                log.warning("suspect claim failed (%s: %s); trying again after the next reaper pass",
+                            type(exc).__name__, exc)
+                if self._metrics_on:
+                    self._sink.count(BACKEND_ERRORS, (cfg.queue_name,))
+                break
+            finally:
+                self._claiming = False
+            if not got:
+                break
+            if out.type_busy is not None and got[0].activity_type in out.type_busy:
+                out.type_busy[got[0].activity_type] += 1
+            self._hand_off(got)
+            ran += 1
+        if ran:
+            log.info("ran %d suspect activities alone (their lease had expired beside others)", ran)
+
+    async def _drained(self) -> None:
+        """Wait until no claim of this engine is in flight (running, waiting for a worker, or its ack unflushed)."""
+        out = self._outcomes
+        assert out is not None
+        while (out.busy or self._inflight) and not self._stopping:
+            if out.busy:
+                out.slot_free.clear()
+                await out.slot_free.wait()
+            else:
+                await asyncio.sleep(self.config.ack_flush_interval)  # the flusher is landing the last acks
+
+    def _want_alone(self) -> None:
+        """Make the fetcher run the waiting suspects next (:meth:`_run_alone`), waking it wherever it waits."""
+        self._alone_wanted = True
+        out = self._outcomes
+        if out is not None:
+            out.slot_free.set()
+            out.retry_wake.set()
+            out.type_free.set()
+
     async def _idle_wait(self) -> None:
         """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due.
 
@@ -774,6 +842,7 @@ class WorkerEngine:
         failures = 0
         while out.acks:
             acks, out.acks = out.acks, []
+            self._flushing = acks
             out.ack_ready.clear()
             out.ack_full.clear()
             try:
@@ -804,6 +873,7 @@ class WorkerEngine:
             else:
                 delay, failures = 0.05, 0
             self._acked(acks, unsent, rejected)
+            self._flushing = []
 
     async def _ack_one_by_one(self, acks: list[Ack]) -> tuple[list[str], list[Ack]]:
         """Send ``acks`` singly; return (rejected ids, acks to retry)."""
@@ -856,13 +926,42 @@ class WorkerEngine:
                 if self._metrics_on:
                     self._sink.count(BACKEND_ERRORS, (cfg.queue_name,))
                 continue
-            lost = report.lost
             if report.cancel_requested and self._outcomes is not None:
                 # an operator cancelled running activities: stop their handlers (ack CANCELLED)
                 self._outcomes.request_cancel(report.cancel_requested, self._inflight)
-            if lost:
-                log.warning("%d leases were lost before the heartbeat (reclaimed elsewhere): %s",
-                            len(lost), ", ".join(lost[:10]))
+            if report.lost:
+                self._leases_lost(refs, report.lost)
+
+    def _leases_lost(self, refs: list[LeaseRef], lost: list[str]) -> None:
+        """Act on the claims a heartbeat found gone: log them once, tell their handlers, stop renewing them.
+
+        A claim acknowledged meanwhile is not lost: the heartbeat raced the
+        ack (the ack landed first, or its flush has not returned yet; a
+        rejected ack is logged by the flush), or it was released at shutdown.
+        The rest were taken back by the store (the lease expired while this
+        worker stalled or could not reach it): each is logged here once,
+        leaves the heartbeat, and its handler learns it
+        (:meth:`Outcomes.lease_lost`); whatever it still acknowledges is
+        rejected by the store.
+        """
+        out = self._outcomes
+        assert out is not None
+        inflight = self._inflight
+        tokens = {r.id: r.claim_token for r in refs}
+        settling = {a.id for a in out.acks} | {a.id for a in self._flushing} | {r.id for r in out.release}
+        real: list[str] = []
+        for aid in lost:
+            held = inflight.get(aid)
+            if held is None or held.claim_token != tokens.get(aid) or aid in settling:
+                continue
+            real.append(aid)
+        if not real:
+            return
+        told = out.lease_lost(real, inflight)
+        for aid in real:
+            del inflight[aid]
+        log.warning("%d leases were lost (taken back by the store; %d running handlers told to stop): %s",
+                    len(real), told, ", ".join(real[:10]))
 
     async def _reaper_loop(self) -> None:
         cfg = self.config
@@ -885,7 +984,20 @@ class WorkerEngine:
                                              len(report.dead_lettered))
                     if len(report.requeued) + len(report.dead_lettered) >= cfg.reaper_batch_size:
                         continue  # more may be waiting
+            await self._check_suspects()
             await asyncio.sleep(cfg.reaper_interval)
+
+    async def _check_suspects(self) -> None:
+        """Once per reaper pass: if suspects this engine could claim are waiting, have them run alone."""
+        if self._alone_wanted or self._stopping:
+            return
+        try:
+            waiting = await self.backend.suspects_ready(self.config.queue_name, self._types)
+        except Exception as exc:
+            log.warning("suspect check failed (%s: %s)", type(exc).__name__, exc)
+            return
+        if waiting:
+            self._want_alone()
 
 
 def run_with_uvloop(main: Awaitable[None]) -> None:

@@ -19,7 +19,10 @@ outcome through it:
 * operator cancellation of running activities: the attempts in progress
   (:attr:`Outcomes.running`), :meth:`Outcomes.request_cancel` (called by the
   engine's heartbeat when the store reports a cancel request) and
-  :meth:`Outcomes.cancelled`, the ack that ends them.
+  :meth:`Outcomes.cancelled`, the ack that ends them;
+* lost leases: :meth:`Outcomes.lease_lost` (called by the engine's heartbeat
+  for a claim the store no longer holds) tells the handler, and
+  :meth:`Outcomes.abandoned` ends an attempt stopped that way, with no ack.
 
 Nothing here imports the engine: the engine calls this module, never the reverse.
 """
@@ -136,6 +139,7 @@ class Outcomes:
         "handlers",
         "hooks",
         "loop",
+        "lost_ids",
         "metrics",
         "metrics_on",
         "release",
@@ -199,8 +203,11 @@ class Outcomes:
 
         #: the context of every attempt whose handler is running, by activity id
         self.running: dict[str, ActivityContext] = {}
-        #: claimed activities an operator asked to cancel before their handler started
+        #: claimed activities an operator asked to cancel before their handler started; the worker path
+        #: checks only this set, so the ids of :attr:`lost_ids` are in it too
         self.cancel_ids: set[str] = set()
+        #: claimed activities whose lease was lost before their handler started (never started)
+        self.lost_ids: set[str] = set()
 
     # ------------------------------------------------------------ metrics
     def labels(self, activity_type: str) -> tuple[tuple[str, ...], ...]:
@@ -370,6 +377,7 @@ class Outcomes:
                 ctx.task.cancel()
             log.info("activity %s (%s): cancel requested, stopping its handler", aid, ctx.activity_type)
         self.cancel_ids.intersection_update(inflight)
+        self.cancel_ids |= self.lost_ids  # taken out of ``inflight`` but still not to be started
         return stopped
 
     def cancelled(self, a: ClaimedActivity, ctx: ActivityContext | None = None) -> None:
@@ -386,6 +394,68 @@ class Outcomes:
         log.info("activity %s (%s) cancelled by request", a.id, a.activity_type)
         self.push_ack(Ack(a.id, a.claim_token, _CANCELLED))
         self.stats["cancelled"] += 1
+
+    def lease_lost(self, ids: Iterable[str], inflight: Mapping[str, ClaimedActivity]) -> int:
+        """Tell the attempts of ``ids`` that their lease was lost (the store took the activity back).
+
+        An ``async def`` handler's task is cancelled (once); a plain ``def``
+        one, which a thread cannot interrupt, sees ``ctx.lease_lost``. An id
+        claimed but not started yet is never started. Whatever the handler
+        still acknowledges is rejected by the store's claim guard.
+
+        Parameters
+        ----------
+        ids : iterable of str
+            Activity ids whose claim the store no longer holds.
+        inflight : mapping of str to ClaimedActivity
+            The engine's claims not yet acknowledged (an id not running but in
+            here waits in the hand-off for a worker).
+
+        Returns
+        -------
+        int
+            Running handlers newly told.
+        """
+        told = 0
+        for aid in ids:
+            ctx = self.running.get(aid)
+            if ctx is None:
+                if aid in inflight:
+                    self.lost_ids.add(aid)
+                    self.cancel_ids.add(aid)
+                continue
+            if ctx.lease_lost:
+                continue
+            ctx.lease_lost = True
+            told += 1
+            handler = self.handlers.get(ctx.activity_type)
+            if handler is not None and handler.is_async and ctx.task is not None and not ctx._cancel_sent:
+                ctx._cancel_sent = True
+                ctx.task.cancel()
+        return told
+
+    def abandoned(self, a: ClaimedActivity, ctx: ActivityContext | None = None,
+                  exc: BaseException | None = None) -> bool:
+        """Settle an attempt of ``a`` whose lease was lost; ``True`` if it ends here, with no ack.
+
+        It ends here when it never started (``ctx`` is ``None``) or when its
+        handler ended with the cancellation :meth:`lease_lost` sent (``exc``);
+        there is no claim left to acknowledge. Otherwise (a plain ``def``
+        returned or raised, or an ``async def`` one swallowed the cancellation)
+        the caller acknowledges the outcome as usual and the store rejects it.
+        Either way the task cancellation :meth:`lease_lost` sent is withdrawn.
+        """
+        self.lost_ids.discard(a.id)
+        sent = False
+        if ctx is not None and ctx._cancel_sent:
+            sent, ctx._cancel_sent = True, False
+            task = ctx.task
+            if task is not None and task.cancelling():
+                task.uncancel()
+        if ctx is not None and not (sent and isinstance(exc, asyncio.CancelledError)):
+            return False
+        log.info("activity %s (%s): attempt abandoned, its lease was lost", a.id, a.activity_type)
+        return True
 
     def spawn_hook(self, name: str, *args: Any) -> None:
         """Run lifecycle hook ``name`` in the background (failures are logged by :func:`call_hooks`)."""

@@ -8,10 +8,12 @@ import pytest
 
 from runnerq_fast.backends.postgres import PostgresBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
+from tests.conformance_leases import LeaseConformance
 from tests.conformance_ops import OperationsConformance
 
 
-class TestPostgresConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
+class TestPostgresConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance,
+                              LeaseConformance):
     @pytest.fixture
     async def backend(self, pg_url: str) -> AsyncIterator[PostgresBackend]:
         b = await PostgresBackend.open(pg_url, min_size=2, max_size=12)

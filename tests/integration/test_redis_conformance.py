@@ -8,10 +8,12 @@ import pytest
 
 from runnerq_fast.backends.redis import RedisBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
+from tests.conformance_leases import LeaseConformance
 from tests.conformance_ops import OperationsConformance
 
 
-class TestRedisConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
+class TestRedisConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance,
+                              LeaseConformance):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:
         yield redis_backend

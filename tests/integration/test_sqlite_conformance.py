@@ -9,10 +9,12 @@ import pytest
 
 from runnerq_fast.backends.sqlite import SqliteBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
+from tests.conformance_leases import LeaseConformance
 from tests.conformance_ops import OperationsConformance
 
 
-class TestSqliteConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
+class TestSqliteConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance,
+                              LeaseConformance):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[SqliteBackend]:
         b = await SqliteBackend.open(f"sqlite:///{tmp_path / 'conformance.db'}")

@@ -8,10 +8,12 @@ import pytest
 
 from runnerq_fast.backends.memory import MemoryBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
+from tests.conformance_leases import LeaseConformance
 from tests.conformance_ops import OperationsConformance
 
 
-class TestMemoryConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
+class TestMemoryConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance,
+                              LeaseConformance):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:
         b = MemoryBackend()

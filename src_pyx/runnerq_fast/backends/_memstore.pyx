@@ -45,7 +45,7 @@ cdef class Row:
     cdef public object id, queue, activity_type, payload, priority, max_retries, timeout_ms, metadata
     cdef public object idempotency_key, retry_count, created_at_ms, ready_at_ms, status, claim_token
     cdef public object lease_expires_at_ms, started_at_ms, finished_at_ms, dead_lettered_at_ms
-    cdef public object last_error, heap_seq, parent_id, cancel_requested
+    cdef public object last_error, heap_seq, parent_id, cancel_requested, suspect
 
     def __init__(self, queue, item, now):
         self.id = item.id
@@ -70,6 +70,7 @@ cdef class Row:
         self.heap_seq = 0
         self.parent_id = item.parent_id
         self.cancel_requested = False
+        self.suspect = False
 
     def snapshot(self):
         return ActivitySnapshot(
@@ -97,12 +98,13 @@ cdef class Row:
 cdef class QueueState:
     """Per-queue heaps, processing set, rows, recent events and wake event."""
 
-    cdef public dict by_type, processing, rows, by_status, type_rows, children
+    cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children
     cdef public list scheduled, order, order_tail
     cdef public object events, wake
 
     def __init__(self):
         self.by_type = {}
+        self.suspects = {}
         self.scheduled = []
         self.processing = {}
         self.rows = {}
@@ -180,9 +182,10 @@ cdef class StoreCore:
     cdef void _push_ready_c(self, QueueState q, Row row) except *:
         seq = next(self._seq)
         row.heap_seq = seq
-        heap = q.by_type.get(row.activity_type)
+        heaps = q.suspects if row.suspect else q.by_type
+        heap = heaps.get(row.activity_type)
         if heap is None:
-            heap = q.by_type[row.activity_type] = []
+            heap = heaps[row.activity_type] = []
         _heappush(heap, (_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), seq, row.id))
 
     cdef void _make_ready_c(self, QueueState q, Row row, object now) except *:
@@ -274,6 +277,7 @@ cdef class StoreCore:
                 rejected.append(a.id)
                 continue
             row = <Row>found
+            row.suspect = False  # it ended normally: claimed the ordinary way from now on
             outcome = a.outcome
             if outcome == _COMPLETED:
                 self._event_c(row, "completed", now, None)
