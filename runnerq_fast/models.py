@@ -71,8 +71,8 @@ READY_STATUSES: frozenset[str] = frozenset({"pending", "scheduled", "retrying"})
 
 LEASE_EXPIRED_UNCHARGED = "lease expired beside other activities; not counted, it runs alone next"
 """The last error (and ``requeued`` event detail) of an expired lease the reaper did not count:
-the activity was claimed with others, so it may have merely shared the worker that died. The SQL
-and Lua files of the backends spell the same text."""
+the activity was claimed with others, so it may have merely shared the worker that died. Every
+backend stores this text (the SQL and Lua reapers take it as a parameter)."""
 
 
 class OnDuplicate(enum.IntEnum):

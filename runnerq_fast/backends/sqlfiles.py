@@ -128,6 +128,10 @@ class Migration:
 def load_migrations(package: str) -> list[Migration]:
     """The migrations in ``package``'s ``migrations/`` folder, ordered by version.
 
+    Versions are assigned per feature, so a build may lack some numbers
+    (0006 without 0005): each pending migration is applied whatever the
+    order in which versions arrived, so none may depend on a later number.
+
     Parameters
     ----------
     package : str
@@ -136,7 +140,7 @@ def load_migrations(package: str) -> list[Migration]:
     Raises
     ------
     ValueError
-        If two files share a version or the versions have a gap.
+        If two files share a version or there is no 0001 (the initial schema).
     """
     found: dict[int, Migration] = {}
     for entry in resources.files(package).joinpath("migrations").iterdir():
@@ -148,6 +152,6 @@ def load_migrations(package: str) -> list[Migration]:
             raise ValueError(f"two migrations share version {version:04d}")
         found[version] = Migration(version, match["name"], entry.read_text(encoding="utf-8"))
     versions = sorted(found)
-    if versions != list(range(1, len(versions) + 1)):
-        raise ValueError(f"migration versions must be 1..n without gaps, got {versions}")
+    if versions and versions[0] != 1:
+        raise ValueError(f"the first migration must be 0001, got {versions}")
     return [found[v] for v in versions]

@@ -85,7 +85,8 @@ def test_shipped_sql_loads() -> None:
         assert name in queries
     assert not any("{" in q and "}" in q and "format" in q for q in queries.values())
     migrations = load_migrations()
-    assert [m.version for m in migrations] == list(range(1, len(migrations) + 1))
+    versions = [m.version for m in migrations]
+    assert versions[0] == 1 and versions == sorted(set(versions))  # numbers are assigned per feature: gaps allowed
     assert migrations[0].name == "initial"
 
 

@@ -39,6 +39,7 @@ from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
 from runnerq_fast.codec import decode_json
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
+    LEASE_EXPIRED_UNCHARGED,
     Ack,
     AckOutcome,
     ActionResult,
@@ -596,11 +597,27 @@ class SqliteBackend(Backend):
         if limit <= 0:
             return []
         token = uuid.uuid4().hex
-        types = None if activity_types is None else _json(list(activity_types)).decode()
-        rows = await self._write(_claim, queue, worker_id, token, limit, types, lease_ms, _now_ms())
+        rows = await self._write(_claim, queue, worker_id, token, limit, _types_json(activity_types), lease_ms,
+                                 _now_ms())
         if rows:
             self._wake_streams()
         return [ClaimedActivity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], token, r[8], r[9]) for r in rows]
+
+    async def claim_suspect(
+        self, queue: str, worker_id: str, activity_types: Sequence[str] | None, lease_ms: int
+    ) -> list[ClaimedActivity]:
+        if activity_types is not None and not activity_types:
+            return []
+        token = uuid.uuid4().hex
+        rows = await self._write(_claim, queue, worker_id, token, 1, _types_json(activity_types), lease_ms, _now_ms(),
+                                 "claim_suspect")
+        if rows:
+            self._wake_streams()
+        return [ClaimedActivity(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], token, r[8], r[9]) for r in rows]
+
+    async def suspects_ready(self, queue: str, activity_types: Sequence[str] | None) -> int:
+        row = await self._call(self._fetchone, Q["suspects_ready"], (queue, _now_ms(), _types_json(activity_types)))
+        return 0 if row is None else int(row[0])
 
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         if not acks:
@@ -933,6 +950,11 @@ def _idempotent_holder(
     return holder
 
 
+def _types_json(activity_types: Sequence[str] | None) -> str | None:
+    """A type filter as the JSON array the queries read with json_each() (``None``: any type)."""
+    return None if activity_types is None else _json(list(activity_types)).decode()
+
+
 def _claim(
     conn: sqlite3.Connection,
     queue: str,
@@ -942,8 +964,9 @@ def _claim(
     types: str | None,
     lease_ms: int,
     now: int,
+    query: str = "claim",
 ) -> list[Any]:
-    rows = conn.execute(Q["claim"], (token, worker_id, now, now + lease_ms, queue, types, limit)).fetchall()
+    rows = conn.execute(Q[query], (token, worker_id, now, now + lease_ms, queue, types, limit)).fetchall()
     if not rows:
         return rows
     rows.sort(key=lambda r: (-r[3], -r[4], r[9], r[10]))
@@ -1043,16 +1066,19 @@ def _reap(conn: sqlite3.Connection, queue: str, limit: int, now: int) -> tuple[l
     if stop:
         conn.executemany(Q["cancel_held"], [(i, now) for i in stop])
         conn.executemany(Q["insert_event"], [(i, queue, "cancelled", now, "lease expired") for i in stop])
-    requeued = [r[0] for r in rows if r[1] + 1 <= r[2]]
-    dead = [r[0] for r in rows if r[1] + 1 > r[2]]
+    # only a suspect's expiry counts an attempt (it was claimed alone); the others become suspects
+    requeued = [r for r in rows if not (r[4] and r[1] + 1 > r[2])]
+    dead = [r[0] for r in rows if r[4] and r[1] + 1 > r[2]]
     if requeued:
-        conn.executemany(Q["reap_requeue"], [(i,) for i in requeued])
-        conn.executemany(Q["insert_event"], [(i, queue, "requeued", now, "lease expired") for i in requeued])
+        conn.executemany(Q["reap_requeue"], [(r[0], LEASE_EXPIRED_UNCHARGED) for r in requeued])
+        conn.executemany(Q["insert_event"], [
+            (r[0], queue, "requeued", now, "lease expired" if r[4] else LEASE_EXPIRED_UNCHARGED) for r in requeued
+        ])
     if dead:
         err = "lease expired; retries exhausted"
         conn.executemany(Q["reap_dead"], [(i, now) for i in dead])
         conn.executemany(Q["insert_event"], [(i, queue, "dead_letter", now, err) for i in dead])
-    return requeued, dead, stop
+    return [r[0] for r in requeued], dead, stop
 
 
 def _cancel(conn: sqlite3.Connection, activity_id: str, now: int) -> bool:

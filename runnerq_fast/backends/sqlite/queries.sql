@@ -73,6 +73,7 @@ SELECT status FROM runnerq_activities WHERE id = ?1;
 -- ?6 activity types as a JSON array (NULL: any), ?7 limit. The inner select
 -- walks runnerq_activities_dequeue_idx in SPEC order; RETURNING gives rows in
 -- no defined order, so the caller sorts them by the returned order columns.
+-- Suspects (migration 0006) are left to claim_suspect.
 UPDATE runnerq_activities
 SET status = 'processing', claim_token = ?1, worker_id = ?2, started_at = ?3, lease_expires_at = ?4
 WHERE seq IN (
@@ -81,11 +82,36 @@ WHERE seq IN (
       AND status IN ('pending', 'scheduled', 'retrying')
       AND ready_at <= ?3
       AND (?6 IS NULL OR activity_type IN (SELECT value FROM json_each(?6)))
+      AND suspect = 0
     ORDER BY priority DESC, retry_count DESC, ready_at, seq
     LIMIT ?7
 )
 RETURNING id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
           created_at, ready_at, seq;
+
+-- name: claim_suspect
+-- The parameters and rows of claim (?7 is 1), over the suspects only
+-- (runnerq_activities_suspect_idx): the engine runs what it returns alone.
+UPDATE runnerq_activities
+SET status = 'processing', claim_token = ?1, worker_id = ?2, started_at = ?3, lease_expires_at = ?4
+WHERE seq IN (
+    SELECT seq FROM runnerq_activities
+    WHERE queue_name = ?5
+      AND suspect = 1 AND status IN ('pending', 'scheduled', 'retrying')
+      AND ready_at <= ?3
+      AND (?6 IS NULL OR activity_type IN (SELECT value FROM json_each(?6)))
+    ORDER BY priority DESC, retry_count DESC, ready_at, seq
+    LIMIT ?7
+)
+RETURNING id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
+          created_at, ready_at, seq;
+
+-- name: suspects_ready
+-- ?1 queue, ?2 now (ms), ?3 activity types as a JSON array (NULL: any): how
+-- many suspects claim_suspect could take.
+SELECT count(*) FROM runnerq_activities
+WHERE queue_name = ?1 AND suspect = 1 AND status IN ('pending', 'scheduled', 'retrying') AND ready_at <= ?2
+  AND (?3 IS NULL OR activity_type IN (SELECT value FROM json_each(?3)));
 
 -- name: held
 -- ?1 ids as a JSON array: the ones currently processing, with their claim token
@@ -107,7 +133,8 @@ SET status = CASE ?1 WHEN 1 THEN 'completed' WHEN 2 THEN 'retrying' WHEN 3 THEN 
     result = CASE WHEN ?1 = 1 THEN ?2 END,
     claim_token = NULL,
     lease_expires_at = NULL,
-    cancel_requested_at = NULL
+    cancel_requested_at = NULL,
+    suspect = 0
 WHERE id = ?6 AND status = 'processing' AND claim_token = ?7;
 
 -- name: extend_lease
@@ -122,20 +149,25 @@ WHERE id = ?1 AND status = 'processing' AND claim_token = ?2;
 
 -- name: expired
 -- ?1 queue, ?2 now (ms), ?3 limit: held activities whose lease has run out.
-SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL FROM runnerq_activities
+SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL, suspect FROM runnerq_activities
 WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at <= ?2
 ORDER BY lease_expires_at
 LIMIT ?3;
 
 -- name: reap_requeue
--- ?1 id: an expired lease counts as an attempt; back to pending.
+-- ?1 id, ?2 the last error of an expiry not counted
+-- (runnerq_fast.models.LEASE_EXPIRED_UNCHARGED): back to pending, and suspect from now on. The expired lease counts
+-- as an attempt only if it already was a suspect (claimed alone); otherwise
+-- it may have shared a worker another activity killed, and is not counted.
 UPDATE runnerq_activities
-SET retry_count = retry_count + 1, status = 'pending', last_error = 'lease expired',
-    claim_token = NULL, lease_expires_at = NULL
+SET retry_count = retry_count + suspect, status = 'pending',
+    last_error = CASE WHEN suspect = 1 THEN 'lease expired'
+                      ELSE ?2 END,
+    claim_token = NULL, lease_expires_at = NULL, suspect = 1
 WHERE id = ?1 AND status = 'processing';
 
 -- name: reap_dead
--- ?1 id, ?2 now (ms): an expired lease with retries exhausted.
+-- ?1 id, ?2 now (ms): an expired lease of a suspect with retries exhausted.
 UPDATE runnerq_activities
 SET retry_count = retry_count + 1, status = 'dead_letter', last_error = 'lease expired; retries exhausted',
     finished_at = ?2, dead_lettered_at = ?2, claim_token = NULL, lease_expires_at = NULL
