@@ -226,9 +226,9 @@ async def test_late_ack_after_requeue_expired_is_rejected(pg_backend: PostgresBa
     assert await b.ack("q", [late]) == [item.id]
     assert (await b.extend_leases("q", [LeaseRef(held.id, held.claim_token)], 1000)).lost == [item.id]
     snap = await b.get_activity(item.id)
-    assert snap is not None and snap.status == "pending" and snap.retry_count == 1
+    assert snap is not None and snap.status == "pending" and snap.retry_count == 0  # an ordinary claim: not counted
 
-    (again,) = await b.claim("q", "w2", 1, None, 30_000)
+    (again,) = await b.claim_suspect("q", "w2", None, 30_000)
     assert await b.ack("q", [late]) == [item.id]  # still the old token
     assert await b.ack("q", [Ack(again.id, again.claim_token, AckOutcome.COMPLETED)]) == []
     assert await b.ack("q", [Ack("not-a-uuid", "x", AckOutcome.COMPLETED)]) == ["not-a-uuid"]
@@ -284,7 +284,10 @@ async def test_dead_letter_by_reaper_wakes_waiter(pg_backend: PostgresBackend, p
         waiter = asyncio.create_task(pg_backend.wait_for_result(item.id, 10))
         await worker.claim("q", "w", 1, None, 1)
         await asyncio.sleep(0.01)
-        report = await worker.requeue_expired("q", 10)
+        assert (await worker.requeue_expired("q", 10)).requeued == [item.id]  # not counted: now a suspect
+        await worker.claim_suspect("q", "w", None, 1)
+        await asyncio.sleep(0.01)
+        report = await worker.requeue_expired("q", 10)  # claimed alone: counted
         assert report.dead_lettered == [item.id]
         res = await waiter
         assert res is not None and res.status == "dead_letter"

@@ -31,6 +31,7 @@ from runnerq_fast.backends.postgres.rows import ack_params, claimed_from_rows, e
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
 from runnerq_fast.errors import BackendError, ConfigError, InvalidActivityError
 from runnerq_fast.models import (
+    LEASE_EXPIRED_UNCHARGED,
     Ack,
     ActionResult,
     ActivityCount,
@@ -652,6 +653,18 @@ class PostgresBackend(Backend):
         )
         return claimed_from_rows(rows, token)
 
+    async def claim_suspect(
+        self, queue: str, worker_id: str, activity_types: Sequence[str] | None, lease_ms: int
+    ) -> list[ClaimedActivity]:
+        token = uuid.uuid4().hex
+        types = None if activity_types is None else list(activity_types)
+        rows = await self._pool.fetch(Q["claim_suspect"], queue, types, 1, token, worker_id, lease_ms)
+        return claimed_from_rows(rows, token)
+
+    async def suspects_ready(self, queue: str, activity_types: Sequence[str] | None) -> int:
+        types = None if activity_types is None else list(activity_types)
+        return int(await self._pool.fetchval(Q["suspects_ready"], queue, types) or 0)
+
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         if not acks:
             return []
@@ -721,7 +734,7 @@ class PostgresBackend(Backend):
     async def requeue_expired(self, queue: str, limit: int) -> ReapReport:
         if limit <= 0:
             return ReapReport([], [])
-        rows = await self._pool.fetch(Q["requeue_expired"], queue, limit)
+        rows = await self._pool.fetch(Q["requeue_expired"], queue, limit, LEASE_EXPIRED_UNCHARGED)
         requeued = [_hex(r[0]) for r in rows if r[1] == "pending"]
         dead = [_hex(r[0]) for r in rows if r[1] == "dead_letter"]
         cancelled = [_hex(r[0]) for r in rows if r[1] == "cancelled"]

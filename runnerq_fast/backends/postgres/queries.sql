@@ -130,7 +130,7 @@ SELECT EXISTS (SELECT 1 FROM taken) AS taken, (SELECT status FROM holder) AS hol
 -- update then finds those rows by ctid (a TID scan: a row locked by this
 -- transaction cannot move), so its cost does not grow with the table. The
 -- ordering columns are not changed by the claim, so the final ORDER BY
--- restores claim order.
+-- restores claim order. Suspects (migration 0006) are left to claim_suspect.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid
     FROM runnerq_activities
@@ -138,6 +138,7 @@ WITH picked AS MATERIALIZED (
       AND status IN ('pending', 'scheduled', 'retrying')
       AND ready_at <= now()
       AND ($2::text[] IS NULL OR activity_type = ANY ($2::text[]))
+      AND NOT suspect
     ORDER BY priority DESC, retry_count DESC, ready_at, id
     LIMIT $3::integer
     FOR UPDATE SKIP LOCKED
@@ -159,6 +160,45 @@ SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_m
        floor(extract(epoch FROM ready_at) * 1000)::bigint AS ready_at_ms
 FROM claimed
 ORDER BY priority DESC, retry_count DESC, ready_at, id;
+
+-- name: claim_suspect
+-- The parameters ($3 is 1) and rows of claim, over the suspects only: "picked"
+-- walks runnerq_activities_suspect_idx (a few rows), and the engine runs what
+-- it returns alone, so an expiry of this claim counts (requeue_expired).
+WITH picked AS MATERIALIZED (
+    SELECT ctid AS row_ctid
+    FROM runnerq_activities
+    WHERE queue_name = $1::text
+      AND suspect AND status IN ('pending', 'scheduled', 'retrying')
+      AND ready_at <= now()
+      AND ($2::text[] IS NULL OR activity_type = ANY ($2::text[]))
+    ORDER BY priority DESC, retry_count DESC, ready_at, id
+    LIMIT $3::integer
+    FOR UPDATE SKIP LOCKED
+), claimed AS (
+    UPDATE runnerq_activities a
+    SET status = 'processing', claim_token = $4::text, worker_id = $5::text, started_at = now(),
+        lease_expires_at = now() + $6::bigint * interval '1 millisecond'
+    WHERE a.ctid = ANY (ARRAY(SELECT row_ctid FROM picked))
+    RETURNING a.id, a.activity_type, a.payload, a.priority, a.retry_count, a.max_retries, a.timeout_ms,
+              a.metadata, a.created_at, a.ready_at
+), ev AS (
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, detail)
+    SELECT $1::text, 'claimed', now(), array_agg(id), $5::text
+    FROM claimed
+    HAVING count(*) > 0
+)
+SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
+       floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
+       floor(extract(epoch FROM ready_at) * 1000)::bigint AS ready_at_ms
+FROM claimed;
+
+-- name: suspects_ready
+-- $1 queue, $2 activity types (NULL: any): how many suspects claim_suspect
+-- could take now (runnerq_activities_suspect_idx).
+SELECT count(*) FROM runnerq_activities
+WHERE queue_name = $1::text AND suspect AND status IN ('pending', 'scheduled', 'retrying') AND ready_at <= now()
+  AND ($2::text[] IS NULL OR activity_type = ANY ($2::text[]));
 
 -- name: ack
 -- $1 queue (notification payload), then parallel arrays: ids, claim tokens,
@@ -186,7 +226,8 @@ WITH input AS (
         result = CASE WHEN i.outcome = 1 THEN i.result END,
         claim_token = NULL,
         lease_expires_at = NULL,
-        cancel_requested_at = NULL
+        cancel_requested_at = NULL,
+        suspect = false
     FROM input i
     WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
     RETURNING a.id, a.queue_name, a.status, a.ready_at, i.outcome, CASE WHEN a.status <> 'cancelled' THEN i.error END
@@ -255,9 +296,13 @@ WITH input AS (
 SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM rel;
 
 -- name: requeue_expired
--- $1 queue, $2 limit. An expired lease counts as an attempt: dead_letter
--- (with a result row) once retry_count + 1 exceeds max_retries, else pending;
--- an activity whose cancellation was requested ends cancelled instead.
+-- $1 queue, $2 limit, $3 the last error of an expiry not counted
+-- (runnerq_fast.models.LEASE_EXPIRED_UNCHARGED). An expired lease counts as
+-- an attempt only against a suspect (claimed alone by claim_suspect):
+-- dead_letter (with a result row) once retry_count + 1 exceeds max_retries,
+-- else pending. Any other expiry goes back to pending uncounted (it may have
+-- shared a worker another activity killed). Either way it is suspect from
+-- now on. An activity whose cancellation was requested ends cancelled instead.
 -- Returns (id, new status) rows; the notified column repeats one count.
 WITH expired AS MATERIALIZED (
     SELECT id
@@ -268,19 +313,24 @@ WITH expired AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE runnerq_activities a
-    SET retry_count = CASE WHEN a.cancel_requested_at IS NULL THEN a.retry_count + 1 ELSE a.retry_count END,
+    SET retry_count = CASE WHEN a.cancel_requested_at IS NULL AND a.suspect THEN a.retry_count + 1
+                           ELSE a.retry_count END,
         status = CASE WHEN a.cancel_requested_at IS NOT NULL THEN 'cancelled'
-                      WHEN a.retry_count + 1 > a.max_retries THEN 'dead_letter' ELSE 'pending' END,
+                      WHEN a.suspect AND a.retry_count + 1 > a.max_retries THEN 'dead_letter' ELSE 'pending' END,
         last_error = CASE WHEN a.cancel_requested_at IS NOT NULL THEN a.last_error
+                          WHEN NOT a.suspect THEN $3::text
                           WHEN a.retry_count + 1 > a.max_retries THEN 'lease expired; retries exhausted'
                           ELSE 'lease expired' END,
-        finished_at = CASE WHEN a.cancel_requested_at IS NOT NULL OR a.retry_count + 1 > a.max_retries THEN now()
+        finished_at = CASE WHEN a.cancel_requested_at IS NOT NULL
+                                OR (a.suspect AND a.retry_count + 1 > a.max_retries) THEN now()
                            ELSE a.finished_at END,
-        dead_lettered_at = CASE WHEN a.cancel_requested_at IS NULL AND a.retry_count + 1 > a.max_retries THEN now()
+        dead_lettered_at = CASE WHEN a.cancel_requested_at IS NULL AND a.suspect
+                                     AND a.retry_count + 1 > a.max_retries THEN now()
                                 ELSE a.dead_lettered_at END,
         claim_token = NULL,
         lease_expires_at = NULL,
-        cancel_requested_at = NULL
+        cancel_requested_at = NULL,
+        suspect = true
     FROM expired e
     WHERE a.id = e.id
     RETURNING a.id, a.queue_name, a.status, a.last_error
