@@ -40,6 +40,7 @@ from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
+    LEASE_EXPIRED_UNCHARGED,
     TERMINAL_STATUSES,
     Ack,
     ActivityEvent,
@@ -470,8 +471,33 @@ class RedisBackend(RedisOperations, Backend):
     ) -> list[ClaimedActivity]:
         if limit <= 0 or (activity_types is not None and not activity_types):
             return []
+        return await self._claim(queue, worker_id, limit, activity_types, lease_ms, "ready:")
+
+    async def claim_suspect(
+        self, queue: str, worker_id: str, activity_types: Sequence[str] | None, lease_ms: int
+    ) -> list[ClaimedActivity]:
+        if activity_types is not None and not activity_types:
+            return []
+        return await self._claim(queue, worker_id, 1, activity_types, lease_ms, "susp:")
+
+    async def suspects_ready(self, queue: str, activity_types: Sequence[str] | None) -> int:
+        types = list(activity_types) if activity_types is not None else [
+            t.decode() for t in await _guarded(self._r.smembers(keys.types(self._ns, queue)))
+        ]
+        if not types:
+            return 0
+        async with self._r.pipeline(transaction=False) as pipe:
+            for t in types:
+                pipe.zcard(keys.suspects(self._ns, queue, t))
+            counts = await _guarded(pipe.execute())
+        return sum(int(c) for c in counts)
+
+    async def _claim(
+        self, queue: str, worker_id: str, limit: int, activity_types: Sequence[str] | None, lease_ms: int, sets: str
+    ) -> list[ClaimedActivity]:
+        """Run claim.lua over the ready sets named ``sets`` ("ready:", or "susp:" for the suspects)."""
         token = uuid.uuid4().hex
-        args: list[Any] = [int(limit), int(lease_ms), token, worker_id]
+        args: list[Any] = [int(limit), int(lease_ms), token, worker_id, sets]
         if activity_types is not None:
             args += activity_types
         flat = await self._run("claim", queue, args)
@@ -538,12 +564,12 @@ class RedisBackend(RedisOperations, Backend):
         ~40,000 finished activities per second.
         """
         requeued, dead, cancelled, dropped = await self._run(
-            "reaper", queue, [max(0, limit), self._ttl_ms, _EXPIRED_BATCH]
+            "reaper", queue, [max(0, limit), self._ttl_ms, _EXPIRED_BATCH, LEASE_EXPIRED_UNCHARGED]
         )
         for _ in range(_EXPIRED_CALLS - 1):
             if int(dropped) < _EXPIRED_BATCH:
                 break
-            *_, dropped = await self._run("reaper", queue, [0, self._ttl_ms, _EXPIRED_BATCH])
+            *_, dropped = await self._run("reaper", queue, [0, self._ttl_ms, _EXPIRED_BATCH, LEASE_EXPIRED_UNCHARGED])
         return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled])
 
     async def wait_for_work(self, queue: str, timeout: float) -> None:

@@ -14,6 +14,8 @@ key (``P = rq:{<queue>}:``)    type    contents
 =============================  ======  ==================================================
 ``P a:<id>``                   HASH    one activity and its events (fields in ``lua/_common.lua``)
 ``P ready:<type>``             ZSET    ready activities of one type, score = ready score
+``P susp:<type>``              ZSET    ready suspect activities of one type (claimed only one at a
+                                      time), score = ready score
 ``P types``                    SET     types that ever had a ready set
 ``P sched``                    ZSET    not-yet-due activities, score = ready time (ms)
 ``P lease``                    ZSET    processing activities, score = lease deadline (ms)
@@ -59,7 +61,9 @@ __all__ = [
     "sched",
     "status_set",
     "stream",
+    "suspects",
     "type_set",
+    "types",
     "wake",
 ]
 
@@ -116,6 +120,16 @@ def counts(ns: str, queue: str) -> str:
 def dead_letter(ns: str, queue: str) -> str:
     """ZSET of dead-lettered ids, scored by dead-letter time (ms)."""
     return f"{ns}:{{{queue}}}:dead"
+
+
+def suspects(ns: str, queue: str, activity_type: str) -> str:
+    """ZSET of the ready suspect activities of ``activity_type`` (only ``claim_suspect`` takes them)."""
+    return f"{ns}:{{{queue}}}:susp:{activity_type}"
+
+
+def types(ns: str, queue: str) -> str:
+    """SET of the activity types that ever had a ready set."""
+    return f"{ns}:{{{queue}}}:types"
 
 
 def sched(ns: str, queue: str) -> str:

@@ -2,6 +2,8 @@
 -- KEYS[1] = P = "rq:{<queue>}:" -- the prefix of every key of one queue (one hash tag):
 --   P.."a:"..id        HASH   one activity (fields below)
 --   P.."ready:"..type  ZSET   ready activities of one type, scored by rq_score
+--   P.."susp:"..type   ZSET   ready suspect activities of one type (field su), same scores: only a
+--                             claim of one (claim.lua with ARGV[5] "susp:") takes them
 --   P.."types"         SET    activity types that ever had a ready set
 --   P.."sched"         ZSET   not-yet-due activities, scored by ready time (ms)
 --   P.."lease"         ZSET   processing activities, scored by lease deadline (ms)
@@ -21,6 +23,7 @@
 --   to timeout_ms, ik idempotency key, rc retry_count, c created ms, r ready ms,
 --   s status, tk claim token, l lease deadline ms, sa started ms, fa finished ms,
 --   da dead-lettered ms, e last error, res result, pa parent id, cr cancel requested ("1"),
+--   su suspect ("1": its lease expired while claimed beside others, uncounted; an ack removes it),
 --   and one field per event:
 --   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
 -- The st:, ty:, kids: and counts indexes change in the same script as the status, so they never
@@ -130,13 +133,14 @@ local function rq_move(id, typ, mem, old, new)
   rq_count(new, typ, 1)
 end
 
--- Put a non-terminal activity where a claim finds it; returns true if it is ready now.
-local function rq_make_ready(id, typ, priority, retry_count, ready_ms)
+-- Put a non-terminal activity where a claim finds it; returns true if it is ready now. A suspect
+-- (`suspect` truthy: the su field) that is ready goes to P.."susp:"..type, not P.."ready:"..type.
+local function rq_make_ready(id, typ, priority, retry_count, ready_ms, suspect)
   if ready_ms > NOW then
     rq_zadd(P .. 'sched', ready_ms, id)
     return false
   end
-  rq_zadd(P .. 'ready:' .. typ, rq_score(priority, retry_count, ready_ms), id)
+  rq_zadd(P .. (suspect and 'susp:' or 'ready:') .. typ, rq_score(priority, retry_count, ready_ms), id)
   local types = SADDS[P .. 'types']
   if not types then types = {}; SADDS[P .. 'types'] = types end
   types[typ] = true

@@ -1,5 +1,6 @@
 -- runnerq-fast: apply finished attempts (completed, retry, failed, dead letter, cancelled), each
 -- guarded by its claim. A retry of an activity whose cancellation was requested ends it cancelled.
+-- An accepted ack removes the suspect mark (field su).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
 --   P.."counts", P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
 --   P.."wake"; publishes on P.."done".
@@ -17,11 +18,12 @@ for b = 1, #ARGV - 1, 7 do
   if flags % 2 == 1 then result = ARGV[b + 4] end
   if flags >= 2 then err = ARGV[b + 5] end
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'c', 'cr')
+  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'c', 'cr', 'su')
   if h[1] ~= 'processing' or h[2] ~= token then
     rejected[#rejected + 1] = id
   else
     rq_zrem(P .. 'lease', id)
+    if h[8] then redis.call('HDEL', k, 'su') end
     local mem = rq_member(h[6], id)
     if outcome == 5 or (outcome == 2 and h[7]) then
       rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)

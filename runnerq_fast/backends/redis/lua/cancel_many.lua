@@ -1,7 +1,7 @@
 -- runnerq-fast: operator cancel: pending, scheduled and retrying activities end cancelled at once;
 -- a processing one is marked cancel-requested (field "cr", event cancel_requested) and ends
 -- cancelled when its engine acks it (the heartbeat reports the request).
--- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type, P.."sched",
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type, P.."susp:"..type, P.."sched",
 --   P.."st:"..status, P.."counts", P.."fin", P.."events"; publishes on P.."done".
 -- ARGV: result ttl ms, then ids.
 -- Returns: {changed ids, number of existing ids skipped (another status, or already requested)}.
@@ -13,6 +13,7 @@ for i = 2, #ARGV do
   local h = redis.call('HMGET', k, 's', 't', 'c', 'cr')
   if h[1] and READY[h[1]] then
     rq_zrem(P .. 'ready:' .. h[2], id)
+    rq_zrem(P .. 'susp:' .. h[2], id)
     rq_zrem(P .. 'sched', id)
     rq_finish(id, h[2], rq_member(h[3], id), h[1], 'cancelled', nil, nil, ttl)
     changed[#changed + 1] = id

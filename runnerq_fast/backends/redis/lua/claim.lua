@@ -1,19 +1,21 @@
 -- runnerq-fast: promote due scheduled activities, then claim up to N in SPEC order.
--- KEYS[1] = P = "rq:{<queue>}:"; touches P.."sched", P.."types", P.."ready:"..type,
---   P.."a:"..id, P.."lease", P.."st:"..status, P.."counts", P.."events".
--- ARGV: limit, lease_ms, claim token, worker id, then the activity types (none = every type).
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."sched", P.."types", P.."ready:"..type (or
+--   P.."susp:"..type), P.."a:"..id, P.."lease", P.."st:"..status, P.."counts", P.."events".
+-- ARGV: limit, lease_ms, claim token, worker id, the ready sets to claim from ("ready:", or
+--   "susp:" for the suspects, claimed one at a time), then the activity types (none = every type).
 -- Returns: 10 per claimed activity, in claim order: id, type, payload, priority,
 --   retry_count, max_retries, timeout_ms, metadata, created ms, ready ms.
 local limit = tonumber(ARGV[1])
 local deadline = NOW + tonumber(ARGV[2])
 local token, worker = ARGV[3], ARGV[4]
+local from = ARGV[5]
 
 local due = redis.call('ZRANGEBYSCORE', P .. 'sched', '-inf', NOW, 'LIMIT', 0, 1000)
 if #due > 0 then
   for _, id in ipairs(due) do
-    local h = redis.call('HMGET', P .. 'a:' .. id, 't', 'pr', 'rc', 'r', 's')
+    local h = redis.call('HMGET', P .. 'a:' .. id, 't', 'pr', 'rc', 'r', 's', 'su')
     if h[1] and READY[h[5]] then
-      rq_make_ready(id, h[1], tonumber(h[2]), tonumber(h[3]), tonumber(h[4]))
+      rq_make_ready(id, h[1], tonumber(h[2]), tonumber(h[3]), tonumber(h[4]), h[6])
     end
   end
   redis.call('ZREM', P .. 'sched', unpack(due))
@@ -21,9 +23,9 @@ if #due > 0 then
 end
 
 local types
-if #ARGV > 4 then
+if #ARGV > 5 then
   types = {}
-  for i = 5, #ARGV do types[#types + 1] = ARGV[i] end
+  for i = 6, #ARGV do types[#types + 1] = ARGV[i] end
 else
   types = redis.call('SMEMBERS', P .. 'types')
 end
@@ -31,7 +33,7 @@ end
 -- candidates: the first `limit` of every filtered type, merged by (score, id)
 local cand = {}
 for _, typ in ipairs(types) do
-  local head = redis.call('ZRANGE', P .. 'ready:' .. typ, 0, limit - 1, 'WITHSCORES')
+  local head = redis.call('ZRANGE', P .. from .. typ, 0, limit - 1, 'WITHSCORES')
   for i = 1, #head, 2 do
     cand[#cand + 1] = {tonumber(head[i + 1]), head[i], typ}
   end
@@ -48,7 +50,7 @@ local n = 0
 for _, c in ipairs(cand) do
   if n >= limit then break end
   local id, typ = c[2], c[3]
-  rq_zrem(P .. 'ready:' .. typ, id)
+  rq_zrem(P .. from .. typ, id)
   local k = P .. 'a:' .. id
   local h = redis.call('HMGET', k, 's', 'p', 'pr', 'rc', 'mr', 'to', 'm', 'c', 'r')
   if h[1] and READY[h[1]] then

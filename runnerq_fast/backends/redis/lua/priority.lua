@@ -1,6 +1,7 @@
 -- runnerq-fast: operator set-priority of activities that have not started (pending, scheduled,
 -- retrying); the ready set is re-scored at once (event priority_changed, detail "old->new").
--- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type, P.."events".
+-- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type (P.."susp:"..type for a
+--   suspect), P.."events".
 -- ARGV: new priority (1-4), then ids.
 -- Returns: {changed ids, number of existing ids skipped (another status, or already at it)};
 --   an error reply, before any write, for a priority outside 1-4.
@@ -12,11 +13,11 @@ local changed, skipped = {}, 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'pr', 'rc', 'r')
+  local h = redis.call('HMGET', k, 's', 't', 'pr', 'rc', 'r', 'su')
   if h[1] and READY[h[1]] and tonumber(h[3]) ~= new then
     local ef, ev = rq_event(id, 'priority_changed', h[3] .. '->' .. new)
     redis.call('HSET', k, 'pr', new, ef, ev)
-    local ready = P .. 'ready:' .. h[2]
+    local ready = P .. (h[6] and 'susp:' or 'ready:') .. h[2]
     if redis.call('ZSCORE', ready, id) then
       rq_zadd(ready, rq_score(new, tonumber(h[4]), tonumber(h[5])), id)
     end

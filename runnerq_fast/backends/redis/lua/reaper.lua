@@ -1,12 +1,16 @@
--- runnerq-fast: requeue activities whose lease expired (counts an attempt), dead-letter the exhausted,
--- cancel those whose cancellation was requested; then remove finished activities whose result
--- ttl passed, with their index entries and counts (P.."fin", at most ARGV[3] per run).
+-- runnerq-fast: requeue activities whose lease expired, dead-letter the exhausted, cancel those
+-- whose cancellation was requested; then remove finished activities whose result ttl passed,
+-- with their index entries and counts (P.."fin", at most ARGV[3] per run). An expiry counts an
+-- attempt only against a suspect (field su: claimed alone); any other goes back uncounted, and
+-- either way the activity is a suspect from now on (P.."susp:"..type).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
 --   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
---   P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
--- ARGV: limit (expired leases), result ttl ms, limit (expired results).
+--   P.."susp:"..type, P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
+-- ARGV: limit (expired leases), result ttl ms, limit (expired results), the last error of an
+--   expiry not counted (runnerq_fast.models.LEASE_EXPIRED_UNCHARGED).
 -- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}.
 local ttl = ARGV[2]
+local uncounted = ARGV[4]
 local FIN_BATCH = tonumber(ARGV[3])
 local requeued, dead, cancelled = {}, {}, {}
 local woke = false
@@ -14,22 +18,24 @@ local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr')
+  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr', 'su')
   if h[1] == 'processing' then
     local mem = rq_member(h[7], id)
-    local rc = tonumber(h[2]) + 1
+    local rc = tonumber(h[2])
+    if h[9] then rc = rc + 1 end
     if h[8] then
       rq_finish(id, h[4], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
       cancelled[#cancelled + 1] = id
-    elseif rc > tonumber(h[3]) then
+    elseif h[9] and rc > tonumber(h[3]) then
       redis.call('HSET', k, 'rc', rc)
       rq_finish(id, h[4], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
       dead[#dead + 1] = id
     else
-      local ef, ev = rq_event(id, 'requeued', 'lease expired')
-      redis.call('HSET', k, 's', 'pending', 'e', 'lease expired', 'rc', rc, ef, ev)
+      local err = h[9] and 'lease expired' or uncounted
+      local ef, ev = rq_event(id, 'requeued', err)
+      redis.call('HSET', k, 's', 'pending', 'e', err, 'rc', rc, 'su', '1', ef, ev)
       rq_move(id, h[4], mem, 'processing', 'pending')
-      if rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6])) then woke = true end
+      if rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6]), true) then woke = true end
       requeued[#requeued + 1] = id
     end
   end

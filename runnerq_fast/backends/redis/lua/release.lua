@@ -1,7 +1,8 @@
 -- runnerq-fast: put held activities back to pending without counting an attempt (shutdown);
 -- one whose cancellation was requested ends cancelled instead.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
---   P.."counts", P.."fin", P.."ready:"..type, P.."types", P.."sched", P.."events", P.."wake";
+--   P.."counts", P.."fin", P.."ready:"..type (P.."susp:"..type: a suspect stays one), P.."types",
+--   P.."sched", P.."events", P.."wake";
 --   publishes on P.."done".
 -- ARGV: result ttl ms, then pairs of (id, claim token).
 -- Returns: the ids released (or so cancelled).
@@ -11,7 +12,7 @@ local woke = false
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'r', 'c', 'cr')
+  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'r', 'c', 'cr', 'su')
   if h[1] == 'processing' and h[2] == ARGV[i + 1] then
     local mem = rq_member(h[7], id)
     rq_zrem(P .. 'lease', id)
@@ -22,7 +23,7 @@ for i = 2, #ARGV, 2 do
       local ef, ev = rq_event(id, 'requeued', 'released at shutdown')
       redis.call('HSET', k, 's', 'pending', ef, ev)
       rq_move(id, h[3], mem, 'processing', 'pending')
-      if rq_make_ready(id, h[3], tonumber(h[4]), tonumber(h[5]), tonumber(h[6])) then woke = true end
+      if rq_make_ready(id, h[3], tonumber(h[4]), tonumber(h[5]), tonumber(h[6]), h[9]) then woke = true end
     end
     released[#released + 1] = id
   end

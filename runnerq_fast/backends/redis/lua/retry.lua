@@ -1,7 +1,8 @@
 -- runnerq-fast: operator retry: failed, dead-lettered and cancelled activities back to pending,
 -- ready now, retry_count 0 (event retry_requested, detail = old status).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."st:"..status, P.."counts",
---   P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."events", P.."wake".
+--   P.."fin", P.."dead", P.."ready:"..type (P.."susp:"..type for a suspect), P.."types", P.."events",
+--   P.."wake".
 -- ARGV: ids.
 -- Returns: {changed ids, number of existing ids in another status}.
 local RETRYABLE = {failed = true, dead_letter = true, cancelled = true}
@@ -9,7 +10,7 @@ local changed, skipped = {}, 0
 for i = 1, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'pr', 'c')
+  local h = redis.call('HMGET', k, 's', 't', 'pr', 'c', 'su')
   if h[1] and RETRYABLE[h[1]] then
     local mem = rq_member(h[4], id)
     local ef, ev = rq_event(id, 'retry_requested', h[1])
@@ -17,7 +18,7 @@ for i = 1, #ARGV do
     redis.call('HDEL', k, 'fa', 'da', 'res', 'tk', 'l', 'cr')
     if h[1] == 'dead_letter' then rq_zrem(P .. 'dead', id) else rq_zrem(P .. 'fin', id) end
     rq_move(id, h[2], mem, h[1], 'pending')
-    rq_make_ready(id, h[2], tonumber(h[3]), 0, NOW)
+    rq_make_ready(id, h[2], tonumber(h[3]), 0, NOW, h[5])
     changed[#changed + 1] = id
   elseif h[1] then
     skipped = skipped + 1
