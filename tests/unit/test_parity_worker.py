@@ -122,10 +122,13 @@ def _outcomes(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> A
         log=log,
         running={},
         cancel_ids=set(),
+        lost_ids=set(),
     )
     out.push_ack = lambda ack: Outcomes.push_ack(cast(Outcomes, out), ack)  # the real buffering
     out.cancelled = lambda a, ctx=None: Outcomes.cancelled(cast(Outcomes, out), a, ctx)
     out.request_cancel = lambda ids, inflight: Outcomes.request_cancel(cast(Outcomes, out), ids, inflight)
+    out.lease_lost = lambda ids, inflight: Outcomes.lease_lost(cast(Outcomes, out), ids, inflight)
+    out.abandoned = lambda a, ctx=None, exc=None: Outcomes.abandoned(cast(Outcomes, out), a, ctx, exc)
     return out
 
 
@@ -237,6 +240,50 @@ def test_shutdown_cancellation_releases(impl: tuple[ModuleType, ModuleType]) -> 
     release, acks, busy = asyncio.run(go())
     assert [(r.id, r.claim_token) for r in release] == [("x", "tok")]
     assert acks == [] and busy == 0
+
+
+@pytest.mark.parametrize("with_hooks", [False, True], ids=["inline", "run_one"])
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_lost_lease_stops_the_handler_without_an_ack(impl: tuple[ModuleType, ModuleType], with_hooks: bool) -> None:
+    """Issue 11 item 11: a lost lease cancels a running async handler (no ack: the claim is gone), a
+    claimed one never starts, one that swallows the cancellation still acks (the store rejects it),
+    and the worker task is left as it was."""
+    worker, deadline = impl
+
+    async def go() -> tuple[Any, ...]:
+        eng = _outcomes(deadline, (), 1)
+        if with_hooks:
+            eng.hooks = (_Hooks(eng.log),)
+        local = worker.Handoff(asyncio.get_running_loop())
+        task = asyncio.create_task(worker.worker_loop(eng, local))
+        inflight: dict[str, ClaimedActivity] = {}
+        items = [
+            ClaimedActivity("long", "t", b'{"kind": "long", "n": 0}', 2, 0, 3, 60_000, b"{}", "t1", 0, 0),
+            ClaimedActivity("swallow", "t", b'{"kind": "swallow_cancel", "n": 0}', 2, 0, 3, 0, b"{}", "t2", 0, 0),
+            ClaimedActivity("queued", "t", b'{"kind": "value", "n": 0}', 2, 0, 3, 0, b"{}", "t3", 0, 0),
+            ClaimedActivity("after", "t", b'{"kind": "value", "n": 1}', 2, 0, 3, 0, b"{}", "t4", 0, 0),
+        ]
+        eng.busy = len(items)
+        local.put_batch(items, inflight)
+        await asyncio.sleep(0.02)
+        assert set(eng.running) == {"long"}
+        ctx = eng.running["long"]
+        assert eng.lease_lost(["long", "queued"], inflight) == 1 and ctx.lease_lost
+        assert eng.lease_lost(["long"], inflight) == 0  # told once
+        assert eng.cancel_ids == {"queued"} and eng.lost_ids == {"queued"}
+        await asyncio.sleep(0.02)
+        assert set(eng.running) == {"swallow"}
+        assert eng.lease_lost(["swallow"], inflight) == 1
+        await asyncio.sleep(0.02)
+        local.put_nowait(None)
+        await asyncio.wait_for(task, 2)
+        outcomes = [(a.id, a.outcome) for a in eng.acks]
+        return outcomes, task.cancelling(), eng.busy, eng.cancel_ids, eng.lost_ids, eng.stats["completed"]
+
+    outcomes, cancelling, busy, left, lost, completed = asyncio.run(go())
+    assert outcomes == [("swallow", 1), ("after", 1)]
+    assert cancelling == 0 and busy == 0 and left == set() and lost == set()
+    assert completed == 2
 
 
 @pytest.mark.parametrize("with_hooks", [False, True], ids=["inline", "run_one"])
