@@ -12,7 +12,14 @@ One engine serves one queue of one backend::
 * Outcomes go into an ack buffer flushed as one backend call every
   ``ack_flush_interval`` seconds or ``ack_batch_size`` acks.
 * One heartbeat call extends the lease of every activity in flight.
-* The reaper takes back activities whose lease expired (another worker died).
+* The reaper takes back activities whose lease expired (another worker died);
+  the store counts the attempt only against an activity that ran alone, and
+  marks the others suspect: the fetcher then runs each suspect alone
+  (:meth:`WorkerEngine._run_alone`), so a poison activity is found out
+  without charging the activities that shared its worker.
+* A heartbeat that finds a claim gone (not merely acknowledged meanwhile)
+  logs it once and tells its handler (``ctx.lease_lost``; an async one is
+  cancelled).
 * Shutdown stops claiming, gives running handlers ``shutdown_grace`` seconds,
   cancels the rest and releases them to ``pending`` without counting an attempt,
   releases claimed-but-unstarted work, and flushes the acks.
