@@ -220,3 +220,48 @@ class LeaseConformance:
         assert await backend.release(q, [LeaseRef(zc.id, zc.claim_token)]) == [z.activity_id]
         assert await backend.claim(q, "w", 10, ["u"], 5000) == []
         assert await backend.suspects_ready(q, ["u"]) == 1
+
+    async def test_an_engine_stops_draining_once_another_took_the_suspects(self, backend: Backend) -> None:
+        q = self.queue
+        # A runs a long activity when suspects appear: it stops claiming to run them alone; idle B
+        # takes them first, and A goes back to claiming without waiting for its long activity
+        a = self.lease_engine(backend, worker_id="A", max_workers=2)
+        b = self.lease_engine(backend, worker_id="B", activity_types=["t"])
+        long_done = asyncio.Event()
+        order: list[str] = []
+
+        @a.activity("long")
+        async def long(payload: Any, ctx: rq.ActivityContext) -> None:
+            await asyncio.sleep(1.5)
+            order.append("long")
+            long_done.set()
+
+        @a.activity("t")
+        async def t_a(payload: Any, ctx: rq.ActivityContext) -> None:
+            order.append(f"A:{payload}")
+
+        @a.activity("u")
+        async def u_a(payload: Any, ctx: rq.ActivityContext) -> None:
+            order.append(f"A:{payload}")  # only A runs this type
+
+        @b.activity("t")
+        async def t_b(payload: Any, ctx: rq.ActivityContext) -> None:
+            order.append(f"B:{payload}")
+
+        await a.executor.activity("long").execute()
+        async with a:
+            await _until(lambda: a.in_flight == 1, 5.0, "A to start the long activity")
+            await backend.enqueue(q, [new("t", b'"s1"'), new("t", b'"s2"')])
+            assert len(await backend.claim(q, "dead", 2, ["t"], 50)) == 2  # a worker that dies with them
+            await eventually(lambda: self._suspects(backend), 5.0, "the reaper to mark them suspect")
+            await asyncio.sleep(0.15)  # A's reaper pass sees them: A drains
+            async with b:
+                await _until(lambda: {"B:s1", "B:s2"} <= set(order), 5.0, "B to run the suspects")
+                fut = await a.executor.activity("u").payload("fresh").execute()
+                await fut.result(timeout=5)
+            assert not long_done.is_set(), "A claimed again while its long activity still ran"
+            await long_done.wait()
+        assert order.index("A:fresh") < order.index("long")
+
+    async def _suspects(self, backend: Backend) -> bool:
+        return await backend.suspects_ready(self.queue, None) == 2

@@ -754,7 +754,8 @@ class WorkerEngine:
         cfg = self.config
         ran = 0
         while not self._stopping:
-            await self._drained()
+            if not await self._drained():
+                break  # another engine took the suspects while this one was draining
             if self._stopping:
                 break
             self._claiming = True
@@ -777,16 +778,34 @@ class WorkerEngine:
         if ran:
             log.info("ran %d suspect activities alone (their lease had expired beside others)", ran)
 
-    async def _drained(self) -> None:
-        """Wait until no claim of this engine is in flight (running, waiting for a worker, or its ack unflushed)."""
+    async def _drained(self) -> bool:
+        """Wait until no claim of this engine is in flight (running, waiting for a worker, or its ack unflushed).
+
+        Every ``reaper_interval`` seconds of waiting it asks the store again
+        whether suspects are still waiting, and returns ``False`` (no longer
+        worth draining) when none is: every engine of the queue starts
+        draining when it sees one, and the first that is drained takes it.
+        """
         out = self._outcomes
         assert out is not None
+        cfg = self.config
+        check_at = self._loop.time() + cfg.reaper_interval
         while (out.busy or self._inflight) and not self._stopping:
             if out.busy:
                 out.slot_free.clear()
-                await out.slot_free.wait()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, check_at - self._loop.time())):
+                        await out.slot_free.wait()
             else:
-                await asyncio.sleep(self.config.ack_flush_interval)  # the flusher is landing the last acks
+                await asyncio.sleep(cfg.ack_flush_interval)  # the flusher is landing the last acks
+            if self._loop.time() >= check_at:
+                check_at = self._loop.time() + cfg.reaper_interval
+                try:
+                    if not await self.backend.suspects_ready(cfg.queue_name, self._types):
+                        return False
+                except Exception as exc:
+                    log.warning("suspect check failed (%s: %s)", type(exc).__name__, exc)
+        return True
 
     def _want_alone(self) -> None:
         """Make the fetcher run the waiting suspects next (:meth:`_run_alone`), waking it wherever it waits."""
