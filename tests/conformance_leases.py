@@ -79,7 +79,7 @@ class LeaseConformance:
             del backend.ack
         assert slow_replies >= 1
         assert LOST not in caplog.text
-        assert engine.stats["rejected"] == 0
+        assert engine.stats["rejected"] == 0 and engine.stats["lease_lost"] == 0
 
     @pytest.mark.parametrize("plain", [False, True], ids=["async", "plain-def"])
     async def test_a_lost_lease_is_logged_once_and_its_handler_learns_it(
@@ -143,7 +143,7 @@ class LeaseConformance:
         lost_lines = [r for r in caplog.records if LOST in r.getMessage()]
         assert len(lost_lines) == 1 and fut.activity_id in lost_lines[0].getMessage()
         # a plain def returned: its late ack was sent and rejected; a cancelled async one acks nothing
-        assert a.stats["rejected"] == (1 if plain else 0)
+        assert a.stats["rejected"] == (1 if plain else 0) and a.stats["lease_lost"] == 1
         assert a.stats["completed"] == (1 if plain else 0)
         result = await backend.get_result(fut.activity_id)
         assert result is not None and result.status == "completed"

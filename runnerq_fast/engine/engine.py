@@ -986,6 +986,7 @@ class WorkerEngine:
         told = out.lease_lost(real, inflight)
         for aid in real:
             del inflight[aid]
+        out.stats["lease_lost"] += len(real)
         log.warning("%d leases were lost (taken back by the store; %d running handlers told to stop): %s",
                     len(real), told, ", ".join(real[:10]))
 

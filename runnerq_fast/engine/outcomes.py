@@ -96,8 +96,10 @@ def _uncancel() -> None:
 
 
 def new_stats() -> dict[str, int]:
-    """Zeroed outcome counters: completed, retried, failed, dead_letter, cancelled, rejected (late acks)."""
-    return {"completed": 0, "retried": 0, "failed": 0, "dead_letter": 0, "cancelled": 0, "rejected": 0}
+    """Zeroed outcome counters: completed, retried, failed, dead_letter, cancelled, rejected (late acks),
+    lease_lost (claims the heartbeat found taken back by the store)."""
+    return {"completed": 0, "retried": 0, "failed": 0, "dead_letter": 0, "cancelled": 0, "rejected": 0,
+            "lease_lost": 0}
 
 
 class Outcomes:
