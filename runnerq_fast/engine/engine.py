@@ -1011,7 +1011,7 @@ class WorkerEngine:
                                              len(report.dead_lettered))
                     if len(report.requeued) + len(report.dead_lettered) >= cfg.reaper_batch_size:
                         continue  # more may be waiting
-            await self._check_suspects()
+                await self._check_suspects()  # not after a failed pass: the store is not answering
             await asyncio.sleep(cfg.reaper_interval)
 
     async def _check_suspects(self) -> None:
