@@ -232,7 +232,7 @@ class LeaseConformance:
 
         @a.activity("long")
         async def long(payload: Any, ctx: rq.ActivityContext) -> None:
-            await asyncio.sleep(1.5)
+            await asyncio.sleep(2.0)
             order.append("long")
             long_done.set()
 
@@ -248,11 +248,11 @@ class LeaseConformance:
         async def t_b(payload: Any, ctx: rq.ActivityContext) -> None:
             order.append(f"B:{payload}")
 
+        await backend.enqueue(q, [new("t", b'"s1"'), new("t", b'"s2"')])
+        assert len(await backend.claim(q, "dead", 2, ["t"], 600)) == 2  # a worker that dies with them
         await a.executor.activity("long").execute()
         async with a:
             await _until(lambda: a.in_flight == 1, 5.0, "A to start the long activity")
-            await backend.enqueue(q, [new("t", b'"s1"'), new("t", b'"s2"')])
-            assert len(await backend.claim(q, "dead", 2, ["t"], 50)) == 2  # a worker that dies with them
             await eventually(lambda: self._suspects(backend), 5.0, "the reaper to mark them suspect")
             await asyncio.sleep(0.15)  # A's reaper pass sees them: A drains
             async with b:
