@@ -43,6 +43,7 @@ import msgspec
 from gevent.event import AsyncResult
 from gevent.lock import Semaphore
 from locust import FastHttpUser, LoadTestShape, User, constant, constant_throughput, events, task
+from locust.runners import MasterRunner
 
 from runnerq_fast.loadtest.mix import ActivitySpec, Mix, spike_users, step_users
 from runnerq_fast.loadtest.records import LineWriter
@@ -186,6 +187,14 @@ def agent() -> _Agent:
         if os.getpid() not in _agents:
             _agents[os.getpid()] = _Agent()
         return _agents[os.getpid()]
+
+
+@events.init.add_listener
+def _start_agent(environment: Any, **_: Any) -> None:
+    """Start this process's agent before the test (its start-up is not load); not in a master process."""
+    if not BACKEND or API_WEIGHT == 0 or isinstance(environment.runner, MasterRunner):
+        return
+    agent()
 
 
 @events.quitting.add_listener

@@ -109,13 +109,20 @@ class _Proc:
         self.log_path = log
         self._log: IO[bytes] = log.open("wb")
         self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self._signalled = False
 
     def text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def stop(self, timeout: float = 30.0) -> int:
-        if self.proc.poll() is None:
+    def terminate(self) -> None:
+        """Send SIGTERM once (a second one would stop `serve` and the supervisor at once, not gracefully)."""
+        if not self._signalled and self.proc.poll() is None:
+            self._signalled = True
             self.proc.send_signal(signal.SIGTERM)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        self.terminate()
+        if self.proc.poll() is None:
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -284,7 +291,9 @@ async def run_loadtest(opts: LoadTestOptions, console: Console) -> int:
             await asyncio.sleep(0.5)
         final = await backend.stats(queue)
     finally:
-        for p in reversed(procs):
+        for p in procs:  # every one gracefully, at once
+            p.terminate()
+        for p in procs:
             p.stop()
         await backend.close()
     loads = {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in load_after]}
