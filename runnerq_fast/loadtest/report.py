@@ -103,8 +103,9 @@ def print_table(console: Console, summary: dict[str, Any], checks: list[Check]) 
     for kind, errors in summary["errors"].items():
         for what, n in errors.items():
             rows.append((f"errors ({kind}): {what}", n))
+    per = summary["cpu_ms_per_activity"]
     for role, pct in summary["cpu_percent"].items():
-        rows.append((f"CPU % of a core: {role}", pct))
+        rows.append((f"CPU: {role} (% of a core; ms per activity)", f"{_fmt(pct)}; {_fmt(per.get(role))}"))
     for name, value in rows:
         figures.add_row(name, _fmt(value))
     console.print(figures)

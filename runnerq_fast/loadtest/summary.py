@@ -293,7 +293,8 @@ def summarize(
     dict
         Keys ``counts``, ``throughput``, ``latency`` (``enqueue_to_start``, ``enqueue_to_start_undelayed``,
         ``due_to_start_delayed``, ``enqueue_to_done``, ``enqueue_to_done_by_type``, each in ms), ``errors``, ``locust``,
-        ``cpu_percent``, ``series``, ``store``, ``drained``.
+        ``cpu_percent`` (mean % of one core by role while the load ran), ``cpu_ms_per_activity`` (CPU
+        milliseconds per accepted activity by role), ``series``, ``store``, ``drained``.
     """
     counts = count_runs(accepted, runs)
     sent = {a.id: a.sent for a in accepted}
@@ -318,6 +319,7 @@ def summarize(
     ends = [r.end for r in runs if r.ok]
     in_load = sum(1 for e in ends if e <= load_end)
     handler_errors = Counter(r.outcome for r in runs if not r.ok)
+    cpu = _cpu(samples, t0, load_end)
     return {
         "drained": drained,
         "counts": msgspec.to_builtins(counts),
@@ -343,7 +345,10 @@ def summarize(
             "store": {k: v for k, v in (store or {}).items() if k in ("failed", "dead_letter", "cancelled") and v},
         },
         "locust": msgspec.to_builtins(locust) if locust else None,
-        "cpu_percent": _cpu(samples, t0, load_end),
+        "cpu_percent": cpu,
+        # CPU time per accepted activity: what a process role costs, whatever share of the machine it got
+        "cpu_ms_per_activity": {k: round(v / 100 * load_seconds * 1000 / counts.accepted_unique, 3)
+                                for k, v in cpu.items() if k != "machine"} if counts.accepted_unique else {},
         "store": store,
         "series": _series(runs, accepted, samples, t0),
     }

@@ -133,7 +133,7 @@ def test_summary_latencies_come_from_the_first_attempt_and_the_successful_one() 
         _run("b", 1, "RetryableError", ready=101.0, start=101.002, end=101.0021, kind="flaky"),  # delayed by 1 s
         _run("b", 2, "ok", ready=101.0, start=101.6, end=101.7, kind="flaky"),
     ]
-    s = summarize(accepted, runs, [Sample(100.5, 1, 0), Sample(102.0, 0, 0)], None,
+    s = summarize(accepted, runs, [Sample(100.5, 1, 0, {"serve": 50.0, "machine": 150.0}), Sample(102.0, 0, 0)], None,
                   t0=100.0, load_end=101.0, drained=True)
     lat = s["latency"]
     assert lat["enqueue_to_start"]["count"] == 2
@@ -144,6 +144,8 @@ def test_summary_latencies_come_from_the_first_attempt_and_the_successful_one() 
     assert s["series"]["completed_per_s"] == [1, 1, 0]  # seconds 0, 1 and 2 (the last sample)
     assert s["series"]["backlog"] == [1, 0]
     assert s["throughput"]["drain_seconds"] == pytest.approx(0.7)
+    assert s["cpu_percent"] == {"serve": 50.0, "machine": 150.0}  # the sample inside the load only
+    assert s["cpu_ms_per_activity"] == {"serve": pytest.approx(250.0)}  # half a core for 1 s, 2 activities
 
 
 def _summary(lost: int = 0, dup: int = 0, p99: float | None = 5.0, requests: int = 100, failures: int = 0,
