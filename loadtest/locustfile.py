@@ -237,38 +237,40 @@ class ApiEnqueuer(User):
         self._call(False, self.mix.batch(self.mix._rng.randint(2, BATCH)), "enqueue_many")
 
 
-def _options(shape: LoadTestShape) -> tuple[int, float]:
-    opts = shape.runner.environment.parsed_options if shape.runner else None
-    users = int(getattr(opts, "num_users", None) or 10)
-    run_time = float(getattr(opts, "run_time", None) or 60)
-    return users, run_time
+class _Shape(LoadTestShape):
+    """A shape reading ``-u`` (users) and ``-t`` (run time); subclasses say how many users run at a time."""
+
+    abstract = True
+    use_common_options = True
+
+    def users_at(self, elapsed: float, users: int, run_time: float) -> int:
+        raise NotImplementedError
+
+    def tick(self) -> tuple[int, float] | None:
+        opts = self.runner.environment.parsed_options if self.runner else None
+        users = int(getattr(opts, "num_users", None) or 10)
+        run_time = float(getattr(opts, "run_time", None) or 60)
+        elapsed = self.get_run_time()
+        if elapsed >= run_time:
+            return None
+        return self.users_at(elapsed, users, run_time), float(users)
 
 
-class StepShape(LoadTestShape):
+class StepShape(_Shape):
     """A fifth of ``-u`` users more every fifth of ``-t`` (``RUNNERQ_LOADTEST_SHAPE=step``)."""
 
     abstract = SHAPE != "step"
-    use_common_options = True
 
-    def tick(self) -> tuple[int, float] | None:
-        users, run_time = _options(self)
-        t = self.get_run_time()
-        if t >= run_time:
-            return None
+    def users_at(self, elapsed: float, users: int, run_time: float) -> int:
         step = max(1, users // 5)
-        return step_users(t, start=step, step=step, step_seconds=run_time / 5, limit=users), float(users)
+        return step_users(elapsed, start=step, step=step, step_seconds=run_time / 5, limit=users)
 
 
-class SpikeShape(LoadTestShape):
+class SpikeShape(_Shape):
     """A quarter of ``-u`` users, all for a sixth of every third of ``-t`` (``RUNNERQ_LOADTEST_SHAPE=spike``)."""
 
     abstract = SHAPE != "spike"
-    use_common_options = True
 
-    def tick(self) -> tuple[int, float] | None:
-        users, run_time = _options(self)
-        t = self.get_run_time()
-        if t >= run_time:
-            return None
+    def users_at(self, elapsed: float, users: int, run_time: float) -> int:
         every = run_time / 3
-        return spike_users(t, base=max(1, users // 4), peak=users, every=every, spike_seconds=every / 2), float(users)
+        return spike_users(elapsed, base=max(1, users // 4), peak=users, every=every, spike_seconds=every / 2)

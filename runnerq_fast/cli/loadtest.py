@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 import click
 
+import runnerq_fast as rq
 from runnerq_fast.cli._common import BadInput, Fail, out, run
 from runnerq_fast.urls import redact_text
 
@@ -47,7 +48,7 @@ def _locustfile(given: Path | None) -> Path:
               help="Seconds of load.")
 @click.option("--users", "-u", type=click.IntRange(min=1), default=20, show_default=True, help="locust users.")
 @click.option("--rate", type=click.FloatRange(min=0), default=1000.0, show_default=True, metavar="REQ/S",
-              help="Requests per second over all users (a batch is one request); 0: as fast as they can.")
+              help="Requests per second over all users (each user: rate / users; a batch is one request); 0: no wait.")
 @click.option("--workers", "-w", type=click.IntRange(min=1), default=2, show_default=True,
               help="Worker processes (runnerq-fast worker --processes).")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=64, show_default=True,
@@ -111,6 +112,10 @@ def loadtest(backend_url: str, duration: float, users: int, rate: float, workers
     )
     try:
         code = run(run_loadtest(opts, out))
-    except RuntimeError as exc:
-        raise Fail(redact_text(str(exc), backend_url)) from None
+    except rq.ConfigError as exc:
+        raise BadInput(redact_text(str(exc), backend_url)) from None
+    except (click.ClickException, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a process that did not start, a store that cannot be reached
+        raise Fail(redact_text(f"load test failed: {type(exc).__name__}: {exc}", backend_url)) from None
     raise SystemExit(code)

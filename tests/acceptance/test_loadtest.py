@@ -70,3 +70,11 @@ def test_bad_input_exits_2_before_starting_anything(tmp_path: Path, args: tuple[
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_store_is_one_error_line_and_exit_1(tmp_path: Path) -> None:
+    done = run_cli("loadtest", "--backend", "postgresql://postgres:s3cret@127.0.0.1:1/nothing", "--output",
+                   str(tmp_path / "out"), "--locustfile", LOCUSTFILE, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.startswith("error: load test failed") and "Connection refused" in done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
