@@ -99,6 +99,8 @@ def loadtest(backend_url: str, duration: float, users: int, rate: float, workers
     if scheme not in ("sqlite", "postgresql", "postgres", "redis", "rediss"):
         raise BadInput(redact_text(f"loadtest needs a store shared by processes (sqlite:///, postgresql://, "
                                    f"redis://), not {backend_url}", backend_url))
+    if shape and locust_processes > 1:  # locust's master ran a shape with no users at all in a 10 s trial
+        raise BadInput("--shape runs in one locust process: drop --locust-processes")
     if http_weight + api_weight == 0:
         raise BadInput("--http-weight and --api-weight are both 0: no users")
     opts = LoadTestOptions(

@@ -63,6 +63,7 @@ def test_a_threshold_that_is_not_met_exits_1(tmp_path: Path) -> None:
         (("--backend", "memory://"), "shared by processes"),
         (("--http-weight", "0", "--api-weight", "0"), "no users"),
         (("--locustfile", "/nonexistent/locustfile.py"), "no such file"),
+        (("--shape", "step", "--locust-processes", "2"), "one locust process"),
     ],
 )
 def test_bad_input_exits_2_before_starting_anything(tmp_path: Path, args: tuple[str, ...], message: str) -> None:

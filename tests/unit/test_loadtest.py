@@ -203,9 +203,10 @@ def test_the_mix_is_what_serve_accepts_and_follows_its_weights() -> None:
     kinds = {k: sum(1 for s in specs if s.type == k) / len(specs) for k in ("notify", "io_sleep", "cpu_hash", "flaky")}
     assert kinds == pytest.approx({"notify": 0.25, "io_sleep": 0.45, "cpu_hash": 0.2, "flaky": 0.1}, abs=0.04)
     assert all(s.payload["t"] == 5.0 for s in specs)
-    delayed = [s for s in specs if s.delay]
-    assert 0.06 < len(delayed) / len(specs) < 0.14
-    assert all(s.payload["d"] == s.delay and 0.1 <= s.delay <= 2 for s in delayed)
+    delays = [(s.delay, s.payload["d"]) for s in specs if s.delay is not None]
+    assert 0.06 < len(delays) / len(specs) < 0.14
+    assert all(d == in_payload and 0.1 <= d <= 2 for d, in_payload in delays)
+    assert all(s.payload["d"] == 0.0 for s in specs if s.delay is None)
     keys = [s.idempotency_key for s in specs if s.idempotency_key]
     assert keys and len(set(keys)) <= 10 and all(s.type == "notify" for s in specs if s.idempotency_key)
     assert {s.priority for s in specs} == {"low", "normal", "high", "critical"}
