@@ -15,7 +15,7 @@ LOCUSTFILE = str(REPO / "loadtest" / "locustfile.py")
 
 @pytest.mark.timeout(150)
 def test_a_ten_second_load_test_on_sqlite_loses_nothing_and_writes_every_output(tmp_path: Path) -> None:
-    done = run_cli("loadtest", "--duration", "10", "--users", "6", "--rate", "120", "--workers", "2",
+    done = run_cli("loadtest", "--duration", "10", "--users", "6", "--rate", "120", "--workers", "1",
                    "--output", str(tmp_path / "out"), "--locustfile", LOCUSTFILE, timeout=140, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     out = tmp_path / "out"
