@@ -103,9 +103,13 @@ def loadtest(backend_url: str, duration: float, users: int, rate: float, workers
         raise BadInput("--shape runs in one locust process: drop --locust-processes")
     if http_weight + api_weight == 0:
         raise BadInput("--http-weight and --api-weight are both 0: no users")
+    output = output or Path("loadtest-results") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    if (output / "records").is_dir() and any((output / "records").iterdir()):
+        raise BadInput(f"--output {output} already holds a run (its records/ would mix with this one's): "
+                       "choose another directory")
     opts = LoadTestOptions(
         backend=backend_url, locustfile=_locustfile(locustfile),
-        output=output or Path("loadtest-results") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()),
+        output=output,
         duration=duration, users=users, rate=rate, workers=workers, concurrency=concurrency,
         api_weight=api_weight, http_weight=http_weight, shape=shape, locust_processes=locust_processes,
         drain_timeout=drain_timeout,

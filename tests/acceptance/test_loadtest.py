@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from tests.acceptance.helpers import REPO, run_cli
+from runnerq_fast.loadtest.mix import Mix
+from tests.acceptance.helpers import REPO, run_cli, subprocess_env
 
 LOCUSTFILE = str(REPO / "loadtest" / "locustfile.py")
 
@@ -55,6 +59,38 @@ def test_a_threshold_that_is_not_met_exits_1(tmp_path: Path) -> None:
     assert s["passed"] is False
     assert [c["name"] for c in s["checks"] if not c["ok"]] == ["enqueue→start p99 ms"]
     assert "FAILED" in done.stdout
+
+
+def test_an_output_directory_holding_a_run_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "out" / "records").mkdir(parents=True)
+    (tmp_path / "out" / "records" / "runs-1.tsv").write_text("")
+    done = run_cli("loadtest", "--output", str(tmp_path / "out"), "--locustfile", LOCUSTFILE, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "already holds a run" in done.stderr
+
+
+def test_the_api_agent_enqueues_through_the_python_api_and_answers_each_request(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'agent.db'}"
+    specs = Mix(seed=3).batch(3, now=time.time())
+    keyed = msgspec.structs.replace(specs[0], idempotency_key="k-1", type="notify")
+    lines = [[1, True, [specs[1]]], [2, False, [specs[1], specs[2]]], [3, True, [keyed]], [4, True, [keyed]]]
+    stdin = b"".join(msgspec.json.encode(line) + b"\n" for line in lines) + b'[5, true, [{"type": "x"'  # cut
+    done = subprocess.run([sys.executable, "-m", "runnerq_fast.loadtest.agent", "--backend", url, "--queue", "q"],
+                          input=stdin, capture_output=True, timeout=30, check=False, env=subprocess_env())
+    assert done.returncode == 0, done.stderr.decode()
+    out = done.stdout.decode().splitlines()
+    assert out[0] == "ready"
+    answers = {a[0]: a for a in (msgspec.json.decode(line) for line in out[1:])}
+    assert sorted(answers) == [1, 2, 3, 4]  # the cut last line is no request
+    assert all(a[3] is None and a[4] > 0 for a in answers.values())
+    assert len(answers[2][1]) == 2 and answers[2][2] == [True, True]
+    assert answers[4][1] == answers[3][1] and answers[4][2] == [False]  # the key returned the first one
+    with sqlite3.connect(tmp_path / "agent.db") as conn:
+        rows = conn.execute("SELECT id, priority FROM runnerq_activities WHERE queue_name = 'q'").fetchall()
+    stored = dict(rows)
+    ids = [i for a in answers.values() for i in a[1]]
+    assert set(ids) == set(stored) and len(stored) == 4
+    assert stored[answers[1][1][0]] == specs[1].priority_number
 
 
 @pytest.mark.parametrize(
