@@ -30,6 +30,7 @@ One module per group of commands, sharing :mod:`runnerq_fast.cli._common`
 * :mod:`~runnerq_fast.cli.store`: ``migrate``, ``stats``
 * :mod:`~runnerq_fast.cli.schedules`: ``schedules``
 * :mod:`~runnerq_fast.cli.tools`: ``bench``, ``demo``, ``demo-shop``
+* :mod:`~runnerq_fast.cli.loadtest`: ``loadtest`` (the locust harness)
 
 A new command is a ``@click.command()`` function in the module of its group,
 added to :func:`cli` below.
@@ -42,7 +43,7 @@ from typing import NoReturn
 import click
 
 import runnerq_fast as rq
-from runnerq_fast.cli import activities, running, schedules, serving, store, tools
+from runnerq_fast.cli import activities, loadtest, running, schedules, serving, store, tools
 from runnerq_fast.cli.running import load_engine
 
 __all__ = ["cli", "load_engine", "main"]
@@ -73,6 +74,7 @@ for _command in (
     tools.bench,
     tools.demo,
     tools.demo_shop,
+    loadtest.loadtest,
 ):
     cli.add_command(_command)
 
