@@ -257,6 +257,7 @@ def create_app(
     sse_keepalive: float = 15.0,
     sse_buffer: int = 10_000,
     gauge_ttl: float = 2.0,
+    dashboard_ttl: float = 1.0,
 ) -> RunnerQApp:
     """The runnerq-fast HTTP service as one ASGI application.
 
@@ -292,6 +293,9 @@ def create_app(
         Most events buffered per stream client before it is told to resync. Default 10,000.
     gauge_ttl : float
         Seconds a backend reading of the depth gauges is reused. Default 2.
+    dashboard_ttl : float
+        Seconds a queue's ``/dashboard`` body is reused, however many clients
+        poll it. Default 1.
 
     Returns
     -------
@@ -324,7 +328,7 @@ def create_app(
     obs = ObservabilityRoutes(ctx, sse_keepalive=sse_keepalive, sse_buffer=sse_buffer)
     health = HealthRoutes(ctx)
     metrics_route = MetricsRoute(ctx, sink, gauge_ttl)
-    dash = DashboardRoutes(ctx)
+    dash = DashboardRoutes(ctx, dashboard_ttl)
     table = endpoints(enq, obs, V1Routes(ctx), ActionRoutes(ctx), health, metrics_route, _Index(ctx), dash)
     openapi_doc: dict[str, Any] = {}
 

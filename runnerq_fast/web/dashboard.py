@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import random
 import time
 from collections import deque
@@ -66,8 +67,9 @@ _FAILED = frozenset({"failed", "dead_letter"})
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
-    """The ``q`` quantile (0-1) of non-empty ascending ``sorted_values``, nearest rank."""
-    rank = max(1, min(len(sorted_values), round(q * len(sorted_values) + 0.5)))
+    """The ``q`` quantile (0-1) of non-empty ascending ``sorted_values``: the nearest-rank value,
+    the smallest one with at least ``q`` of the values at or below it."""
+    rank = max(1, min(len(sorted_values), math.ceil(q * len(sorted_values))))
     return sorted_values[rank - 1]
 
 
@@ -211,9 +213,16 @@ class DashboardRoutes:
         The app's state.
     ttl : float
         Seconds a queue's dashboard is reused. Default 1.
+
+    Raises
+    ------
+    ValueError
+        If ``ttl`` is negative or not a number.
     """
 
     def __init__(self, ctx: WebContext, ttl: float = 1.0) -> None:
+        if not ttl >= 0:
+            raise ValueError(f"dashboard_ttl must be >= 0 seconds, got {ttl!r}")
         self.ctx = ctx
         self.ttl = ttl
         self._watches: dict[str, _Watch] = {}
