@@ -35,7 +35,7 @@ export function mount(el, ctx) {
           if (action === "delete" && res.changed_count) {
             gone = true;
             ctx.navigate(`#/q/${encodeURIComponent(queue)}/activities`);
-          } else refresher.poke();
+          } else refresher.now();
         },
       }, label);
     }));

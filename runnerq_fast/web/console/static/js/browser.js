@@ -168,11 +168,11 @@ export function mount(el, ctx, { deadLetters = false } = {}) {
         h("td", null, fmtTime(a.ready_at)), h("td", null, `${a.retry_count} / ${a.max_retries}`),
         h("td.error-cell", { title: a.last_error ?? "" }, a.last_error ?? ""),
         writable && deadLetters ? h("td", null, h("button.row-retry", { async onclick() {
-          if (await actOnOne(queue, a, "retry")) refresher.poke();
+          if (await actOnOne(queue, a, "retry")) refresher.now();
         } }, "Retry")) : null)))));
     fill(pager,
-      h("button#prev", { disabled: page === 0, onclick() { page--; refresher.poke(); } }, "← Previous"),
-      h("button#next", { disabled: !cursors[page + 1], onclick() { page++; refresher.poke(); } }, "Next →"));
+      h("button#prev", { disabled: page === 0, onclick() { page--; refresher.now(); } }, "← Previous"),
+      h("button#next", { disabled: !cursors[page + 1], onclick() { page++; refresher.now(); } }, "Next →"));
     renderBulk();
   }
 
@@ -185,7 +185,7 @@ export function mount(el, ctx, { deadLetters = false } = {}) {
       const res = await actOnMany(queue, action, what, target);
       if (res) {
         selected.clear();
-        refresher.poke();
+        refresher.now();
         lastResult = `${ACTION_LABELS[action]}: ${fmtNum(res.changed_count)} changed, ${fmtNum(res.skipped)} skipped`;
         fill(result, lastResult);
         result.dataset.changed = res.changed_count;
