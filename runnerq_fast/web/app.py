@@ -32,6 +32,7 @@ from runnerq_fast.web import wire
 from runnerq_fast.web.actions import ACTION_PATHS, ActionRoutes
 from runnerq_fast.web.console import ConsoleRoutes, wants_html
 from runnerq_fast.web.context import WebContext, WebLimits
+from runnerq_fast.web.dashboard import DashboardRoutes
 from runnerq_fast.web.enqueue import EnqueueRoutes
 from runnerq_fast.web.health import HealthRoutes
 from runnerq_fast.web.metrics import MetricsRoute
@@ -109,6 +110,7 @@ def endpoints(
     health: HealthRoutes,
     metrics: MetricsRoute,
     index: _Index,
+    dash: DashboardRoutes,
 ) -> list[Endpoint]:
     """The route table of one app (Starlette routes and OpenAPI operations, in matching order)."""
     j = JSON
@@ -154,6 +156,12 @@ def endpoints(
         ),
         Endpoint("GET", "/api/v1/queues", v1.queues, "Every queue with counts by status and by type", "inspection",
                  responses={200: ("Queues", wire.QueuesResponse, j)}),
+        Endpoint("GET", "/api/v1/workers", dash.workers, "Live workers (the worker registry)", "inspection",
+                 responses={200: ("Workers", wire.WorkersResponse, j)},
+                 params=(Param("queue", "query", str, "Only this queue's workers; default: every served queue."),)),
+        Endpoint("GET", "/api/v1/queues/{queue}/dashboard", dash.dashboard,
+                 "One queue's dashboard: counts, 15-minute series, unhandled types, workers (cached ~1 s)",
+                 "inspection", responses={200: ("The dashboard", wire.DashboardView, j)}, params=(_QUEUE_PATH,)),
         Endpoint("GET", "/api/v1/queues/{queue}", v1.queue, "One queue's counts by status and by type",
                  "inspection", responses={200: ("The queue", wire.QueueView, j)}, params=(_QUEUE_PATH,)),
         Endpoint("GET", "/api/v1/queues/{queue}/activities", v1.list_activities,
@@ -260,6 +268,7 @@ def create_app(
     sse_keepalive: float = 15.0,
     sse_buffer: int = 10_000,
     gauge_ttl: float = 2.0,
+    dashboard_ttl: float = 1.0,
 ) -> RunnerQApp:
     """The runnerq-fast HTTP service as one ASGI application.
 
@@ -295,6 +304,9 @@ def create_app(
         Most events buffered per stream client before it is told to resync. Default 10,000.
     gauge_ttl : float
         Seconds a backend reading of the depth gauges is reused. Default 2.
+    dashboard_ttl : float
+        Seconds a queue's ``/dashboard`` body is reused, however many clients
+        poll it. Default 1.
 
     Returns
     -------
@@ -327,8 +339,9 @@ def create_app(
     obs = ObservabilityRoutes(ctx, sse_keepalive=sse_keepalive, sse_buffer=sse_buffer)
     health = HealthRoutes(ctx)
     metrics_route = MetricsRoute(ctx, sink, gauge_ttl)
+    dash = DashboardRoutes(ctx, dashboard_ttl)
     console = ConsoleRoutes()
-    table = endpoints(enq, obs, V1Routes(ctx), ActionRoutes(ctx), health, metrics_route, _Index(ctx, console))
+    table = endpoints(enq, obs, V1Routes(ctx), ActionRoutes(ctx), health, metrics_route, _Index(ctx, console), dash)
     openapi_doc: dict[str, Any] = {}
 
     async def openapi(request: Request) -> Response:
@@ -350,6 +363,7 @@ def create_app(
         try:
             yield
         finally:
+            await dash.close()
             await ctx.close()
 
     middleware = []
@@ -379,6 +393,7 @@ def create_app(
     app.state.runnerq = ctx
     app.state.runnerq_streams = obs.streams
     app.state.runnerq_metrics = metrics_route
+    app.state.runnerq_dashboard = dash
     return app
 
 

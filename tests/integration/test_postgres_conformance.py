@@ -9,9 +9,12 @@ import pytest
 from runnerq_fast.backends.postgres import PostgresBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_registry import RegistryConformance
 
 
-class TestPostgresConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
+class TestPostgresConformance(
+    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance
+):
     @pytest.fixture
     async def backend(self, pg_url: str) -> AsyncIterator[PostgresBackend]:
         b = await PostgresBackend.open(pg_url, min_size=2, max_size=12)

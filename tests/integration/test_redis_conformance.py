@@ -9,9 +9,12 @@ import pytest
 from runnerq_fast.backends.redis import RedisBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_registry import RegistryConformance
 
 
-class TestRedisConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
+class TestRedisConformance(
+    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance
+):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:
         yield redis_backend

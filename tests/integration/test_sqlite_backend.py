@@ -170,7 +170,7 @@ async def test_closed_backend_refuses_calls(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------- migrations
 def test_migration_script_splits_into_its_statements() -> None:
-    m, m2 = load_migrations("runnerq_fast.backends.sqlite")
+    m, m2 = load_migrations("runnerq_fast.backends.sqlite")[:2]
     statements = _split_script(m.sql)
     assert all(sqlite3.complete_statement(s) for s in statements)
     kinds = [s.split("(")[0].split()[:3] for s in statements]

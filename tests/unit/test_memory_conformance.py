@@ -9,9 +9,12 @@ import pytest
 from runnerq_fast.backends.memory import MemoryBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_registry import RegistryConformance
 
 
-class TestMemoryConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
+class TestMemoryConformance(
+    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance
+):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:
         b = MemoryBackend()
