@@ -1,10 +1,10 @@
 """Screenshots of the console for the README, made from a real run.
 
 Starts ``runnerq-fast serve`` on a fresh SQLite file and a worker of
-``tests/browser/console_app.py``, enqueues a mix (quick and slow work, a
-parent with children, activities that dead-letter, scheduled ones, a type no
-worker handles), lets the worker run for a while, then opens the console in
-Debian's headless Chromium (Playwright, ``executable_path``) and saves:
+``tests/browser/console_app.py``, enqueues a mix every second (quick
+work, a parent with children, activities that dead-letter, scheduled ones, a
+type no worker handles) while the console's dashboard is open in Debian's
+headless Chromium (Playwright, ``executable_path``), then saves:
 
 * ``docs/console-dashboard.png`` — the dashboard of queue ``console``;
 * ``docs/console-activity.png`` — the page of the parent activity;
@@ -12,7 +12,7 @@ Debian's headless Chromium (Playwright, ``executable_path``) and saves:
 
 Run from the repository (needs ``apt-get install -y chromium``)::
 
-    .venv/bin/python scripts/console_screenshots.py [--out docs] [--seconds 20]
+    .venv/bin/python scripts/console_screenshots.py [--out docs] [--seconds 60]
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def enqueue(c: httpx.Client, activities: list[dict[str, Any]]) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=REPO / "docs", help="Folder for the PNGs (default docs/).")
-    ap.add_argument("--seconds", type=float, default=20.0, help="How long the worker runs first (default 20).")
+    ap.add_argument("--seconds", type=float, default=60.0, help="How long the load runs first (default 60).")
     args = ap.parse_args()
     exe = shutil.which("chromium")
     if exe is None:
@@ -90,29 +90,28 @@ def main() -> None:
             wait_listening(base, server)
             worker = cli("worker", "tests.browser.console_app:engine", "--backend", url, log=tmpdir / "worker.log")
             procs.append(worker)
-            with httpx.Client(base_url=base, timeout=15) as c:
+            with sync_playwright() as pw, httpx.Client(base_url=base, timeout=15) as c:
+                browser = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])
+                page = browser.new_page(viewport={"width": 1280, "height": 860}, device_scale_factor=1)
+                # the dashboard is open for the whole run (its series start with the first dashboard request)
+                page.goto(f"{base}/#/q/{QUEUE}")
+                page.wait_for_selector("#view[data-loaded] #counts .card")
                 parent = enqueue(c, [{"type": "fanout", "payload": 3, "metadata": {"tenant": "acme"}}])[0]
                 deadline = time.monotonic() + args.seconds
                 wave = 0
                 while time.monotonic() < deadline:
                     wave += 1
                     batch: list[dict[str, Any]] = [
-                        {"type": "work", "payload": 0.02 * (i % 7), "priority": 1 + i % 4,
-                         "metadata": {"tenant": ("acme", "globex")[i % 2]}} for i in range(40)
+                        {"type": "work", "payload": 0.01 * (i % 5), "priority": 1 + i % 4,
+                         "metadata": {"tenant": ("acme", "globex")[i % 2]}} for i in range(20 + 10 * (wave % 4))
                     ]
                     batch += [{"type": "flaky", "payload": str(tmpdir / f"flag-{wave}-{i}"), "max_retries": 0}
-                              for i in range(2)]
+                              for i in range(wave % 3)]
                     batch.append({"type": "work", "payload": 1, "delay": 3600})
-                    if wave % 3 == 0:
+                    if wave % 4 == 0:
                         batch.append({"type": "send_invoice", "payload": {"order": wave}})
                     enqueue(c, batch)
                     time.sleep(1.0)
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(executable_path=exe, headless=True, args=["--no-sandbox"])
-                page = browser.new_page(viewport={"width": 1280, "height": 860}, device_scale_factor=1)
-                page.goto(f"{base}/#/q/{QUEUE}")
-                page.wait_for_selector("#view[data-loaded] #counts .card")
-                time.sleep(1.5)  # one more live refresh, so the event rate shows
                 page.screenshot(path=str(args.out / "console-dashboard.png"))
                 page.goto(f"{base}/#/q/{QUEUE}/activity/{parent}")
                 page.wait_for_selector("#view[data-loaded] #timeline li")

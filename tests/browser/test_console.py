@@ -65,6 +65,37 @@ def test_the_dashboard_counts_change_while_a_worker_drains(
     expect(page.locator("#live")).to_have_attribute("data-state", "live")
 
 
+def test_an_unhandled_type_is_flagged_and_live_workers_are_listed(
+    stack: Stack, open_console: Callable[[str], Page]
+) -> None:
+    stack.serve()
+    worker = stack.worker()
+    stack.enqueue({"type": "work", "payload": 0}, *[{"type": "send_invoice"} for _ in range(3)])
+    page = open_console(f"/q/{QUEUE}")
+    flagged = page.locator("#unhandled li.unhandled")
+    expect(flagged).to_have_count(1, timeout=20_000)
+    expect(flagged).to_have_attribute("data-type", "send_invoice")
+    expect(flagged).to_have_attribute("data-ready", "3")
+    expect(page.locator("#unhandled")).to_have_class("flags warn")
+    row = page.locator("#workers tr.worker")
+    expect(row).to_have_count(1)
+    expect(row).to_contain_text(str(worker.pid))
+    expect(row).to_contain_text("work")
+    expect(page.locator('[data-fact="workers"] .value')).to_have_text("1")
+    expect(page.locator('#counts [data-status="completed"]')).to_have_attribute("data-count", "1")
+    # the charts have the completed activity in their series
+    expect(page.locator("#charts svg")).to_have_count(2)
+    expect(page.locator("#charts figcaption").first).to_contain_text("1 completed")
+    # the flagged type links to the browser filtered on it
+    flagged.locator("a").click()
+    expect(page.locator("#total")).to_have_attribute("data-count", "3")
+    # a worker that stops leaves the list
+    worker.signal(15)
+    assert worker.wait(15) == 0
+    page.goto(f"{stack.base_url}/#/q/{QUEUE}")
+    expect(page.locator("#workers")).to_contain_text("No live worker.")
+
+
 def test_an_activity_page_shows_its_timeline_result_and_children_live(
     stack: Stack, open_console: Callable[[str], Page]
 ) -> None:

@@ -106,7 +106,8 @@ function render(ctx, dash, reg, parts) {
         stackedBars(dash.series, [["completed", "c-completed", "completed"], ["failed", "c-failed", "failed"]],
           "throughput")),
       h("figure.chart-box", null,
-        h("figcaption", null, `Queue wait p50 / p95 (s), last ${fmtDuration(b * dash.series.length)}`),
+        h("figcaption", null, "Queue wait ", h("span.key.l-p50", null, "p50"), " / ", h("span.key.l-p95", null, "p95"),
+          ` — peak p95 ${fmtDuration(peak(dash.series, "wait_p95"))}, last ${fmtDuration(b * dash.series.length)}`),
         lines(dash.series, [["wait_p50", "l-p50"], ["wait_p95", "l-p95"]], "queue wait")));
   } else {
     fill(parts.charts, h("p.muted", null, "This server has no dashboard route (charts need it)."));
@@ -124,6 +125,11 @@ function render(ctx, dash, reg, parts) {
             h("td", null, w.types.join(", ") || "*"), h("td", null, `${w.in_flight} / ${w.concurrency}`),
             h("td", null, fmtTime(w.started_at)), h("td", null, fmtAgo(w.last_seen)))))));
   } else fill(parts.workers);
+}
+
+function peak(series, key) {
+  const values = series.map((p) => p[key]).filter((v) => v !== null && v !== undefined);
+  return values.length ? Math.max(...values) : null;
 }
 
 function fact(label, value, key) {
