@@ -19,7 +19,7 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from runnerq_fast.config import WorkerConfig
@@ -352,7 +352,7 @@ def create_app(
     async def docs_redirect(request: Request) -> Response:
         return RedirectResponse(f"{request.scope.get('root_path', '')}/api/openapi.json")
 
-    routes = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in table]
+    routes: list[BaseRoute] = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in table]
     routes.append(Route("/api/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/api", docs_redirect, methods=["GET"]))
     routes.append(Mount("/console", console.files, name="console"))

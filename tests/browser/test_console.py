@@ -337,7 +337,11 @@ def test_the_page_stays_responsive_with_10k_events_per_second(
 LAG_PROBE = """() => {
     window.lags = [];
     let last = performance.now();
-    window.lagTimer = setInterval(() => { const now = performance.now(); window.lags.push(now - last - 20); last = now; }, 20);
+    window.lagTimer = setInterval(() => {
+        const now = performance.now();
+        window.lags.push(now - last - 20);
+        last = now;
+    }, 20);
 }"""
 """How late a 20 ms timer fires, each time, in ms: the page's main thread is free when it is near 0."""
 

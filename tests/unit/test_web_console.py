@@ -4,7 +4,6 @@ written into it, its static files, and the files shipped as package data."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import httpx
 from starlette.applications import Starlette
