@@ -19,10 +19,14 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from tests.acceptance.helpers import REPO, WorkerProcess
 from tests.acceptance.serve_helpers import ServeProcess
+
+# the machine is shared: give every wait the same generous bound (page loads and expect() assertions)
+WAIT_MS = 15_000
+expect.set_options(timeout=WAIT_MS)
 
 TOKEN = "console-s3cret"
 QUEUE = "console"
@@ -70,7 +74,7 @@ class ConsolePage:
 def console(browser: Browser) -> Iterator[ConsolePage]:
     """A fresh browser context and tab; fails the test on an uncaught page error or a foreign request."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(WAIT_MS)
     cp = ConsolePage(context.new_page())
     try:
         yield cp

@@ -248,6 +248,19 @@ def test_filter_the_browser_and_page_by_cursor_with_totals(
     page.click("#apply")
     expect(page.locator("#empty")).to_be_visible()
     expect(page.locator("#total")).to_have_attribute("data-count", "0")
+    # time range (the browser's local time, as the datetime inputs show it)
+    page.click("text=Clear")
+    expect(page.locator("#total")).to_have_attribute("data-count", str(len(acts)))
+    local = ("ms => { const d = new Date(Date.now() + ms);"
+             " return new Date(d - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19); }")
+    page.fill("#filters input[name=created_after]", page.evaluate(local, -3_600_000))
+    page.fill("#filters input[name=created_before]", page.evaluate(local, 3_600_000))
+    page.click("#apply")
+    expect(page.locator("#total")).to_have_attribute("data-count", str(len(acts)))
+    assert "created_after=" in page.url and "created_before=" in page.url
+    page.fill("#filters input[name=created_after]", page.evaluate(local, 60_000))
+    page.click("#apply")
+    expect(page.locator("#total")).to_have_attribute("data-count", "0")
 
 
 def test_read_only_mode_hides_every_action(stack: Stack, open_console: Callable[[str], Page]) -> None:
@@ -283,6 +296,28 @@ def test_the_page_recovers_after_the_server_restarts(stack: Stack, open_console:
     time.sleep(0.5)
     assert page.evaluate("window.runnerqConsole.live.total") == seen_before + 4
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+
+
+def test_a_burst_of_events_is_read_in_full_and_re_queried_a_few_times_only(
+    stack: Stack, console: ConsolePage, open_console: Callable[[str], Page]
+) -> None:
+    """3 x 2,000 enqueues in quick succession with the dashboard open: every event reaches the page, which
+    re-reads its dashboard on a timer (at most once a second), not once per event."""
+    stack.serve()
+    page = open_console(f"/q/{QUEUE}")
+    expect(page.locator("#live")).to_have_attribute("data-state", "live")
+    start_total = page.evaluate("window.runnerqConsole.live.total")
+    before = _requeries(console)
+    t0 = time.monotonic()
+    for _ in range(3):
+        stack.enqueue(*[{"type": "nobody"} for _ in range(2000)])
+    page.wait_for_function(f"() => window.runnerqConsole.live.total >= {start_total + 6000}")
+    expect(page.locator('#counts [data-status="pending"]')).to_have_attribute("data-count", "6000")
+    elapsed = time.monotonic() - t0
+    time.sleep(0.5)
+    assert page.evaluate("window.runnerqConsole.live.total") - start_total == 6000
+    requeries = _requeries(console) - before
+    assert 1 <= requeries <= elapsed + 2, (requeries, elapsed)
 
 
 @pytest.mark.slow

@@ -1,7 +1,7 @@
 // The dashboard of one queue: counts by status, throughput and queue-wait charts, the oldest ready age,
 // live workers and the activity types that have ready work but no live worker.
 
-import { ApiError, getJSON, queuePath } from "./api.js";
+import { getJSON, queuePath } from "./api.js";
 import { lines, stackedBars } from "./charts.js";
 import { fill, fmtAgo, fmtDuration, fmtNum, fmtTime, h } from "./dom.js";
 import { Refresher } from "./live.js";
@@ -18,11 +18,11 @@ export function mount(el, ctx) {
   const workers = h("section#workers");
   fill(el, h("h1", null, `Queue ${queue}`), flags, counts, facts, charts, workers);
 
-  let dashboardRoute = true;
   const refresher = new Refresher(async () => {
     try {
-      const [dash, reg] = await Promise.all([loadDashboard(queue, dashboardRoute), loadWorkers(queue)]);
-      dashboardRoute = dash.route;
+      const [dash, reg] = await Promise.all([
+        getJSON(`${queuePath(queue)}/dashboard`), getJSON("/api/v1/workers", { queue }),
+      ]);
       render(ctx, dash, reg, { counts, facts, flags, charts, workers });
       el.dataset.loaded = String(refresher.loads);
     } catch (err) {
@@ -44,30 +44,6 @@ export function mount(el, ctx) {
   };
 }
 
-async function loadDashboard(queue, useRoute) {
-  if (useRoute) {
-    try {
-      return { route: true, ...(await getJSON(`${queuePath(queue)}/dashboard`)) };
-    } catch (err) {
-      if (!(err instanceof ApiError) || err.status !== 404) throw err; // an older server: no such route
-    }
-  }
-  // a server without the dashboard route: counts only
-  const q = await getJSON(queuePath(queue));
-  const age = q.oldest_ready_at ? Math.max(0, (Date.now() - Date.parse(q.oldest_ready_at)) / 1000) : null;
-  return { route: false, queue, counts: q.counts, total: q.total, oldest_ready_age: age, series: null,
-    unhandled_types: null, workers: null, generated_at: new Date().toISOString() };
-}
-
-async function loadWorkers(queue) {
-  try {
-    return await getJSON("/api/v1/workers", { queue });
-  } catch (err) {
-    if (err instanceof ApiError && err.status === 404) return null;
-    throw err;
-  }
-}
-
 function render(ctx, dash, reg, parts) {
   const { queue } = ctx;
   const statuses = ctx.info.statuses;
@@ -79,15 +55,14 @@ function render(ctx, dash, reg, parts) {
   }), h("div.card.total", { dataset: { status: "total", count: dash.total } },
     h("span.label", null, "total"), h("span.value", null, fmtNum(dash.total))));
 
-  const liveWorkers = reg ? reg.workers.length : dash.workers;
   fill(parts.facts,
     fact("oldest ready", dash.oldest_ready_age === null ? "none waiting" : fmtDuration(dash.oldest_ready_age),
       "oldest-ready"),
-    fact("live workers", liveWorkers === null || liveWorkers === undefined ? "–" : fmtNum(liveWorkers), "workers"),
+    fact("live workers", fmtNum(reg.workers.length), "workers"),
     fact("events", `${fmtNum(Math.round(ctx.live.rate))}/s`, "rate"),
     fact("updated", fmtTime(dash.generated_at), "updated"));
 
-  const unhandled = dash.unhandled_types ?? [];
+  const unhandled = dash.unhandled_types;
   parts.flags.className = unhandled.length ? "flags warn" : "flags";
   fill(parts.flags, unhandled.length
     ? [h("strong", null, "No live worker handles these types, which have ready work: "),
@@ -95,12 +70,15 @@ function render(ctx, dash, reg, parts) {
         h("a", { href: `#/q/${encodeURIComponent(queue)}/activities?type=${encodeURIComponent(u.type)}` }, u.type),
         ` — ${fmtNum(u.ready)} ready`)))]
     : []);
+  renderCharts(dash, parts.charts);
+  renderWorkers(reg, parts.workers);
+}
 
-  if (dash.series) {
-    const b = dash.bucket_seconds;
-    const done = dash.series.reduce((s, p) => s + p.completed, 0);
-    const failed = dash.series.reduce((s, p) => s + p.failed, 0);
-    fill(parts.charts,
+function renderCharts(dash, box) {
+  const b = dash.bucket_seconds;
+  const done = dash.series.reduce((s, p) => s + p.completed, 0);
+  const failed = dash.series.reduce((s, p) => s + p.failed, 0);
+  fill(box,
       h("figure.chart-box", null,
         h("figcaption", null, `Throughput per ${b} s — ${fmtNum(done)} completed, ${fmtNum(failed)} failed`),
         stackedBars(dash.series, [["completed", "c-completed", "completed"], ["failed", "c-failed", "failed"]],
@@ -109,12 +87,10 @@ function render(ctx, dash, reg, parts) {
         h("figcaption", null, "Queue wait ", h("span.key.l-p50", null, "p50"), " / ", h("span.key.l-p95", null, "p95"),
           ` — peak p95 ${fmtDuration(peak(dash.series, "wait_p95"))}, last ${fmtDuration(b * dash.series.length)}`),
         lines(dash.series, [["wait_p50", "l-p50"], ["wait_p95", "l-p95"]], "queue wait")));
-  } else {
-    fill(parts.charts, h("p.muted", null, "This server has no dashboard route (charts need it)."));
-  }
+}
 
-  if (reg) {
-    fill(parts.workers, h("h2", null, `Workers (${reg.workers.length})`),
+function renderWorkers(reg, box) {
+    fill(box, h("h2", null, `Workers (${reg.workers.length})`),
       reg.workers.length === 0
         ? h("p.muted", null, "No live worker.")
         : h("table.grid", null,
@@ -124,7 +100,6 @@ function render(ctx, dash, reg, parts) {
             h("td.mono", null, w.id), h("td", null, w.host), h("td", null, w.pid),
             h("td", null, w.types.join(", ") || "*"), h("td", null, `${w.in_flight} / ${w.concurrency}`),
             h("td", null, fmtTime(w.started_at)), h("td", null, fmtAgo(w.last_seen)))))));
-  } else fill(parts.workers);
 }
 
 function peak(series, key) {
