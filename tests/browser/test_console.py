@@ -41,7 +41,7 @@ def test_the_dashboard_counts_change_while_a_worker_drains(
 ) -> None:
     stack.serve()
     n = 40
-    stack.enqueue(*[{"type": "work", "payload": 0.15} for _ in range(n)])
+    stack.enqueue(*[{"type": "work", "payload": 0.4} for _ in range(n)])  # 4 s at 4 at a time
     page = open_console(f"/q/{QUEUE}")
     expect(page.locator('#counts [data-status="pending"]')).to_have_attribute("data-count", str(n))
     # every value the completed card shows, as the page changes it (no reload)

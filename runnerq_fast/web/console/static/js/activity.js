@@ -3,7 +3,7 @@
 import { ACTION_LABELS, actOnOne } from "./actions.js";
 import { getJSON, queuePath } from "./api.js";
 import { PRIORITIES, badge, fill, fmtDuration, fmtTime, h, pretty, shortId } from "./dom.js";
-import { Refresher } from "./live.js";
+import { Refresher, follow } from "./live.js";
 
 const REFRESH_MS = 500; // re-read when an event names this activity, at most twice a second
 
@@ -81,16 +81,5 @@ export function mount(el, ctx) {
 
   fill(el, h("p.muted", null, `Loading activity ${id}…`));
   ctx.live.watch(id);
-  refresher.poke();
-  const unsubscribe = ctx.live.subscribe((batch) => {
-    if (batch.watched || batch.resumed || batch.resync) refresher.poke();
-  });
-  return {
-    unmount() {
-      unsubscribe();
-      ctx.live.watch(null);
-      refresher.stop();
-    },
-    refresher,
-  };
+  return follow(ctx.live, refresher, { onlyWatched: true, cleanup: () => ctx.live.watch(null) });
 }

@@ -4,7 +4,7 @@
 import { actOnMany, actOnOne, ACTION_LABELS } from "./actions.js";
 import { getJSON, queuePath } from "./api.js";
 import { PRIORITIES, badge, fill, fmtNum, fmtTime, h, shortId } from "./dom.js";
-import { Refresher } from "./live.js";
+import { Refresher, follow } from "./live.js";
 
 const PAGE = 50;
 const REFRESH_MS = 2000; // a live listing re-queries at most every 2 s
@@ -205,15 +205,5 @@ export function mount(el, ctx, { deadLetters = false } = {}) {
   }
   let lastResult = "";
 
-  refresher.poke();
-  const unsubscribe = ctx.live.subscribe((batch) => {
-    if (batch.events || batch.resumed || batch.resync) refresher.poke();
-  });
-  return {
-    unmount() {
-      unsubscribe();
-      refresher.stop();
-    },
-    refresher,
-  };
+  return follow(ctx.live, refresher);
 }

@@ -4,7 +4,7 @@
 import { getJSON, queuePath } from "./api.js";
 import { lines, stackedBars } from "./charts.js";
 import { fill, fmtAgo, fmtDuration, fmtNum, fmtTime, h } from "./dom.js";
-import { Refresher } from "./live.js";
+import { Refresher, follow } from "./live.js";
 
 const REFRESH_MS = 1000; // at most one dashboard query a second, however many events arrive
 const TICK_MS = 5000; // and one every 5 s without events (the series move, heartbeats age)
@@ -29,19 +29,7 @@ export function mount(el, ctx) {
       fill(facts, h("p.error", null, `Could not load the dashboard: ${err.message}`));
     }
   }, REFRESH_MS);
-  refresher.poke();
-  const unsubscribe = ctx.live.subscribe((batch) => {
-    if (batch.events || batch.resumed || batch.resync) refresher.poke();
-  });
-  const tick = setInterval(() => refresher.poke(), TICK_MS);
-  return {
-    unmount() {
-      unsubscribe();
-      clearInterval(tick);
-      refresher.stop();
-    },
-    refresher,
-  };
+  return follow(ctx.live, refresher, { tickMs: TICK_MS });
 }
 
 function render(ctx, dash, reg, parts) {

@@ -5,7 +5,7 @@
 // 10,000 events/s cost the browser next to nothing and the page nothing at all.
 
 const FLUSH_MS = 250;
-const BACKOFF_MS = [250, 500, 1000, 2000, 4000]; // between failed connection attempts
+const BACKOFF_MS = [250, 500, 1000, 2000]; // between failed connection attempts
 
 let url = null;
 let generation = 0; // bumped by "open": an older loop stops

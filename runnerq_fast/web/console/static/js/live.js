@@ -123,3 +123,25 @@ export class Refresher {
     clearTimeout(this.timer);
   }
 }
+
+/**
+ * Keep a page fresh: load now, then again (through the Refresher) on each summary that names new events
+ * (or, with onlyWatched, the watched activity), a resumed stream or a resync, and every tickMs if given.
+ * Returns the page's {unmount, refresher}; unmount stops all of it and calls cleanup.
+ */
+export function follow(live, refresher, { onlyWatched = false, tickMs = 0, cleanup } = {}) {
+  refresher.poke();
+  const unsubscribe = live.subscribe((batch) => {
+    if ((onlyWatched ? batch.watched : batch.events) || batch.resumed || batch.resync) refresher.poke();
+  });
+  const tick = tickMs ? setInterval(() => refresher.poke(), tickMs) : null;
+  return {
+    unmount() {
+      unsubscribe();
+      if (tick !== null) clearInterval(tick);
+      refresher.stop();
+      if (cleanup) cleanup();
+    },
+    refresher,
+  };
+}
