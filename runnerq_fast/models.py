@@ -502,10 +502,6 @@ class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
     started_at_ms: int
     last_seen_ms: int
 
-    def handles(self, activity_type: str) -> bool:
-        """Whether this engine claims ``activity_type``."""
-        return activity_type in self.activity_types or "*" in self.activity_types
-
 
 class ReadyWork(msgspec.Struct, frozen=True):
     """Activities of one queue a worker could claim now (:meth:`~runnerq_fast.storage.Backend.ready_work`).

@@ -30,6 +30,10 @@ in ``tests/conformance.py``):
   :meth:`Backend.extend_leases` reports it, the engine stops the handler and
   acks it :attr:`~runnerq_fast.models.AckOutcome.CANCELLED`; until then a RETRY
   ack, a release or an expired lease also end it ``cancelled``;
+* the worker registry (:meth:`Backend.register_worker`) lists an entry
+  until ``ttl_ms`` after its last registration on the store's clock, or
+  until it is deregistered; :meth:`Backend.ready_work` reads only activities
+  in a ready status;
 * listings are keyset-paged in ``(created_at, id)`` order and never scan
   every finished row of a queue: filters a backend checks row by row
   examine at most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows per page.

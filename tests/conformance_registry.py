@@ -142,3 +142,15 @@ class RegistryConformance:
             gate.set()
             await fut.result(timeout=5)
         assert await backend.list_workers(Q) == []  # a clean stop leaves at once, no TTL wait
+
+    async def test_the_inspector_shows_the_queues_workers_ready_work_and_unhandled_types(
+        self, backend: Backend
+    ) -> None:
+        await self._ready_mix(backend)
+        mine, theirs = worker("w-b", types=("b",)), worker("w-x", queue="reg-2")
+        await backend.register_worker(mine, 30_000)
+        await backend.register_worker(theirs, 30_000)
+        insp = rq.QueueInspector(backend, Q)
+        assert await insp.workers() == [mine]
+        assert (await insp.ready_work()).by_type == {"a": 3, "b": 2, "f": 1}
+        assert await insp.unhandled_types() == [rq.UnhandledType("a", 3), rq.UnhandledType("f", 1)]

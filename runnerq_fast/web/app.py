@@ -360,6 +360,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await ctx.open()
+        await dash.watch_served()
         try:
             yield
         finally:

@@ -10,7 +10,8 @@ Where the figures come from, so that no request reads every row of a queue:
   bucket; the wait of a sampled claim (claim time minus ready time) is read
   with one bounded id lookup when the dashboard is next built. The store is
   never scanned for history; the series begins when the app starts watching
-  the queue (its first dashboard request) and lives as long as the app.
+  the queue (at app start for the queues given to ``create_app(queues=...)``,
+  else at the queue's first dashboard request) and lives as long as the app.
 * **counts by status**: :meth:`~runnerq_fast.storage.Backend.stats`;
   **unhandled types and the oldest ready age**:
   :meth:`~runnerq_fast.storage.Backend.ready_work` (reads the backlog only)
@@ -228,6 +229,18 @@ class DashboardRoutes:
         self._watches: dict[str, _Watch] = {}
         #: Dashboards built from the backend (for tests: the cache holds).
         self.builds = 0
+
+    async def watch_served(self) -> None:
+        """Begin the series of every queue the app serves now (at app start), not at its first request.
+
+        An app serving any queue (``queues=None``) watches each queue from its
+        first dashboard request instead.
+        """
+        if self.ctx.queues is None:
+            return
+        backend = await self.ctx.backend()
+        for queue in self.ctx.queues:
+            self._watch(backend, queue)
 
     async def close(self) -> None:
         """Stop watching every queue's events."""

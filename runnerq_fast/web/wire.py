@@ -521,8 +521,8 @@ class DashboardView(msgspec.Struct):
     ``oldest_ready_age`` the age in seconds of the oldest activity a worker
     could claim now (``null``: none); ``series`` the last 15 minutes in
     ``bucket_seconds`` buckets, oldest first, from when the app began watching
-    the queue (its first dashboard request); ``workers`` the number of live
-    workers of the queue.
+    the queue (app start for the queues it was given, else the queue's first
+    dashboard request); ``workers`` the number of live workers of the queue.
     """
 
     queue: str

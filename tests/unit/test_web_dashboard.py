@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
 import runnerq_fast as rq
@@ -12,7 +13,7 @@ from runnerq_fast.models import ActivityEvent
 from runnerq_fast.web import create_app
 from runnerq_fast.web.dashboard import QueueSeries, percentile
 from tests.web_dashboard_conformance import DashboardWebConformance
-from tests.web_helpers import asgi_client
+from tests.web_helpers import asgi_client, live_server
 
 
 class TestMemoryDashboard(DashboardWebConformance):
@@ -143,3 +144,22 @@ def test_bad_series_settings_are_refused() -> None:
         QueueSeries(bucket_seconds=10, window_seconds=5)
 
 
+
+
+async def test_a_served_queue_is_watched_from_app_start_before_any_dashboard_request() -> None:
+    backend = rq.MemoryBackend()
+    engine = rq.WorkerEngine(backend, queue_name="a")
+    engine.register_activity("t", lambda payload, ctx: None)
+    async with live_server(create_app(backend, queues=["a"], dashboard_ttl=0)) as url, engine:
+        await asyncio.sleep(0.05)  # the app's lifespan has begun following the queue's events
+        ids = await engine.executor.enqueue_many([engine.executor.activity("t") for _ in range(5)])
+        for i in ids:
+            await rq.ActivityFuture(backend, i).result(timeout=5)
+        async with httpx.AsyncClient(base_url=url) as c:
+            deadline = asyncio.get_running_loop().time() + 5
+            while True:
+                body = (await c.get("/api/v1/queues/a/dashboard")).json()
+                if sum(p["completed"] for p in body["series"]) == 5 or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.05)
+    assert sum(p["completed"] for p in body["series"]) == 5  # counted although nobody had asked yet

@@ -38,19 +38,16 @@ class RedisRegistry:
 
     _r: Any
     _ns: str
-    _registry_queues: set[str] | None = None  # queues this client already added to the set of registry queues
 
     async def _run(self, name: str, queue: str, args: Sequence[Any]) -> Any:  # pragma: no cover - the backend's
         raise NotImplementedError
 
     async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
         await self._run("workers", info.queue, ["register", info.worker_id, _encode(info), check_worker_ttl(ttl_ms)])
-        known = self._registry_queues
-        if known is None:
-            known = self._registry_queues = set()
-        if info.queue not in known:
-            await guarded(self._r.sadd(keys.worker_queues(self._ns), info.queue))
-            known.add(info.queue)
+        # every time, not once per client: a server that lost its data (restart without persistence)
+        # gets the queue back in the set on the next heartbeat (the set is outside the queue's hash tag,
+        # so not in the script)
+        await guarded(self._r.sadd(keys.worker_queues(self._ns), info.queue))
 
     async def deregister_worker(self, queue: str, worker_id: str) -> None:
         await self._run("workers", queue, ["deregister", worker_id])
