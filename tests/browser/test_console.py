@@ -86,9 +86,15 @@ def test_an_unhandled_type_is_flagged_and_live_workers_are_listed(
     # the charts have the completed activity in their series
     expect(page.locator("#charts svg")).to_have_count(2)
     expect(page.locator("#charts figcaption").first).to_contain_text("1 completed")
+    # on a phone-sized screen nothing overflows sideways (tables scroll inside their box)
+    page.set_viewport_size({"width": 390, "height": 844})
+    overflow = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    assert page.evaluate(overflow) <= 0
     # the flagged type links to the browser filtered on it
     flagged.locator("a").click()
     expect(page.locator("#total")).to_have_attribute("data-count", "3")
+    assert page.evaluate(overflow) <= 0
+    page.set_viewport_size({"width": 1280, "height": 900})
     # a worker that stops leaves the list
     worker.signal(15)
     assert worker.wait(15) == 0
