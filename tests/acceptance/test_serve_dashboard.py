@@ -3,32 +3,17 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.acceptance.helpers import HERE, WorkerProcess
 from tests.acceptance.serve_helpers import ServeProcess
 
 Q = "/api/v1/queues/web/activities"
 DASH = "/api/v1/queues/web/dashboard"
-
-
-@pytest.fixture
-def start_serve(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
-    servers: list[ServeProcess] = []
-
-    def start(*args: str) -> ServeProcess:
-        s = ServeProcess(list(args), tmp_path / f"serve-{len(servers)}.log", None, None)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.close()
 
 
 def _until(c: httpx.Client, ok: Callable[[dict[str, Any]], bool], url: str = DASH, **params: Any) -> dict[str, Any]:

@@ -163,3 +163,22 @@ async def test_a_served_queue_is_watched_from_app_start_before_any_dashboard_req
                     break
                 await asyncio.sleep(0.05)
     assert sum(p["completed"] for p in body["series"]) == 5  # counted although nobody had asked yet
+
+
+class _SlowStats(rq.MemoryBackend):
+    async def stats(self, queue: str) -> rq.QueueStats:
+        await asyncio.sleep(0.1)
+        return await super().stats(queue)
+
+
+async def test_a_slow_build_is_reused_ten_times_as_long_as_it_took() -> None:
+    backend = _SlowStats()
+    app = create_app(backend, dashboard_ttl=0)
+    async with asgi_client(app) as c:
+        await c.get("/api/v1/queues/q/dashboard")
+        await asyncio.sleep(0.3)  # within 10 x 0.1 s of the build
+        await c.get("/api/v1/queues/q/dashboard")
+        assert app.state.runnerq_dashboard.builds == 1
+        await asyncio.sleep(1.0)
+        await c.get("/api/v1/queues/q/dashboard")
+    assert app.state.runnerq_dashboard.builds == 2
