@@ -19,16 +19,18 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.errors import BackendError
+from runnerq_fast.filters import ACTIONS, ALL_STATUSES
 from runnerq_fast.metrics import ACTIVITIES_ENQUEUED
 from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.storage import Backend
 from runnerq_fast.web import wire
 from runnerq_fast.web.actions import ACTION_PATHS, ActionRoutes
+from runnerq_fast.web.console import ConsoleRoutes, wants_html
 from runnerq_fast.web.context import WebContext, WebLimits
 from runnerq_fast.web.dashboard import DashboardRoutes
 from runnerq_fast.web.enqueue import EnqueueRoutes
@@ -73,22 +75,30 @@ _PAGE_PARAMS = (
 
 
 class _Index:
-    """``GET /``: where things are (the console will live here)."""
+    """``GET /``: the console page for a browser (``Accept: text/html``), else the JSON service index."""
 
-    def __init__(self, ctx: WebContext) -> None:
+    def __init__(self, ctx: WebContext, console: ConsoleRoutes) -> None:
         self.ctx = ctx
+        self.console = console
 
     async def index(self, request: Request) -> Response:
+        if wants_html(request):
+            return self.console.page(request)
         root = request.scope.get("root_path", "")
         return JsonResponse(
             {
                 "service": "runnerq-fast",
+                "console": f"{root}/",
                 "openapi": f"{root}/api/openapi.json",
                 "metrics": f"{root}/metrics",
                 "health": f"{root}/healthz",
                 "read_only": self.ctx.read_only,
+                "token_required": self.ctx.token is not None,
+                "statuses": list(ALL_STATUSES),
+                "actions": {path: sorted(ACTIONS[name]) for path, name in ACTION_PATHS.items()},
                 "queues": list(self.ctx.queues) if self.ctx.queues is not None else None,
-            }
+            },
+            headers={"Vary": "Accept"},
         )
 
 
@@ -108,7 +118,8 @@ def endpoints(
     done = {200: ("What the action did", wire.ActionResponse, j),
             409: ("The activity is not in a state the action applies to", wire.Problem, wire.PROBLEM_JSON)}
     return [
-        Endpoint("GET", "/", index.index, "Service index", "service", responses={200: ("Where things are", None, j)}),
+        Endpoint("GET", "/", index.index, "Service index (JSON); a browser (Accept: text/html) gets the console",
+                 "service", responses={200: ("Where things are", None, j)}),
         Endpoint("GET", "/healthz", health.healthz, "Liveness: the process is up", "service",
                  responses={200: ("Up", wire.Health, j)}),
         Endpoint("GET", "/readyz", health.readyz, "Readiness: the backend answers", "service",
@@ -329,7 +340,8 @@ def create_app(
     health = HealthRoutes(ctx)
     metrics_route = MetricsRoute(ctx, sink, gauge_ttl)
     dash = DashboardRoutes(ctx, dashboard_ttl)
-    table = endpoints(enq, obs, V1Routes(ctx), ActionRoutes(ctx), health, metrics_route, _Index(ctx), dash)
+    console = ConsoleRoutes()
+    table = endpoints(enq, obs, V1Routes(ctx), ActionRoutes(ctx), health, metrics_route, _Index(ctx, console), dash)
     openapi_doc: dict[str, Any] = {}
 
     async def openapi(request: Request) -> Response:
@@ -340,9 +352,10 @@ def create_app(
     async def docs_redirect(request: Request) -> Response:
         return RedirectResponse(f"{request.scope.get('root_path', '')}/api/openapi.json")
 
-    routes = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in table]
+    routes: list[BaseRoute] = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in table]
     routes.append(Route("/api/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/api", docs_redirect, methods=["GET"]))
+    routes.append(Mount("/console", console.files, name="console"))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
