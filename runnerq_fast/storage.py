@@ -65,8 +65,10 @@ from runnerq_fast.models import (
     QueueSummary,
     ReapReport,
 )
+from runnerq_fast.resilience import Fault, StoreHealth, guarded_call, store_error
+from runnerq_fast.urls import redact_url
 
-__all__ = ["Backend", "open_backend", "refuse_connection", "register_connector"]
+__all__ = ["Backend", "Fault", "open_backend", "refuse_connection", "register_connector"]
 
 _R = TypeVar("_R")
 
@@ -78,15 +80,59 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _loop_checked(fn: Callable[..., Coroutine[Any, Any, _R]]) -> Callable[..., Coroutine[Any, Any, _R]]:
-    """``fn`` (a public coroutine method of a backend) preceded by :meth:`Backend.ensure_loop`."""
+def _loop_checked(name: str, fn: Callable[..., Coroutine[Any, Any, _R]]) -> Callable[..., Coroutine[Any, Any, _R]]:
+    """``fn`` (a public coroutine method of a backend) preceded by :meth:`Backend.ensure_loop`.
+
+    It then runs through :func:`runnerq_fast.resilience.guarded_call`: a store
+    fault becomes :class:`~runnerq_fast.errors.BackendError`, retried first
+    where that is safe. A call with the caller's own ``connection=`` runs in
+    the caller's transaction and is neither translated nor retried.
+    """
+    params = inspect.signature(fn).parameters
+    timeout_at = list(params).index("timeout") - 1 if "timeout" in params else -1  # position after self
 
     @functools.wraps(fn)
     async def checked(self: Backend, *args: Any, **kwargs: Any) -> _R:
         loop = _running_loop()
         if loop is not self._home_loop:
             self._adopt_loop(loop)
-        return await fn(self, *args, **kwargs)
+        if kwargs.get("connection") is not None:
+            return await fn(self, *args, **kwargs)
+        timeout = None
+        if timeout_at >= 0:
+            timeout = args[timeout_at] if len(args) > timeout_at else kwargs.get("timeout")
+        return await guarded_call(self, name, fn, args, kwargs, timeout, timeout_at >= 0)
+
+    checked.__runnerq_loop_checked__ = True  # type: ignore[attr-defined]
+    return checked
+
+
+def _stream_checked(fn: Callable[..., AsyncIterator[_R]]) -> Callable[..., AsyncIterator[_R]]:
+    """``fn`` (a public async generator method, a live stream) with store faults raised as BackendError.
+
+    A stream is not retried here: each backend's stream resumes by itself
+    after a lost connection; what still escapes it ends the stream.
+    """
+
+    @functools.wraps(fn)
+    async def checked(self: Backend, *args: Any, **kwargs: Any) -> AsyncIterator[_R]:
+        loop = _running_loop()
+        if loop is not self._home_loop:
+            self._adopt_loop(loop)
+        stream = fn(self, *args, **kwargs)
+        try:
+            while True:
+                try:
+                    item = await anext(stream)
+                except StopAsyncIteration:
+                    return
+                except Exception as exc:
+                    if self._store_fault(exc) is None:
+                        raise
+                    raise store_error(self._store_health.label, fn.__name__, exc) from exc
+                yield item
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
 
     checked.__runnerq_loop_checked__ = True  # type: ignore[attr-defined]
     return checked
@@ -135,13 +181,42 @@ class Backend(abc.ABC):
         init = vars(cls).get("__init__")
         if init is not None and not getattr(init, "__runnerq_loop_checked__", False):
             cls.__init__ = _binding_init(init)  # type: ignore[method-assign]
-        for attr, value in list(vars(cls).items()):
-            if (
-                not attr.startswith("_")
-                and inspect.iscoroutinefunction(value)
-                and not getattr(value, "__runnerq_loop_checked__", False)
-            ):
-                setattr(cls, attr, _loop_checked(value))
+        for attr in dir(cls):  # with methods a mixin brings (the Redis operations)
+            if attr.startswith("_"):
+                continue
+            value = inspect.getattr_static(cls, attr)
+            if getattr(value, "__runnerq_loop_checked__", False) or getattr(value, "__isabstractmethod__", False):
+                continue
+            if inspect.iscoroutinefunction(value):
+                setattr(cls, attr, _loop_checked(attr, value))
+            elif inspect.isasyncgenfunction(value):
+                setattr(cls, attr, _stream_checked(value))
+
+    #: Seconds a call keeps retrying a failing store (see :mod:`runnerq_fast.resilience`) when it has
+    #: no ``timeout`` argument of its own; then it raises :class:`~runnerq_fast.errors.BackendError`.
+    retry_timeout: float = 5.0
+
+    _closed: bool = False
+    __store_health: StoreHealth | None = None
+
+    @property
+    def _store_health(self) -> StoreHealth:
+        """This backend's up/down state (one warning per change; see :class:`~runnerq_fast.resilience.StoreHealth`)."""
+        health = self.__store_health
+        if health is None:
+            health = self.__store_health = StoreHealth(f"{self.name} backend at {redact_url(self.url)}")
+        return health
+
+    def _store_fault(self, exc: Exception) -> Fault | None:
+        """What ``exc``, raised by one of this backend's calls, says about the store; ``None``: not a fault.
+
+        The one place a backend maps its driver's exceptions (the default, for
+        a store with no driver, maps none). A fault becomes
+        :class:`~runnerq_fast.errors.BackendError`, retried first as the
+        :class:`Fault` allows; anything else (this library's own errors, a
+        bug) passes through.
+        """
+        return None
 
     def ensure_loop(self) -> None:
         """Check that the running event loop is this backend's own (binding it on first use).
