@@ -107,11 +107,13 @@ class StoreHealth:
         (credentials already masked).
     """
 
-    __slots__ = ("_down_since", "label")
+    __slots__ = ("_down_since", "label", "last_fault")
 
     def __init__(self, label: str) -> None:
         self.label = label
         self._down_since: float | None = None
+        #: The latest connection fault while the store is down (``None`` while it is up).
+        self.last_fault: BaseException | None = None
 
     @property
     def up(self) -> bool:
@@ -120,6 +122,7 @@ class StoreHealth:
 
     def failed(self, exc: BaseException) -> None:
         """Record a connection fault; the first one after a success logs a warning."""
+        self.last_fault = exc
         if self._down_since is None:
             self._down_since = time.monotonic()
             log.warning(
@@ -134,6 +137,7 @@ class StoreHealth:
         since = self._down_since
         if since is not None:
             self._down_since = None
+            self.last_fault = None
             log.warning("%s answers again after %.1f s", self.label, time.monotonic() - since)
 
 
@@ -196,9 +200,11 @@ async def guarded_call(
         except TimeoutError:
             if not scope.expired():
                 raise
-            if attempts.last_fault is not None:
-                exc = attempts.last_fault
-                raise store_error(attempts.health.label, method, exc) from exc
+            # cut off while waiting: during an outage (this call's fault, or the one the backend's own
+            # loops reported) that is the store's failure, else the wait simply timed out
+            fault = attempts.last_fault or attempts.health.last_fault
+            if fault is not None:
+                raise store_error(attempts.health.label, method, fault) from fault
             return None  # type: ignore[return-value]
     finally:
         _inside.reset(token)

@@ -575,7 +575,8 @@ class RedisBackend(RedisOperations, Backend):
                 timeout = min(timeout, due)
             await _guarded(self._r.blpop([keys.wake(self._ns, queue)], timeout=max(timeout, 0.001)))
         except (RedisError, OSError) as exc:
-            log.warning("waiting for work on Redis failed (%s: %s)", type(exc).__name__, exc)
+            self._store_health.failed(exc)  # one warning per outage, not one per wait
+            log.debug("waiting for work on Redis failed (%s: %s)", type(exc).__name__, exc)
             await asyncio.sleep(min(timeout, 0.5))
 
     # --------------------------------------------------------------- results
@@ -643,7 +644,9 @@ class RedisBackend(RedisOperations, Backend):
                 raise
             except Exception as exc:
                 self._subscribed.clear()
-                log.warning(
+                if faults.classify(exc) not in (None, Fault.ANSWERED):
+                    self._store_health.failed(exc)  # one warning per outage
+                (log.warning if delay == 0.05 else log.debug)(
                     "Redis result subscriber lost its connection (%s: %s); reconnecting in %.2f s",
                     type(exc).__name__,
                     exc,
@@ -791,7 +794,8 @@ class RedisBackend(RedisOperations, Backend):
             try:
                 reply = await _guarded(self._r.xread({key: f"0-{last}"}, count=_STREAM_PAGE, block=1000))
             except (RedisError, OSError) as exc:
-                log.warning("reading the Redis event stream failed (%s); retrying in %.2f s", exc, delay)
+                self._store_health.failed(exc)  # one warning per outage, not one per read
+                log.debug("reading the Redis event stream failed (%s); retrying in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
