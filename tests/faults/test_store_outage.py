@@ -28,7 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import asyncpg
@@ -108,7 +108,7 @@ async def _every_call_raises_backend_error(backend: rq.Backend, done_id: str, dr
     """The public calls an API process makes, each raising BackendError chained to a driver exception."""
     executor = rq.ActivityExecutor(backend, QUEUE)
     future = rq.ActivityFuture(backend, done_id)
-    calls = {
+    calls: dict[str, Callable[[], Awaitable[object]]] = {
         "execute": lambda: executor.activity("t").payload(1).execute(),
         "enqueue_many": lambda: executor.enqueue_many([("t", 1), ("t", 2)]),
         "get_result": lambda: executor.get_result(done_id),
