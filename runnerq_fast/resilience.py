@@ -202,7 +202,7 @@ async def guarded_call(
                 raise
             # cut off while waiting: during an outage (this call's fault, or the one the backend's own
             # loops reported) that is the store's failure, else the wait simply timed out
-            fault = attempts.last_fault
+            fault: BaseException | None = attempts.last_fault
             if fault is None and method not in _NO_PROOF:
                 fault = attempts.health.last_fault
             if fault is not None:
