@@ -17,6 +17,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,25 +43,30 @@ def postgres_bin() -> Path | None:
 
 
 class PrivatePostgres:
-    """A PostgreSQL cluster of its own (``initdb`` in ``directory``) on a free port, trust auth.
+    """A PostgreSQL cluster of its own (``initdb`` in a new temporary directory) on a free port, trust auth.
 
     Parameters
     ----------
-    directory : Path
-        Parent of the data directory and the server log; must be writable.
     bindir : Path
         ``/usr/lib/postgresql/<version>/bin``.
+
+    Notes
+    -----
+    The directory is made with :func:`tempfile.mkdtemp` (not pytest's
+    ``tmp_path``, whose parents the ``postgres`` user cannot enter) and
+    removed by :meth:`kill`.
     """
 
-    def __init__(self, directory: Path, bindir: Path) -> None:
+    def __init__(self, bindir: Path) -> None:
         self.bindir = bindir
         self.port = free_port()
-        self.data = directory / "pgdata"
-        self.log = directory / "postgres.log"
+        self.directory = Path(tempfile.mkdtemp(prefix="runnerq-pg-"))
+        self.data = self.directory / "pgdata"
+        self.log = self.directory / "postgres.log"
         self._user: str | None = "postgres" if os.geteuid() == 0 else None
         if self._user is not None:
             entry = pwd.getpwnam(self._user)
-            os.chown(directory, entry.pw_uid, entry.pw_gid)
+            os.chown(self.directory, entry.pw_uid, entry.pw_gid)
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.write(
@@ -90,9 +96,10 @@ class PrivatePostgres:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "30", "stop")
 
     def kill(self) -> None:
-        """Stop it if it still runs (teardown); never raises."""
+        """Stop it if it still runs and remove its directory (teardown); never raises."""
         with contextlib.suppress(Exception):
             self.stop("immediate")
+        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 class RedisServer:

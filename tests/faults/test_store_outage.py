@@ -24,7 +24,6 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
-import tempfile
 import threading
 import time
 import uuid
@@ -55,13 +54,12 @@ def private_postgres() -> Iterator[PrivatePostgres]:
     bindir = postgres_bin()
     if bindir is None:
         pytest.skip("initdb/pg_ctl not found under /usr/lib/postgresql/*/bin")
-    with tempfile.TemporaryDirectory(prefix="runnerq-pg-") as tmp:
-        server = PrivatePostgres(Path(tmp), bindir)
+    server = PrivatePostgres(bindir)
+    try:
         server.start()
-        try:
-            yield server
-        finally:
-            server.kill()
+        yield server
+    finally:
+        server.kill()
 
 
 @pytest.fixture
@@ -273,7 +271,7 @@ async def test_redis_read_and_unsent_enqueue_ride_over_an_outage(redis_server: R
         redis_server.stop()
         threading.Timer(1.0, redis_server.start).start()
         stats, fut = await asyncio.gather(backend.stats(QUEUE), executor.activity("t").execute())
-        assert stats.total == 0
+        assert stats.total in (0, 1)  # both retried until the server was back; either may land first
         assert (await backend.get_activity(fut.activity_id)) is not None
         assert (await backend.stats(QUEUE)).pending == 1  # stored exactly once
     finally:
