@@ -32,7 +32,13 @@ in ``tests/conformance.py``):
   ack, a release or an expired lease also end it ``cancelled``;
 * listings are keyset-paged in ``(created_at, id)`` order and never scan
   every finished row of a queue: filters a backend checks row by row
-  examine at most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows per page.
+  examine at most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows per page;
+* a store that is unreachable or fails raises
+  :class:`~runnerq_fast.errors.BackendError` (the driver's exception as its
+  ``__cause__``), never the driver's own exception: every public coroutine
+  method runs through :func:`runnerq_fast.resilience.guarded_call`, which
+  retries what is safe to retry; a backend only classifies its driver's
+  exceptions in :meth:`Backend._store_fault`.
 """
 
 from __future__ import annotations

@@ -300,6 +300,22 @@ async def test_redis_burst_of_100_enqueuers_waits_for_connections(redis_server: 
         await backend.close()
 
 
+def test_sync_client_outage_raises_backend_error(redis_server: RedisServer) -> None:
+    with rq.SyncExecutor(redis_server.url, QUEUE) as client:
+        client._backend.retry_timeout = 0.5
+        done = client.activity("t").execute(timeout=10)
+        redis_server.stop()
+        with pytest.raises(BackendError) as info:
+            client.activity("t").execute(timeout=10)
+        assert isinstance(info.value.__cause__, _REDIS_DRIVER)
+        with pytest.raises(BackendError):
+            client.get_result(done)
+        started = time.monotonic()
+        with pytest.raises(BackendError):
+            client.result(done, timeout=RESULT_TIMEOUT)
+        assert time.monotonic() - started <= RESULT_TIMEOUT + RESULT_SLACK
+
+
 # ---------------------------------------------------------------------------------------------- SQLite
 async def test_sqlite_locked_database_raises_backend_error_then_retries(tmp_path: Path) -> None:
     """Another connection holds the write lock: a write raises BackendError (cause ``database is locked``).

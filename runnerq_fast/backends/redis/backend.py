@@ -601,7 +601,8 @@ class RedisBackend(RedisOperations, Backend):
         try:
             with contextlib.suppress(asyncio.TimeoutError):
                 first = 1.0 if timeout is None else min(1.0, timeout)  # never past the caller's timeout
-                await asyncio.wait_for(asyncio.shield(self._subscribed.wait()), first)
+                # not shielded: a shielded wait left pending at its timeout outlives a closed loop
+                await asyncio.wait_for(self._subscribed.wait(), first)
             while True:
                 res = await self.get_result(activity_id)
                 if res is not None:
