@@ -19,9 +19,22 @@ import socket
 import subprocess
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["PrivatePostgres", "RedisServer", "free_port", "have_redis_server", "postgres_bin"]
+import asyncpg
+import pytest
+
+__all__ = [
+    "PrivatePostgres",
+    "RedisServer",
+    "free_port",
+    "fresh_database",
+    "have_redis_server",
+    "postgres_bin",
+    "running_postgres",
+]
 
 
 def free_port() -> int:
@@ -100,6 +113,31 @@ class PrivatePostgres:
         with contextlib.suppress(Exception):
             self.stop("immediate")
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def running_postgres() -> Iterator[PrivatePostgres]:
+    """A started :class:`PrivatePostgres`, killed and removed afterwards; skips the test without initdb."""
+    bindir = postgres_bin()
+    if bindir is None:
+        pytest.skip("initdb/pg_ctl not found under /usr/lib/postgresql/*/bin")
+    server = PrivatePostgres(bindir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.kill()
+
+
+async def fresh_database(server: PrivatePostgres) -> str:
+    """The URL of a new, empty database on ``server`` (tests share a server, not data)."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(server.url())
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    return server.url(name)
 
 
 class RedisServer:

@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -40,7 +39,7 @@ import pytest
 import runnerq_fast as rq
 from runnerq_fast.backends.postgres import PostgresBackend
 from runnerq_fast.errors import BackendError
-from tests.faults.servers import PrivatePostgres, postgres_bin
+from tests.faults.servers import PrivatePostgres, fresh_database, running_postgres
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180, method="thread")]
 
@@ -59,25 +58,8 @@ DRAIN_TIMEOUT = 60.0
 
 @pytest.fixture
 def private_postgres() -> Iterator[PrivatePostgres]:
-    bindir = postgres_bin()
-    if bindir is None:
-        pytest.skip("initdb/pg_ctl not found under /usr/lib/postgresql/*/bin")
-    server = PrivatePostgres(bindir)
-    server.start()
-    try:
+    with running_postgres() as server:
         yield server
-    finally:
-        server.kill()
-
-
-async def _fresh_database(server: PrivatePostgres) -> str:
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(server.url())
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return server.url(name)
 
 
 async def _statuses(url: str, ids: list[str] | None) -> Counter[str]:
@@ -107,7 +89,7 @@ async def test_worker_survives_postgres_restart(
     """
     lease = 10.0 if fault == "restart" else 2.0
     caplog.set_level(logging.INFO)
-    pg_url = await _fresh_database(private_postgres)
+    pg_url = await fresh_database(private_postgres)
     runs: Counter[str] = Counter()
 
     engine = rq.WorkerEngine(

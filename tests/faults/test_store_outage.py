@@ -26,7 +26,6 @@ import logging
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from runnerq_fast.backends.postgres import PostgresBackend
 from runnerq_fast.backends.redis import RedisBackend
 from runnerq_fast.backends.sqlite import SqliteBackend
 from runnerq_fast.errors import BackendError
-from tests.faults.servers import PrivatePostgres, RedisServer, have_redis_server, postgres_bin
+from tests.faults.servers import PrivatePostgres, RedisServer, fresh_database, have_redis_server, running_postgres
 
 pytestmark = pytest.mark.timeout(120, method="thread")
 
@@ -51,15 +50,8 @@ DOWN_FOR = 3.5  # long enough for asyncpg's pool to log its floor traceback at 1
 
 @pytest.fixture(scope="module")
 def private_postgres() -> Iterator[PrivatePostgres]:
-    bindir = postgres_bin()
-    if bindir is None:
-        pytest.skip("initdb/pg_ctl not found under /usr/lib/postgresql/*/bin")
-    server = PrivatePostgres(bindir)
-    try:
-        server.start()
+    with running_postgres() as server:
         yield server
-    finally:
-        server.kill()
 
 
 @pytest.fixture
@@ -82,24 +74,15 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
-async def _fresh_database(server: PrivatePostgres) -> str:
-    """The URL of a new, empty database on the private server (tests share the server, not data)."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(server.url())
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    return server.url(name)
-
-
-def _outage_lines(caplog: pytest.LogCaptureFixture) -> tuple[list[str], list[str], list[logging.LogRecord]]:
-    """(down warnings, back-up warnings, every record that carries a traceback)."""
+def _assert_one_warning_each_way(caplog: pytest.LogCaptureFixture) -> None:
+    """The outage was logged as one warning when it began and one when it ended, with no traceback."""
     messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     down = [m for m in messages if "is unreachable or failing" in m]
     up = [m for m in messages if "answers again" in m]
-    tracebacks = [r for r in caplog.records if r.exc_info is not None]
-    return down, up, tracebacks
+    assert len(down) == 1, down
+    assert len(up) == 1, up
+    tracebacks = [(r.name, r.getMessage()) for r in caplog.records if r.exc_info is not None]
+    assert not tracebacks, tracebacks
 
 
 async def _every_call_raises_backend_error(backend: rq.Backend, done_id: str, driver: tuple[type, ...]) -> None:
@@ -134,7 +117,7 @@ async def test_postgres_outage_raises_backend_error_and_logs_one_line_per_change
     postgres_up: PrivatePostgres, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
-    backend = await PostgresBackend.open(await _fresh_database(postgres_up))
+    backend = await PostgresBackend.open(await fresh_database(postgres_up))
     backend.retry_timeout = 0.5  # how long a failing call keeps retrying before it raises
     try:
         executor = rq.ActivityExecutor(backend, QUEUE)
@@ -148,15 +131,12 @@ async def test_postgres_outage_raises_backend_error_and_logs_one_line_per_change
         await executor.activity("t").execute()  # enqueue works again
     finally:
         await backend.close()
-    down, up, tracebacks = _outage_lines(caplog)
-    assert len(down) == 1, down
-    assert len(up) == 1, up
-    assert not tracebacks, [(r.name, r.getMessage()) for r in tracebacks]
+    _assert_one_warning_each_way(caplog)
     assert not [r for r in caplog.records if r.name == "asyncpg.pool"]
 
 
 async def test_postgres_read_and_unsent_enqueue_ride_over_an_outage(postgres_up: PrivatePostgres) -> None:
-    backend = await PostgresBackend.open(await _fresh_database(postgres_up))
+    backend = await PostgresBackend.open(await fresh_database(postgres_up))
     backend.retry_timeout = 0.5
     try:
         executor = rq.ActivityExecutor(backend, QUEUE)
@@ -182,7 +162,7 @@ async def test_postgres_terminated_sessions_surface_only_backend_error(postgres_
     This is where asyncpg's ``InternalClientError: cannot switch to state 12`` and
     ``ConnectionDoesNotExistError`` reached callers.
     """
-    url = await _fresh_database(postgres_up)
+    url = await fresh_database(postgres_up)
     backend = await PostgresBackend.open(url, min_size=4, max_size=4)
     admin = await asyncpg.connect(postgres_up.url())
     try:
@@ -257,10 +237,7 @@ async def test_redis_outage_raises_backend_error_and_logs_one_line_per_change(
         assert (await backend.stats(QUEUE)).pending == 1
     finally:
         await backend.close()
-    down, up, tracebacks = _outage_lines(caplog)
-    assert len(down) == 1, down
-    assert len(up) == 1, up
-    assert not tracebacks, [(r.name, r.getMessage()) for r in tracebacks]
+    _assert_one_warning_each_way(caplog)
 
 
 async def test_redis_read_and_unsent_enqueue_ride_over_an_outage(redis_server: RedisServer) -> None:
