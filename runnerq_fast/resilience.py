@@ -77,6 +77,10 @@ request was sent (:attr:`Fault.UNSENT`).
 _NO_PROOF = frozenset({"wait_for_work"})
 """Methods whose return does not prove the store answers (they may only wait on a local event)."""
 
+_CUT_SLACK = 0.05
+"""Seconds past the caller's timeout before a call still waiting on the store is cut off: the method's own
+timeout answers first when the store responds, and ``timeout=0`` still looks once."""
+
 _FIRST_DELAY = 0.05
 _MAX_DELAY = 1.0
 
@@ -193,7 +197,7 @@ async def guarded_call(
         if not has_timeout or timeout is None:
             return await attempts.run(fn, args, kwargs, None)
         left = max(0.0, timeout)
-        scope = asyncio.timeout(left)
+        scope = asyncio.timeout(left + _CUT_SLACK)
         try:
             async with scope:
                 return await attempts.run(fn, args, kwargs, time.monotonic() + left)

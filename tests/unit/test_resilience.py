@@ -25,7 +25,15 @@ from runnerq_fast.backends.postgres import faults as pg_faults
 from runnerq_fast.backends.redis import faults as redis_faults
 from runnerq_fast.backends.sqlite import faults as sqlite_faults
 from runnerq_fast.errors import BackendError, InvalidActivityError
-from runnerq_fast.models import ActivityResult, ClaimedActivity, EnqueueResult, NewActivity, QueueStats
+from runnerq_fast.models import (
+    Ack,
+    AckOutcome,
+    ActivityResult,
+    ClaimedActivity,
+    EnqueueResult,
+    NewActivity,
+    QueueStats,
+)
 from runnerq_fast.resilience import RETRY_SAFE, Fault
 
 
@@ -156,6 +164,13 @@ async def test_a_wait_cut_by_its_timeout_is_a_timeout_when_the_store_is_fine(fla
 class Buggy(FlakyBackend):
     async def stats(self, queue: str) -> QueueStats:
         raise KeyError("a bug")
+
+
+async def test_a_zero_timeout_still_looks_once(flaky: FlakyBackend) -> None:
+    fut = await rq.ActivityExecutor(flaky, "q").activity("t").execute()
+    (claimed,) = await flaky.claim("q", "w", 1, None, 30_000)
+    await flaky.ack("q", [Ack(claimed.id, claimed.claim_token, AckOutcome.COMPLETED, b"7")])
+    assert await fut.result(timeout=0) == 7
 
 
 async def test_library_errors_and_bugs_pass_through_untouched(flaky: FlakyBackend) -> None:
