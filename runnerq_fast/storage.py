@@ -86,13 +86,17 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _loop_checked(name: str, fn: Callable[..., Coroutine[Any, Any, _R]]) -> Callable[..., Coroutine[Any, Any, _R]]:
+def _loop_checked(
+    name: str, fn: Callable[..., Coroutine[Any, Any, _R]], guard: bool
+) -> Callable[..., Coroutine[Any, Any, _R]]:
     """``fn`` (a public coroutine method of a backend) preceded by :meth:`Backend.ensure_loop`.
 
-    It then runs through :func:`runnerq_fast.resilience.guarded_call`: a store
-    fault becomes :class:`~runnerq_fast.errors.BackendError`, retried first
-    where that is safe. A call with the caller's own ``connection=`` runs in
-    the caller's transaction and is neither translated nor retried.
+    With ``guard`` (a backend that maps driver exceptions, see
+    :meth:`Backend._store_fault`) it then runs through
+    :func:`runnerq_fast.resilience.guarded_call`: a store fault becomes
+    :class:`~runnerq_fast.errors.BackendError`, retried first where that is
+    safe. A call with the caller's own ``connection=`` runs in the caller's
+    transaction and is neither translated nor retried.
     """
     params = inspect.signature(fn).parameters
     timeout_at = list(params).index("timeout") - 1 if "timeout" in params else -1  # position after self
@@ -102,7 +106,7 @@ def _loop_checked(name: str, fn: Callable[..., Coroutine[Any, Any, _R]]) -> Call
         loop = _running_loop()
         if loop is not self._home_loop:
             self._adopt_loop(loop)
-        if kwargs.get("connection") is not None:
+        if not guard or kwargs.get("connection") is not None:
             return await fn(self, *args, **kwargs)
         timeout = None
         if timeout_at >= 0:
@@ -110,6 +114,7 @@ def _loop_checked(name: str, fn: Callable[..., Coroutine[Any, Any, _R]]) -> Call
         return await guarded_call(self, name, fn, args, kwargs, timeout, timeout_at >= 0)
 
     checked.__runnerq_loop_checked__ = True  # type: ignore[attr-defined]
+    checked.__runnerq_guarded__ = guard  # type: ignore[attr-defined]
     return checked
 
 
@@ -187,14 +192,20 @@ class Backend(abc.ABC):
         init = vars(cls).get("__init__")
         if init is not None and not getattr(init, "__runnerq_loop_checked__", False):
             cls.__init__ = _binding_init(init)  # type: ignore[method-assign]
+        # a store with no driver (memory) has no faults to map: its calls skip the guard (and its cost)
+        guard = cls._store_fault is not Backend._store_fault
         for attr in dir(cls):  # with methods a mixin brings (the Redis operations)
             if attr.startswith("_"):
                 continue
             value = inspect.getattr_static(cls, attr)
-            if getattr(value, "__runnerq_loop_checked__", False) or getattr(value, "__isabstractmethod__", False):
+            if getattr(value, "__isabstractmethod__", False):
                 continue
+            if getattr(value, "__runnerq_loop_checked__", False):
+                if not inspect.iscoroutinefunction(value) or getattr(value, "__runnerq_guarded__", False) == guard:
+                    continue
+                value = value.__wrapped__  # inherited from a backend that guards differently
             if inspect.iscoroutinefunction(value):
-                setattr(cls, attr, _loop_checked(attr, value))
+                setattr(cls, attr, _loop_checked(attr, value, guard))
             elif inspect.isasyncgenfunction(value):
                 setattr(cls, attr, _stream_checked(value))
 
