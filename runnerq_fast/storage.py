@@ -36,7 +36,13 @@ in ``tests/conformance.py``):
   in a ready status;
 * listings are keyset-paged in ``(created_at, id)`` order and never scan
   every finished row of a queue: filters a backend checks row by row
-  examine at most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows per page.
+  examine at most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows per page;
+* a store that is unreachable or fails raises
+  :class:`~runnerq_fast.errors.BackendError` (the driver's exception as its
+  ``__cause__``), never the driver's own exception: every public coroutine
+  method runs through :func:`runnerq_fast.resilience.guarded_call`, which
+  retries what is safe to retry; a backend only classifies its driver's
+  exceptions in :meth:`Backend._store_fault`.
 """
 
 from __future__ import annotations
@@ -71,8 +77,10 @@ from runnerq_fast.models import (
     ReapReport,
     WorkerInfo,
 )
+from runnerq_fast.resilience import Fault, StoreHealth, guarded_call, store_error
+from runnerq_fast.urls import redact_url
 
-__all__ = ["Backend", "check_worker_ttl", "open_backend", "refuse_connection", "register_connector"]
+__all__ = ["Backend", "Fault", "check_worker_ttl", "open_backend", "refuse_connection", "register_connector"]
 
 _R = TypeVar("_R")
 
@@ -84,15 +92,64 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _loop_checked(fn: Callable[..., Coroutine[Any, Any, _R]]) -> Callable[..., Coroutine[Any, Any, _R]]:
-    """``fn`` (a public coroutine method of a backend) preceded by :meth:`Backend.ensure_loop`."""
+def _loop_checked(
+    name: str, fn: Callable[..., Coroutine[Any, Any, _R]], guard: bool
+) -> Callable[..., Coroutine[Any, Any, _R]]:
+    """``fn`` (a public coroutine method of a backend) preceded by :meth:`Backend.ensure_loop`.
+
+    With ``guard`` (a backend that maps driver exceptions, see
+    :meth:`Backend._store_fault`) it then runs through
+    :func:`runnerq_fast.resilience.guarded_call`: a store fault becomes
+    :class:`~runnerq_fast.errors.BackendError`, retried first where that is
+    safe. A call with the caller's own ``connection=`` runs in the caller's
+    transaction and is neither translated nor retried.
+    """
+    params = inspect.signature(fn).parameters
+    timeout_at = list(params).index("timeout") - 1 if "timeout" in params else -1  # position after self
 
     @functools.wraps(fn)
     async def checked(self: Backend, *args: Any, **kwargs: Any) -> _R:
         loop = _running_loop()
         if loop is not self._home_loop:
             self._adopt_loop(loop)
-        return await fn(self, *args, **kwargs)
+        if not guard or kwargs.get("connection") is not None:
+            return await fn(self, *args, **kwargs)
+        timeout = None
+        if timeout_at >= 0:
+            timeout = args[timeout_at] if len(args) > timeout_at else kwargs.get("timeout")
+        return await guarded_call(self, name, fn, args, kwargs, timeout, timeout_at >= 0)
+
+    checked.__runnerq_loop_checked__ = True  # type: ignore[attr-defined]
+    checked.__runnerq_guarded__ = guard  # type: ignore[attr-defined]
+    return checked
+
+
+def _stream_checked(fn: Callable[..., AsyncIterator[_R]]) -> Callable[..., AsyncIterator[_R]]:
+    """``fn`` (a public async generator method, a live stream) with store faults raised as BackendError.
+
+    A stream is not retried here: each backend's stream resumes by itself
+    after a lost connection; what still escapes it ends the stream.
+    """
+
+    @functools.wraps(fn)
+    async def checked(self: Backend, *args: Any, **kwargs: Any) -> AsyncIterator[_R]:
+        loop = _running_loop()
+        if loop is not self._home_loop:
+            self._adopt_loop(loop)
+        stream = fn(self, *args, **kwargs)
+        try:
+            while True:
+                try:
+                    item = await anext(stream)
+                except StopAsyncIteration:
+                    return
+                except Exception as exc:
+                    if self._store_fault(exc) is None:
+                        raise
+                    raise store_error(self._store_health.label, fn.__name__, exc) from exc
+                yield item
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
 
     checked.__runnerq_loop_checked__ = True  # type: ignore[attr-defined]
     return checked
@@ -141,13 +198,48 @@ class Backend(abc.ABC):
         init = vars(cls).get("__init__")
         if init is not None and not getattr(init, "__runnerq_loop_checked__", False):
             cls.__init__ = _binding_init(init)  # type: ignore[method-assign]
-        for attr, value in list(vars(cls).items()):
-            if (
-                not attr.startswith("_")
-                and inspect.iscoroutinefunction(value)
-                and not getattr(value, "__runnerq_loop_checked__", False)
-            ):
-                setattr(cls, attr, _loop_checked(value))
+        # a store with no driver (memory) has no faults to map: its calls skip the guard (and its cost)
+        guard = cls._store_fault is not Backend._store_fault
+        for attr in dir(cls):  # with methods a mixin brings (the Redis operations)
+            if attr.startswith("_"):
+                continue
+            value = inspect.getattr_static(cls, attr)
+            if getattr(value, "__isabstractmethod__", False):
+                continue
+            if getattr(value, "__runnerq_loop_checked__", False):
+                if not inspect.iscoroutinefunction(value) or getattr(value, "__runnerq_guarded__", False) == guard:
+                    continue
+                value = value.__wrapped__  # inherited from a backend that guards differently
+            if inspect.iscoroutinefunction(value):
+                setattr(cls, attr, _loop_checked(attr, value, guard))
+            elif inspect.isasyncgenfunction(value):
+                setattr(cls, attr, _stream_checked(value))
+
+    #: Seconds a call keeps retrying a failing store (see :mod:`runnerq_fast.resilience`) when it has
+    #: no ``timeout`` argument of its own; then it raises :class:`~runnerq_fast.errors.BackendError`.
+    retry_timeout: float = 5.0
+
+    _closed: bool = False
+    __store_health: StoreHealth | None = None
+
+    @property
+    def _store_health(self) -> StoreHealth:
+        """This backend's up/down state (one warning per change; see :class:`~runnerq_fast.resilience.StoreHealth`)."""
+        health = self.__store_health
+        if health is None:
+            health = self.__store_health = StoreHealth(f"{self.name} backend at {redact_url(self.url)}")
+        return health
+
+    def _store_fault(self, exc: Exception) -> Fault | None:
+        """What ``exc``, raised by one of this backend's calls, says about the store; ``None``: not a fault.
+
+        The one place a backend maps its driver's exceptions (the default, for
+        a store with no driver, maps none). A fault becomes
+        :class:`~runnerq_fast.errors.BackendError`, retried first as the
+        :class:`Fault` allows; anything else (this library's own errors, a
+        bug) passes through.
+        """
+        return None
 
     def ensure_loop(self) -> None:
         """Check that the running event loop is this backend's own (binding it on first use).

@@ -547,6 +547,14 @@ class BackendConformance:
         with pytest.raises(TimeoutError):
             await fut.result(timeout=0.1)
 
+    async def test_result_with_zero_timeout_reads_a_stored_result(self, backend: Backend) -> None:
+        """``timeout`` bounds a wait; ``timeout=0`` still looks once (the guarded call's cut-off leaves it time)."""
+        ex = rq.ActivityExecutor(backend, self.queue)
+        fut = await ex.activity("t").execute()
+        (claimed,) = await backend.claim(self.queue, "w", 1, None, 5000)
+        assert await backend.ack(self.queue, [Ack(claimed.id, claimed.claim_token, AckOutcome.COMPLETED, b"7")]) == []
+        assert await fut.result(timeout=0) == 7
+
     async def test_cancel_pending_activity(self, backend: Backend) -> None:
         ex = rq.ActivityExecutor(backend, self.queue)
         fut = await ex.activity("t").execute()

@@ -26,6 +26,7 @@ from asyncpg.pool import PoolConnectionProxy
 
 from runnerq_fast import filters
 from runnerq_fast.backends._waiters import discard_waiter
+from runnerq_fast.backends.postgres import faults
 from runnerq_fast.backends.postgres.listener import Listener
 from runnerq_fast.backends.postgres.rows import ack_params, claimed_from_rows, enqueue_params, lease_params
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
@@ -53,12 +54,28 @@ from runnerq_fast.models import (
     ReapReport,
     WorkerInfo,
 )
+from runnerq_fast.resilience import Fault
 from runnerq_fast.storage import Backend, check_worker_ttl
 from runnerq_fast.urls import redact_text, redact_url
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
 
 log = logging.getLogger(__name__)
+
+
+class _PoolFloorFilter(logging.Filter):
+    """Drops asyncpg's "Failed to restore the pool connection floor" traceback, logged every 1-60 s of an outage.
+
+    The backend reports an outage itself, one warning when its calls start
+    failing and one when they succeed again (:class:`~runnerq_fast.resilience.StoreHealth`).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to restore the pool connection floor")
+
+
+_POOL_FLOOR_FILTER = _PoolFloorFilter()
+logging.getLogger("asyncpg.pool").addFilter(_POOL_FLOOR_FILTER)
 
 WORK_CHANNEL = "runnerq_work"
 """NOTIFY channel meaning "work may be ready"; the payload is the queue name."""
@@ -363,6 +380,9 @@ class PostgresBackend(Backend):
                 ) from exc
             raise
         return self
+
+    def _store_fault(self, exc: Exception) -> Fault | None:
+        return faults.classify(exc)
 
     async def check_autovacuum(self) -> bool | None:
         """Warn unless the server runs autovacuum; return whether it does.

@@ -29,13 +29,13 @@ from urllib.parse import urlsplit
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnerq_fast.backends._waiters import discard_waiter
-from runnerq_fast.backends.redis import keys
+from runnerq_fast.backends.redis import faults, keys
 from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
 from runnerq_fast.backends.redis.registry import RedisRegistry
@@ -55,6 +55,7 @@ from runnerq_fast.models import (
     QueueStats,
     ReapReport,
 )
+from runnerq_fast.resilience import Fault
 from runnerq_fast.storage import Backend, refuse_connection
 from runnerq_fast.urls import redact_text, redact_url
 
@@ -256,6 +257,7 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
         result_ttl: float = DEFAULT_RESULT_TTL,
         max_connections: int = 64,
         namespace: str = keys.DEFAULT_NAMESPACE,
+        pool_timeout: float = 20.0,
     ) -> RedisBackend:
         """Connect, check the eviction policy and load the scripts.
 
@@ -266,9 +268,14 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
         result_ttl : float
             Seconds a finished activity and its result are kept (default 86,400).
         max_connections : int
-            Size of the connection pool (blocking calls each hold one).
+            Size of the connection pool (blocking calls each hold one). A
+            call that finds every connection busy waits for one (a
+            ``BlockingConnectionPool``) instead of failing. Default 64.
         namespace : str
             First part of every key (default ``rq``); no ``{``, ``}`` or ``:``.
+        pool_timeout : float
+            Seconds a call waits for a free connection before it fails with
+            :class:`BackendError` (default 20 s).
 
         Raises
         ------
@@ -294,19 +301,25 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
         if not result_ttl > 0:
             raise ConfigError(f"result_ttl must be a positive number of seconds, got {result_ttl!r}")
         extra: dict[str, Any] = {"connection_class": _HiredisPackingConnection} if scheme == "redis" else {}
+        if not pool_timeout > 0:
+            raise ConfigError(f"pool_timeout must be a positive number of seconds, got {pool_timeout!r}")
         try:
-            client = aioredis.Redis.from_url(
+            # A burst of callers waits for a connection instead of failing with MaxConnectionsError.
+            pool = aioredis.BlockingConnectionPool.from_url(
                 url,
                 **extra,
                 decode_responses=False,
                 max_connections=max_connections,
+                timeout=pool_timeout,
                 socket_connect_timeout=5,
                 socket_keepalive=True,
                 health_check_interval=30,
-                # opening tries once: a server that is down or speaks no TLS is reported at once
+                # redis-py never retries by itself: it cannot tell an enqueue from a read. The backend's
+                # calls retry what is safe to retry (runnerq_fast.resilience, classified by .faults).
                 retry=Retry(NoBackoff(), 0),
-                retry_on_error=[RedisConnectionError, RedisTimeoutError],
             )
+            client = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
+            client.set_retry(Retry(NoBackoff(), 0))
         except ValueError as exc:
             raise ConfigError(f"invalid Redis URL {redact_url(url)!r}: {redact_text(str(exc), url)}") from exc
         backend = cls(url, client, result_ttl, namespace)
@@ -314,12 +327,9 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
             await client.ping()
             await backend.check_eviction_policy()
             await backend._load_scripts()
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError, BackendError) as exc:
             await client.aclose()
             raise BackendError(f"cannot use Redis at {redact_url(url)}: {redact_text(str(exc), url)}") from exc
-        client.set_retry(
-            Retry(ExponentialBackoff(cap=1.0, base=0.05), 3, supported_errors=(RedisConnectionError, RedisTimeoutError))
-        )
         backend._listener = asyncio.create_task(backend._listen(), name="runnerq-redis-results")
         return backend
 
@@ -328,6 +338,9 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
         """The redis-py client (for tests and tools)."""
         client: aioredis.Redis = self._r
         return client
+
+    def _store_fault(self, exc: Exception) -> Fault | None:
+        return faults.classify(exc)
 
     async def check_eviction_policy(self) -> str | None:
         """Warn unless the server's ``maxmemory-policy`` is ``noeviction``.
@@ -565,7 +578,8 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
                 timeout = min(timeout, due)
             await _guarded(self._r.blpop([keys.wake(self._ns, queue)], timeout=max(timeout, 0.001)))
         except (RedisError, OSError) as exc:
-            log.warning("waiting for work on Redis failed (%s: %s)", type(exc).__name__, exc)
+            self._store_health.failed(exc)  # one warning per outage, not one per wait
+            log.debug("waiting for work on Redis failed (%s: %s)", type(exc).__name__, exc)
             await asyncio.sleep(min(timeout, 0.5))
 
     # --------------------------------------------------------------- results
@@ -589,7 +603,9 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._subscribed.wait()), 1.0)
+                first = 1.0 if timeout is None else min(1.0, timeout)  # never past the caller's timeout
+                # not shielded: a shielded wait left pending at its timeout outlives a closed loop
+                await asyncio.wait_for(self._subscribed.wait(), first)
             while True:
                 res = await self.get_result(activity_id)
                 if res is not None:
@@ -632,7 +648,9 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
                 raise
             except Exception as exc:
                 self._subscribed.clear()
-                log.warning(
+                if faults.classify(exc) not in (None, Fault.ANSWERED):
+                    self._store_health.failed(exc)  # one warning per outage
+                (log.warning if delay == 0.05 else log.debug)(
                     "Redis result subscriber lost its connection (%s: %s); reconnecting in %.2f s",
                     type(exc).__name__,
                     exc,
@@ -664,7 +682,7 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
                     ActivityResult(i, v[0].decode(), v[1], _s(v[2])) if v[0] is not None else None
                     for i, v in zip(ids, replies, strict=True)
                 ]
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError, BackendError) as exc:
             log.warning("result lookup failed (%s); waiters look again within 5 s", exc)
             return
         for i, res in zip(ids, results, strict=True):
@@ -780,7 +798,8 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
             try:
                 reply = await _guarded(self._r.xread({key: f"0-{last}"}, count=_STREAM_PAGE, block=1000))
             except (RedisError, OSError) as exc:
-                log.warning("reading the Redis event stream failed (%s); retrying in %.2f s", exc, delay)
+                self._store_health.failed(exc)  # one warning per outage, not one per read
+                log.debug("reading the Redis event stream failed (%s); retrying in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue

@@ -36,6 +36,7 @@ from runnerq_fast import filters
 from runnerq_fast.backends import keyset
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
+from runnerq_fast.backends.sqlite import faults
 from runnerq_fast.codec import decode_json
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
@@ -62,6 +63,7 @@ from runnerq_fast.models import (
     ReapReport,
     WorkerInfo,
 )
+from runnerq_fast.resilience import Fault
 from runnerq_fast.storage import Backend, check_worker_ttl
 from runnerq_fast.urls import redact_url
 
@@ -366,6 +368,9 @@ class SqliteBackend(Backend):
         _OPEN.setdefault(self._key, weakref.WeakSet()).add(self)
         return self
 
+    def _store_fault(self, exc: Exception) -> Fault | None:
+        return faults.classify(exc)
+
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise BackendError(f"SQLite backend {self.path!r} is closed")
@@ -382,11 +387,11 @@ class SqliteBackend(Backend):
         conn.execute("BEGIN IMMEDIATE")
         try:
             out = fn(conn, *args)
+            conn.execute("COMMIT")  # a COMMIT refused (busy) leaves the transaction open: roll it back too
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
         return out
 
     async def migrate(self) -> None:
