@@ -87,6 +87,16 @@ WHERE seq IN (
 RETURNING id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
           created_at, ready_at, seq;
 
+-- name: next_due
+-- ?1 queue, ?2 activity types as a JSON array (NULL: any): the ready time (ms)
+-- of the earliest scheduled or retrying activity of those types (NULL: none).
+-- An idle fetcher reads it once per wait, so it wakes at that time however
+-- long its poll interval.
+SELECT min(ready_at) FROM runnerq_activities
+WHERE queue_name = ?1
+  AND status IN ('scheduled', 'retrying')
+  AND (?2 IS NULL OR activity_type IN (SELECT value FROM json_each(?2)));
+
 -- name: held
 -- ?1 ids as a JSON array: the ones currently processing, with their claim token
 -- and whether an operator asked to cancel them.
