@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import heapq
 import time
 import uuid
