@@ -245,3 +245,9 @@ async def test_action_pick_and_queue_summary_reads_stay_small(conn: asyncpg.Conn
     plan = await _explain(conn, Q["queue_names"], [])
     rows, _, kinds, _pages = _read(plan)
     assert "Seq Scan" not in kinds and rows <= 10
+
+
+async def test_the_idle_fetchers_next_due_read_is_one_probe_per_type(conn: asyncpg.Connection) -> None:
+    # t8 has scheduled rows, t9 retrying ones, t4 none: each type costs one index probe, whatever the store holds
+    _check(await _explain(conn, Q["next_due"], [QUEUE, ["t8", "t9", "t4"]]), "runnerq_activities_due_type_idx", 3)
+    _check(await _explain(conn, Q["next_due_any"], [QUEUE]), "runnerq_activities_due_idx", 1)

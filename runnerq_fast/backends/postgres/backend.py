@@ -737,7 +737,7 @@ class PostgresBackend(Backend):
         """Wait for a ``runnerq_work`` notification, at most until the next scheduled or retrying activity is due.
 
         The due time is read once per wait (query ``next_due``, of the
-        caller's types); an enqueue of a delayed activity and a retry also
+        caller's types, one index probe per type: migration 0007); an enqueue of a delayed activity and a retry also
         notify, so a wait times itself again when an earlier one arrives. If
         the query fails the wait lasts ``timeout`` (the claim reports the
         outage).
@@ -745,9 +745,11 @@ class PostgresBackend(Backend):
         ev = self._work_event(queue)
         if self._closed or ev.is_set(activity_types):
             return
-        types = None if activity_types is None else list(activity_types)
         try:
-            due = await self._pool.fetchval(Q["next_due"], queue, types)
+            if activity_types is None:
+                due = await self._pool.fetchval(Q["next_due_any"], queue)
+            else:
+                due = await self._pool.fetchval(Q["next_due"], queue, list(activity_types))
         except _CONNECT_ERRORS as exc:
             log.debug("reading the next due time of queue %r failed: %s", queue, exc)
             due = None

@@ -90,14 +90,24 @@ SELECT count(*) AS created, (SELECT count(*) FROM notes) AS notified FROM ins;
 
 -- name: next_due
 -- Seconds from now until the earliest scheduled or retrying activity of
--- queue $1 of the types $2 (NULL: any) is due (negative: overdue; NULL: none).
+-- queue $1 of one of the types $2 is due (negative: overdue; NULL: none).
 -- An idle fetcher reads it once per wait, so it wakes at that time however
--- long its poll interval.
+-- long its poll interval: one probe of runnerq_activities_due_type_idx per type.
+SELECT extract(epoch FROM min(d.ready_at) - now())::float8
+FROM unnest($2::text[]) AS t(activity_type)
+CROSS JOIN LATERAL (
+    SELECT a.ready_at
+    FROM runnerq_activities a
+    WHERE a.queue_name = $1::text AND a.activity_type = t.activity_type AND a.status IN ('scheduled', 'retrying')
+    ORDER BY a.ready_at
+    LIMIT 1
+) d;
+
+-- name: next_due_any
+-- next_due for a fetcher of every type: one probe of runnerq_activities_due_idx.
 SELECT extract(epoch FROM min(ready_at) - now())::float8
 FROM runnerq_activities
-WHERE queue_name = $1::text
-  AND status IN ('scheduled', 'retrying')
-  AND ($2::text[] IS NULL OR activity_type = ANY ($2::text[]));
+WHERE queue_name = $1::text AND status IN ('scheduled', 'retrying');
 
 -- name: notify_work
 -- The trailing, rate-limited "work may be ready" notification.

@@ -669,9 +669,12 @@ class SqliteBackend(Backend):
         self._ensure_watch()
         self._idle_fetchers += 1
         try:
-            types = None if activity_types is None else _json(list(activity_types)).decode()
             try:
-                row = await self._call(self._fetchone, Q["next_due"], (queue, types))
+                if activity_types is None:
+                    row = await self._call(self._fetchone, Q["next_due_any"], (queue,))
+                else:
+                    types = _json(list(activity_types)).decode()
+                    row = await self._call(self._fetchone, Q["next_due"], (queue, types))
             except (sqlite3.Error, BackendError) as exc:
                 log.debug("reading the next due time of queue %r failed: %s", queue, exc)
                 row = None
