@@ -368,10 +368,29 @@ class Backend(abc.ABC):
         """Reap up to ``limit`` activities whose lease has expired."""
 
     @abc.abstractmethod
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
-        """Return when new work may be ready on ``queue`` or after ``timeout`` seconds.
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Return when work the caller can claim may be ready on ``queue``, or after ``timeout`` seconds.
 
-        A spurious early return is allowed; callers simply try to claim.
+        Parameters
+        ----------
+        queue : str
+            The queue the caller claims from.
+        timeout : float
+            Longest wait, in seconds.
+        activity_types : sequence of str or None, optional
+            The types the caller claims (as passed to :meth:`claim`); ``None``
+            (the default) means every type.
+
+        Notes
+        -----
+        It returns when work of one of ``activity_types`` may have become
+        ready since the caller's last :meth:`claim` (an enqueue, a release,
+        a reaped lease), and at the latest when the earliest scheduled or
+        retrying activity of those types comes due, so a delayed activity is
+        claimed at its due time however long ``timeout`` is. A spurious early
+        return is allowed; callers simply try to claim.
         """
 
     # --------------------------------------------------------------- results

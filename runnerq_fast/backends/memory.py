@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import heapq
 import time
 import uuid
@@ -188,7 +187,7 @@ class MemoryBackend(StoreCore, Backend):
     ) -> list[ClaimedActivity]:
         now = _now_ms()
         q = self._queue(queue)
-        q.wake.clear()
+        q.wake.clear(activity_types)
         self._promote_due(q, now)
         if activity_types is None:
             heaps = [h for h in q.by_type.values() if h]
@@ -268,12 +267,26 @@ class MemoryBackend(StoreCore, Backend):
                 requeued.append(row.id)
         return ReapReport(requeued, dead, cancelled)
 
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Wait for work made ready since the last claim, at most until the earliest scheduled activity is due.
+
+        The due time is the head of the queue's scheduled heap, of any type (a
+        claim promotes every due activity, so the head is never overdue for
+        long); an earlier one arriving wakes the wait to time it again.
+        """
         q = self._queue(queue)
-        if q.wake.is_set() or self._closed:
+        if self._closed or q.wake.is_set(activity_types):
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(q.wake.wait(), timeout)
+        sched = q.scheduled
+        if sched:
+            # +1 ms: the store's clock has millisecond steps
+            due = (sched[0][0] + 1) / 1000.0 - time.time()
+            if due <= 0:
+                return
+            timeout = min(timeout, due)
+        await q.wake.wait(activity_types, timeout)
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:

@@ -728,15 +728,23 @@ class WorkerEngine:
         return n
 
     async def _idle_wait(self) -> None:
-        """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due.
+        """Wait for work this engine can claim, the poll interval, or a local retry coming due.
 
-        With per-type limits, a type at its limit freeing a slot also wakes it.
+        The backend wakes it for new work of the types it claims and when the
+        earliest scheduled or retrying activity of those types comes due.
+        With per-type limits only the types with room are waited for, and a
+        type at its limit freeing a slot also wakes it.
         """
         out = self._outcomes
         assert out is not None
         retry_wake = out.retry_wake
         retry_wake.clear()
-        told = asyncio.ensure_future(self.backend.wait_for_work(self.config.queue_name, self.config.poll_interval))
+        types = self._types
+        if out.type_busy is not None:
+            busy = out.type_busy
+            types = [*self._unlimited, *(t for t, limit in out.type_limits.items() if busy[t] < limit)]
+        told = asyncio.ensure_future(
+            self.backend.wait_for_work(self.config.queue_name, self.config.poll_interval, types))
         due = asyncio.ensure_future(retry_wake.wait())
         waits = [told, due]
         if out.type_busy is not None:

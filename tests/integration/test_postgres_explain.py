@@ -255,3 +255,9 @@ async def test_ready_work_reads_the_backlog_never_the_finished_rows(conn: asyncp
     assert "Seq Scan" not in kinds, kinds
     assert indexes and indexes <= {"runnerq_activities_dequeue_idx", STATUS_IDX}, indexes
     assert rows <= backlog + 50, f"read {rows} rows for a backlog of {backlog}"
+
+
+async def test_the_idle_fetchers_next_due_read_is_one_probe_per_type(conn: asyncpg.Connection) -> None:
+    # t8 has scheduled rows, t9 retrying ones, t4 none: each type costs one index probe, whatever the store holds
+    _check(await _explain(conn, Q["next_due"], [QUEUE, ["t8", "t9", "t4"]]), "runnerq_activities_due_type_idx", 3)
+    _check(await _explain(conn, Q["next_due_any"], [QUEUE]), "runnerq_activities_due_idx", 1)

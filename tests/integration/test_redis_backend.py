@@ -129,6 +129,18 @@ async def test_wait_for_work_wakes_on_enqueue_not_on_timeout(redis_backend: Redi
     assert waiter.done() and waiter.exception() is None
 
 
+async def test_wait_for_work_is_woken_only_by_work_of_the_types_it_claims(redis_backend: RedisBackend) -> None:
+    q = "typed-wake"
+    waiter = asyncio.create_task(redis_backend.wait_for_work(q, 10.0, ["a"]))
+    await asyncio.sleep(0.1)
+    await redis_backend.enqueue(q, [new("b")])  # its token is in wake:b (and wake), never taken by this waiter
+    await asyncio.sleep(0.2)
+    assert not waiter.done()
+    await redis_backend.enqueue(q, [new("a")])
+    await asyncio.wait_for(waiter, 3.0)
+    assert await redis_backend.client.llen(f"{redis_backend._ns}:{{{q}}}:wake:b") == 1
+
+
 async def test_wait_for_work_ends_when_a_scheduled_activity_is_due(redis_backend: RedisBackend) -> None:
     q = "due"
     await redis_backend.enqueue(q, [new("t", run_at_ms=int(time.time() * 1000) + 200)])

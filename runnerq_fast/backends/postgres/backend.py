@@ -27,6 +27,7 @@ from asyncpg.pool import PoolConnectionProxy
 from runnerq_fast import filters
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.postgres import faults
+from runnerq_fast.backends._wakeups import WorkSignal
 from runnerq_fast.backends.postgres.listener import Listener
 from runnerq_fast.backends.postgres.rows import ack_params, claimed_from_rows, enqueue_params, lease_params
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
@@ -292,7 +293,7 @@ class PostgresBackend(Backend):
         self._notifier = _WorkNotifier(notify_interval, pool)
         self._stream_poll = stream_poll_interval
         self._listener: Listener | None = None
-        self._work: dict[str, asyncio.Event] = {}
+        self._work: dict[str, WorkSignal] = {}
         self._streams: dict[str, set[asyncio.Event]] = {}
         self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
         self._lookup_task: asyncio.Task[None] | None = None
@@ -446,10 +447,10 @@ class PostgresBackend(Backend):
         return self._notifier.trailing_sent
 
     # -------------------------------------------------------- notifications
-    def _work_event(self, queue: str) -> asyncio.Event:
+    def _work_event(self, queue: str) -> WorkSignal:
         ev = self._work.get(queue)
         if ev is None:
-            ev = self._work[queue] = asyncio.Event()
+            ev = self._work[queue] = WorkSignal()
         return ev
 
     def _wake_streams(self, queue: str | None) -> None:
@@ -659,7 +660,7 @@ class PostgresBackend(Backend):
         ev = self._work.get(queue)
         if ev is None:
             ev = self._work_event(queue)
-        ev.clear()  # a notification during the query sets it again
+        ev.clear(activity_types)  # a notification during the query sets it again
         if limit <= 0:
             return []
         token = uuid.uuid4().hex
@@ -752,12 +753,33 @@ class PostgresBackend(Backend):
                      len(cancelled))
         return ReapReport(requeued, dead, cancelled)
 
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Wait for a ``runnerq_work`` notification, at most until the next scheduled or retrying activity is due.
+
+        The due time is read once per wait (query ``next_due``, of the
+        caller's types, one index probe per type: migration 0007); an enqueue of a delayed activity and a retry also
+        notify, so a wait times itself again when an earlier one arrives. If
+        the query fails the wait lasts ``timeout`` (the claim reports the
+        outage).
+        """
         ev = self._work_event(queue)
-        if ev.is_set() or self._closed:
+        if self._closed or ev.is_set(activity_types):
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ev.wait(), timeout)
+        try:
+            if activity_types is None:
+                due = await self._pool.fetchval(Q["next_due_any"], queue)
+            else:
+                due = await self._pool.fetchval(Q["next_due"], queue, list(activity_types))
+        except _CONNECT_ERRORS as exc:
+            log.debug("reading the next due time of queue %r failed: %s", queue, exc)
+            due = None
+        if due is not None:
+            if due <= 0:
+                return
+            timeout = min(timeout, due + 0.001)  # + 1 ms: the claim compares with the server's clock
+        await ev.wait(activity_types, timeout)
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:

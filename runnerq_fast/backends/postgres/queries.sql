@@ -50,7 +50,8 @@ INSERT INTO runnerq_migrations (version, name) VALUES ($1::integer, $2::text);
 -- name: enqueue
 -- $1 queue, then one array per NewActivity field (same length, item order),
 -- $11 whether to send the rate-limited runnerq_work notification in this
--- statement (only when some row is ready now), $12 parent ids (NULL when no
+-- statement (for any row: a delayed one makes waiting fetchers time their
+-- wait again, see next_due), $12 parent ids (NULL when no
 -- item has one: unnest pads it with NULLs). Returns one row: created count.
 WITH input AS (
     SELECT *
@@ -83,9 +84,30 @@ WITH input AS (
     ORDER BY event_type  -- 'enqueued' takes the lower event id, so it comes first in a timeline
 ), notes AS (
     SELECT pg_notify('runnerq_work', $1::text)
-    FROM (SELECT 1 FROM ins WHERE $11::boolean AND status = 'pending' LIMIT 1) s
+    FROM (SELECT 1 FROM ins WHERE $11::boolean LIMIT 1) s
 )
 SELECT count(*) AS created, (SELECT count(*) FROM notes) AS notified FROM ins;
+
+-- name: next_due
+-- Seconds from now until the earliest scheduled or retrying activity of
+-- queue $1 of one of the types $2 is due (negative: overdue; NULL: none).
+-- An idle fetcher reads it once per wait, so it wakes at that time however
+-- long its poll interval: one probe of runnerq_activities_due_type_idx per type.
+SELECT extract(epoch FROM min(d.ready_at) - now())::float8
+FROM unnest($2::text[]) AS t(activity_type)
+CROSS JOIN LATERAL (
+    SELECT a.ready_at
+    FROM runnerq_activities a
+    WHERE a.queue_name = $1::text AND a.activity_type = t.activity_type AND a.status IN ('scheduled', 'retrying')
+    ORDER BY a.ready_at
+    LIMIT 1
+) d;
+
+-- name: next_due_any
+-- next_due for a fetcher of every type: one probe of runnerq_activities_due_idx.
+SELECT extract(epoch FROM min(ready_at) - now())::float8
+FROM runnerq_activities
+WHERE queue_name = $1::text AND status IN ('scheduled', 'retrying');
 
 -- name: notify_work
 -- The trailing, rate-limited "work may be ready" notification.
@@ -201,7 +223,7 @@ WITH input AS (
     SELECT pg_notify('runnerq_results', $1::text) FROM (SELECT 1 FROM done WHERE status <> 'retrying' LIMIT 1) s
     UNION ALL
     SELECT pg_notify('runnerq_work', $1::text)
-    FROM (SELECT 1 FROM done WHERE status = 'retrying' AND ready_at <= now() LIMIT 1) s
+    FROM (SELECT 1 FROM done WHERE status = 'retrying' LIMIT 1) s  -- a later retry: fetchers time their wait
 )
 SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
 

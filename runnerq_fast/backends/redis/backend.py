@@ -6,8 +6,11 @@ reloaded when the server answers ``NOSCRIPT`` (e.g. after a restart). Every
 key of a queue is under one hash tag (see :mod:`.keys`), so a queue works on
 Redis Cluster.
 
-Wakeups: fetchers block in ``BLPOP`` on the queue's wake list (bounded by the
-next scheduled activity's due time); result waiters are woken by one
+Wakeups: fetchers block in ``BLPOP`` on the wake lists of the types they claim
+(one list per type, and one for fetchers of every type), so a token goes only
+to a fetcher that can claim the work; the wait is timed on the client to the
+next scheduled activity's due time (the server's ``BLPOP`` timeout is only as
+precise as its ``hz``). Result waiters are woken by one
 ``PSUBSCRIBE`` connection per backend; live events are read from the queue's
 stream with ``XREAD BLOCK``. Connection loss is retried with backoff by the
 client and by each background loop, which logs it and carries on.
@@ -130,6 +133,12 @@ def _i(value: bytes | None) -> int | None:
 
 
 
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark a background BLPOP's failure as seen (its waiter, if any, logs it)."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -249,6 +258,8 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
         self._subscribed = asyncio.Event()
         self._closed = False
         self._lookups: set[asyncio.Task[None]] = set()
+        #: a BLPOP still blocked after its caller's wait ended, by (queue, wake lists): the next wait reuses it
+        self._blocked: dict[tuple[str, tuple[str, ...]], asyncio.Task[Any]] = {}
 
     @classmethod
     async def open(
@@ -367,7 +378,7 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
         if self._closed:
             return
         self._closed = True
-        tasks = [t for t in (self._listener, *self._lookups) if t is not None]
+        tasks = [t for t in (self._listener, *self._lookups, *self._blocked.values()) if t is not None]
         for t in tasks:
             t.cancel()
         if tasks:
@@ -562,21 +573,47 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
             *_, dropped = await self._run("reaper", queue, [0, self._ttl_ms, _EXPIRED_BATCH])
         return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled])
 
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
-        """Block in ``BLPOP`` on the wake list, at most until the next scheduled activity is due.
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Block in ``BLPOP`` on the wake lists of ``activity_types``, at most until the next scheduled activity is due.
 
-        Connection errors are logged and end the wait early (a spurious return).
+        The lists are ``wake:<type>`` for each type (``wake`` when
+        ``activity_types`` is ``None``). The due time is the head of the
+        queue's ``sched`` set (any type: a claim promotes every due one), and
+        the wait ends at it on the client's clock: the ``BLPOP`` is then left
+        blocked and the next wait on the same lists takes it over, token and
+        all. Connection errors are logged and end the wait early (a spurious
+        return).
         """
         if self._closed:
             return
+        ns = self._ns
+        if activity_types is None:
+            lists: tuple[str, ...] = (keys.wake(ns, queue),)
+        else:
+            lists = tuple(keys.wake_of_type(ns, queue, t) for t in activity_types)
         try:
-            head = await _guarded(self._r.zrange(keys.sched(self._ns, queue), 0, 0, withscores=True))
+            head = await _guarded(self._r.zrange(keys.sched(ns, queue), 0, 0, withscores=True))
             if head:
-                due = (float(head[0][1]) - _now_ms()) / 1000.0
+                due = (float(head[0][1]) + 1 - _now_ms()) / 1000.0  # + 1 ms: Redis's clock has ms steps
                 if due <= 0:
                     return
                 timeout = min(timeout, due)
-            await _guarded(self._r.blpop([keys.wake(self._ns, queue)], timeout=max(timeout, 0.001)))
+            if not lists:
+                await asyncio.sleep(timeout)  # no type has room (per-type limits): only the due time or the poll
+                return
+            slot = (queue, lists)
+            task = self._blocked.get(slot)
+            if task is None:
+                task = asyncio.ensure_future(_guarded(self._r.blpop(list(lists), timeout=max(timeout, 0.001))))
+                task.add_done_callback(_retrieve)
+                self._blocked[slot] = task
+            await asyncio.wait((task,), timeout=timeout)
+            if task.done():
+                if self._blocked.get(slot) is task:
+                    del self._blocked[slot]
+                task.result()
         except (RedisError, OSError) as exc:
             self._store_health.failed(exc)  # one warning per outage, not one per wait
             log.debug("waiting for work on Redis failed (%s: %s)", type(exc).__name__, exc)

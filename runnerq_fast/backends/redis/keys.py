@@ -28,7 +28,8 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P dead``                     ZSET    dead-lettered ids, score = dead-letter time (ms)
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
-``P wake``                     LIST    wake tokens for fetchers blocked in ``BLPOP``
+``P wake``                     LIST    wake tokens for fetchers of every type blocked in ``BLPOP``
+``P wake:<type>``              LIST    wake tokens for fetchers of ``<type>`` blocked in ``BLPOP``
 ``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = len(type))
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
 ``P workers``                  HASH    worker registry: worker id -> its ``WorkerInfo`` (JSON)
@@ -64,6 +65,7 @@ __all__ = [
     "stream",
     "type_set",
     "wake",
+    "wake_of_type",
     "worker_queues",
 ]
 
@@ -135,6 +137,11 @@ def stream(ns: str, queue: str) -> str:
 def wake(ns: str, queue: str) -> str:
     """LIST of wake tokens for ``wait_for_work``."""
     return f"{ns}:{{{queue}}}:wake"
+
+
+def wake_of_type(ns: str, queue: str, activity_type: str) -> str:
+    """LIST of wake tokens for ``wait_for_work`` callers that claim ``activity_type``."""
+    return f"{ns}:{{{queue}}}:wake:{activity_type}"
 
 
 def done_channel(ns: str, queue: str) -> str:

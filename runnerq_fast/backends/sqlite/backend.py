@@ -35,6 +35,7 @@ import msgspec
 from runnerq_fast import filters
 from runnerq_fast.backends import keyset
 from runnerq_fast.backends._waiters import discard_waiter
+from runnerq_fast.backends._wakeups import WorkSignal
 from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
 from runnerq_fast.backends.sqlite import faults
 from runnerq_fast.codec import decode_json
@@ -274,7 +275,7 @@ class SqliteBackend(Backend):
         self._thread = thread
         self._poll = poll_interval
         self._stream_poll = stream_poll_interval
-        self._work: dict[str, asyncio.Event] = {}
+        self._work: dict[str, WorkSignal] = {}
         self._idle_fetchers = 0
         #: ``PRAGMA data_version`` checks made so far (for tests and tuning).
         self.version_checks = 0
@@ -425,10 +426,10 @@ class SqliteBackend(Backend):
             self._thread.shutdown(wait=False)
 
     # -------------------------------------------------------- notifications
-    def _work_event(self, queue: str) -> asyncio.Event:
+    def _work_event(self, queue: str) -> WorkSignal:
         ev = self._work.get(queue)
         if ev is None:
-            ev = self._work[queue] = asyncio.Event()
+            ev = self._work[queue] = WorkSignal()
         return ev
 
     def _wake_work(self, queue: str) -> None:
@@ -560,8 +561,8 @@ class SqliteBackend(Backend):
             return results
         if not items:
             return []
-        results, ready = await self._write(_enqueue, queue, items, _now_ms())
-        if ready:
+        results, created = await self._write(_enqueue, queue, items, _now_ms())
+        if created:  # a delayed activity too: waiting fetchers time their wait again
             self._wake_work(queue)
             self._tell_siblings()
         self._wake_streams()
@@ -599,7 +600,7 @@ class SqliteBackend(Backend):
         activity_types: Sequence[str] | None,
         lease_ms: int,
     ) -> list[ClaimedActivity]:
-        self._work_event(queue).clear()  # a wakeup during the query sets it again
+        self._work_event(queue).clear(activity_types)  # a wakeup during the query sets it again
         if limit <= 0:
             return []
         token = uuid.uuid4().hex
@@ -612,12 +613,12 @@ class SqliteBackend(Backend):
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         if not acks:
             return []
-        rejected, retry_ready, finished = await self._write(_ack, queue, acks, _now_ms())
-        if retry_ready:
+        rejected, retried, finished = await self._write(_ack, queue, acks, _now_ms())
+        if retried:  # now or later: waiting fetchers claim or time their wait again
             self._wake_work(queue)
         if finished and self._waiters:
             self._schedule_lookup()
-        if finished or retry_ready:
+        if finished or retried:
             self._tell_siblings()
         self._wake_streams()
         if rejected:
@@ -658,15 +659,38 @@ class SqliteBackend(Backend):
                      len(cancelled))
         return ReapReport(requeued, dead, cancelled)
 
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Wait for a wakeup, at most until the next scheduled or retrying activity of the caller's types is due.
+
+        The due time is read once per wait (query ``next_due``); a delayed
+        enqueue or a retry through this process wakes the wait to time it
+        again, one by another process is noticed at the next
+        ``PRAGMA data_version`` check. If the read fails the wait lasts
+        ``timeout``.
+        """
         ev = self._work_event(queue)
-        if ev.is_set() or self._closed:
+        if self._closed or ev.is_set(activity_types):
             return
         self._ensure_watch()
         self._idle_fetchers += 1
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), timeout)
+            try:
+                if activity_types is None:
+                    row = await self._call(self._fetchone, Q["next_due_any"], (queue,))
+                else:
+                    types = _json(list(activity_types)).decode()
+                    row = await self._call(self._fetchone, Q["next_due"], (queue, types))
+            except (sqlite3.Error, BackendError) as exc:
+                log.debug("reading the next due time of queue %r failed: %s", queue, exc)
+                row = None
+            if row is not None and row[0] is not None:
+                due = (int(row[0]) + 1) / 1000.0 - time.time()  # + 1 ms: the store's clock has millisecond steps
+                if due <= 0:
+                    return
+                timeout = min(timeout, due)
+            await ev.wait(activity_types, timeout)
         finally:
             self._idle_fetchers -= 1
 
@@ -903,7 +927,7 @@ def _enqueue(
     rows: list[tuple[Any, ...]] = []
     events: list[tuple[Any, ...]] = []
     creating: set[str] = set()
-    ready = False
+    created = False
     for it in items:
         if it.idempotency_key is not None:
             holder = _idempotent_holder(conn, queue, it, now, creating)
@@ -918,7 +942,7 @@ def _enqueue(
             creating.add(it.id)
         later = it.run_at_ms > now
         status = "scheduled" if later else "pending"
-        ready = ready or not later
+        created = True
         rows.append((
             it.id, queue, it.activity_type, status, it.priority, it.max_retries, it.timeout_ms,
             it.payload.decode(), it.metadata.decode(), now, it.run_at_ms if later else now, it.idempotency_key,
@@ -931,7 +955,7 @@ def _enqueue(
     if rows:
         conn.executemany(Q["insert_activity"], rows)
         conn.executemany(Q["insert_event"], events)
-    return results, ready
+    return results, created
 
 
 def _idempotent_holder(
@@ -989,7 +1013,7 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
     rejected: list[str] = []
     updates: list[tuple[Any, ...]] = []
     events: list[tuple[Any, ...]] = []
-    retry_ready = finished = False
+    retried = finished = False
     for a in acks:
         h = held.get(a.id)
         if h is None or h[0] != a.claim_token:
@@ -1008,14 +1032,14 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
             finished = True
         elif o == AckOutcome.RETRY:
             events.append((a.id, queue, "retrying", now, a.error))
-            retry_ready = retry_ready or a.retry_at_ms <= now
+            retried = True
         else:
             events.append((a.id, queue, "failed" if o == AckOutcome.FAILED else "dead_letter", now, a.error))
             finished = True
     if updates:
         conn.executemany(Q["ack"], updates)
         conn.executemany(Q["insert_event"], events)
-    return rejected, retry_ready, finished
+    return rejected, retried, finished
 
 
 def _extend(

@@ -87,6 +87,20 @@ WHERE seq IN (
 RETURNING id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
           created_at, ready_at, seq;
 
+-- name: next_due
+-- ?1 queue, ?2 activity types as a JSON array: the ready time (ms) of the
+-- earliest scheduled or retrying activity of one of those types (NULL: none).
+-- An idle fetcher reads it once per wait, so it wakes at that time however
+-- long its poll interval: one probe of runnerq_activities_due_type_idx per type.
+SELECT min((SELECT min(a.ready_at) FROM runnerq_activities a
+            WHERE a.queue_name = ?1 AND a.activity_type = t.value AND a.status IN ('scheduled', 'retrying')))
+FROM json_each(?2) t;
+
+-- name: next_due_any
+-- next_due for a fetcher of every type: one probe of runnerq_activities_due_idx.
+SELECT min(ready_at) FROM runnerq_activities
+WHERE queue_name = ?1 AND status IN ('scheduled', 'retrying');
+
 -- name: held
 -- ?1 ids as a JSON array: the ones currently processing, with their claim token
 -- and whether an operator asked to cancel them.

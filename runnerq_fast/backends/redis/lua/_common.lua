@@ -15,7 +15,8 @@
 --   P.."counts"        HASH   "<status>\31<type>" -> number of activities
 --   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
 --   P.."evseq"         STRING last event id of the queue
---   P.."wake"          LIST   wake tokens for blocked fetchers (capped)
+--   P.."wake"          LIST   wake tokens for blocked fetchers of every type (capped)
+--   P.."wake:"..type   LIST   wake tokens for blocked fetchers of one type (capped)
 --   P.."done"          pub/sub channel: comma-separated ids that reached a terminal status
 -- Activity hash fields: t type, p payload, m metadata, pr priority, mr max_retries,
 --   to timeout_ms, ik idempotency key, rc retry_count, c created ms, r ready ms,
@@ -130,12 +131,26 @@ local function rq_move(id, typ, mem, old, new)
   rq_count(new, typ, 1)
 end
 
+-- Types whose blocked fetchers rq_wake() wakes: work of the type became ready, or the type's
+-- activity is the new earliest of P.."sched" (fetchers time their wait by its head).
+local WOKEN = {}
+local SCHED_HEAD -- earliest ready time in P.."sched" as this script left it (read once, lazily)
+
 -- Put a non-terminal activity where a claim finds it; returns true if it is ready now.
 local function rq_make_ready(id, typ, priority, retry_count, ready_ms)
   if ready_ms > NOW then
+    if not SCHED_HEAD then
+      local head = redis.call('ZRANGE', P .. 'sched', 0, 0, 'WITHSCORES')
+      SCHED_HEAD = tonumber(head[2]) or math.huge
+    end
+    if ready_ms < SCHED_HEAD then
+      SCHED_HEAD = ready_ms
+      WOKEN[typ] = true
+    end
     rq_zadd(P .. 'sched', ready_ms, id)
     return false
   end
+  WOKEN[typ] = true
   rq_zadd(P .. 'ready:' .. typ, rq_score(priority, retry_count, ready_ms), id)
   local types = SADDS[P .. 'types']
   if not types then types = {}; SADDS[P .. 'types'] = types end
@@ -143,9 +158,20 @@ local function rq_make_ready(id, typ, priority, retry_count, ready_ms)
   return true
 end
 
+-- One token for the fetchers of each woken type, and one for those of every type; a fetcher
+-- blocks on the lists of the types it claims, so a token never goes to one that cannot use it.
 local function rq_wake()
-  redis.call('LPUSH', P .. 'wake', '1')
-  redis.call('LTRIM', P .. 'wake', 0, WAKE_TOKENS - 1)
+  local any = false
+  for typ, _ in pairs(WOKEN) do
+    any = true
+    redis.call('LPUSH', P .. 'wake:' .. typ, '1')
+    redis.call('LTRIM', P .. 'wake:' .. typ, 0, WAKE_TOKENS - 1)
+  end
+  if any then
+    redis.call('LPUSH', P .. 'wake', '1')
+    redis.call('LTRIM', P .. 'wake', 0, WAKE_TOKENS - 1)
+  end
+  WOKEN = {}
 end
 
 -- Terminal transition from status `old`; the reaper removes the activity ttl_ms later, except

@@ -2,14 +2,13 @@
 -- guarded by its claim. A retry of an activity whose cancellation was requested ends it cancelled.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
 --   P.."counts", P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
---   P.."wake"; publishes on P.."done".
+--   P.."wake", P.."wake:"..type; publishes on P.."done".
 -- ARGV: result ttl ms, then 7 per ack: id, claim token, outcome (1 completed, 2 retry,
 --   3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
 --   flags (1 = has result, 2 = has error).
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ttl = ARGV[1]
 local rejected, done = {}, {}
-local woke = false
 for b = 1, #ARGV - 1, 7 do
   local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local flags = tonumber(ARGV[b + 7])
@@ -36,7 +35,7 @@ for b = 1, #ARGV - 1, 7 do
         redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev)
       end
       rq_move(id, h[3], mem, 'processing', 'retrying')
-      if rq_make_ready(id, h[3], tonumber(h[4]), rc, ready) then woke = true end
+      rq_make_ready(id, h[3], tonumber(h[4]), rc, ready)
     else
       local status = 'completed'
       if outcome == 3 then status = 'failed' elseif outcome == 4 then status = 'dead_letter' end
@@ -47,6 +46,6 @@ for b = 1, #ARGV - 1, 7 do
   end
 end
 rq_flush()
-if woke then rq_wake() end
+rq_wake()
 if #done > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done, ',')) end
 return rejected

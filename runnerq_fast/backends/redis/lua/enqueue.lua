@@ -1,7 +1,7 @@
 -- runnerq-fast: enqueue a batch of activities, applying idempotency atomically.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type,
 --   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."ty:"..type,
---   P.."kids:"..parent, P.."counts", P.."events", P.."wake",
+--   P.."kids:"..parent, P.."counts", P.."events", P.."wake", P.."wake:"..type,
 --   P.."idem:"..#type..":"..type..":"..key (STRING: holder id, PX = idempotency ttl).
 -- ARGV: 12 per item: id, type, payload, priority, max_retries, timeout_ms, run_at_ms,
 --   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms, parent id ("" = none).
@@ -9,7 +9,6 @@
 local REUSABLE = {failed = true, dead_letter = true, cancelled = true}
 local NOWTEXT = string.format('%d', NOW)
 local out = {}
-local woke = false
 for b = 0, #ARGV - 1, 12 do
   local id, typ = ARGV[b + 1], ARGV[b + 2]
   local priority = tonumber(ARGV[b + 4])
@@ -61,11 +60,11 @@ for b = 0, #ARGV - 1, 12 do
     rq_move(id, typ, mem, nil, status)
     rq_zadd(P .. 'ty:' .. typ, 0, mem)
     if parent ~= '' then rq_zadd(P .. 'kids:' .. parent, 0, mem) end
-    if rq_make_ready(id, typ, priority, 0, ready) then woke = true end
+    rq_make_ready(id, typ, priority, 0, ready)
     out[#out + 1] = 1
     out[#out + 1] = id
   end
 end
 rq_flush()
-if woke then rq_wake() end
+rq_wake()
 return out

@@ -3,13 +3,12 @@
 -- ttl passed, with their index entries and counts (P.."fin", at most ARGV[3] per run).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
 --   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
---   P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
+--   P.."types", P.."sched", P.."events", P.."wake", P.."wake:"..type; publishes on P.."done".
 -- ARGV: limit (expired leases), result ttl ms, limit (expired results).
 -- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}.
 local ttl = ARGV[2]
 local FIN_BATCH = tonumber(ARGV[3])
 local requeued, dead, cancelled = {}, {}, {}
-local woke = false
 local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
@@ -29,7 +28,7 @@ for _, id in ipairs(expired) do
       local ef, ev = rq_event(id, 'requeued', 'lease expired')
       redis.call('HSET', k, 's', 'pending', 'e', 'lease expired', 'rc', rc, ef, ev)
       rq_move(id, h[4], mem, 'processing', 'pending')
-      if rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6])) then woke = true end
+      rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6]))
       requeued[#requeued + 1] = id
     end
   end
@@ -50,7 +49,7 @@ for _, id in ipairs(gone) do
   rq_zrem(P .. 'fin', id)
 end
 rq_flush()
-if woke then rq_wake() end
+rq_wake()
 local finished = {}
 for _, id in ipairs(dead) do finished[#finished + 1] = id end
 for _, id in ipairs(cancelled) do finished[#finished + 1] = id end

@@ -1,13 +1,12 @@
 -- runnerq-fast: put held activities back to pending without counting an attempt (shutdown);
 -- one whose cancellation was requested ends cancelled instead.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
---   P.."counts", P.."fin", P.."ready:"..type, P.."types", P.."sched", P.."events", P.."wake";
+--   P.."counts", P.."fin", P.."ready:"..type, P.."types", P.."sched", P.."events", P.."wake", P.."wake:"..type;
 --   publishes on P.."done".
 -- ARGV: result ttl ms, then pairs of (id, claim token).
 -- Returns: the ids released (or so cancelled).
 local ttl = ARGV[1]
 local released, done = {}, {}
-local woke = false
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
@@ -22,12 +21,12 @@ for i = 2, #ARGV, 2 do
       local ef, ev = rq_event(id, 'requeued', 'released at shutdown')
       redis.call('HSET', k, 's', 'pending', ef, ev)
       rq_move(id, h[3], mem, 'processing', 'pending')
-      if rq_make_ready(id, h[3], tonumber(h[4]), tonumber(h[5]), tonumber(h[6])) then woke = true end
+      rq_make_ready(id, h[3], tonumber(h[4]), tonumber(h[5]), tonumber(h[6]))
     end
     released[#released + 1] = id
   end
 end
 rq_flush()
-if woke then rq_wake() end
+rq_wake()
 if #done > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done, ',')) end
 return released

@@ -1,7 +1,7 @@
 -- runnerq-fast: operator retry: failed, dead-lettered and cancelled activities back to pending,
 -- ready now, retry_count 0 (event retry_requested, detail = old status).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."st:"..status, P.."counts",
---   P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."events", P.."wake".
+--   P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."events", P.."wake", P.."wake:"..type.
 -- ARGV: ids.
 -- Returns: {changed ids, number of existing ids in another status}.
 local RETRYABLE = {failed = true, dead_letter = true, cancelled = true}

@@ -1,7 +1,7 @@
 -- runnerq-fast: operator run-now: scheduled and retrying activities become pending, ready now
 -- (event run_now, detail = old status).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."sched", P.."ready:"..type, P.."types",
---   P.."st:"..status, P.."counts", P.."events", P.."wake".
+--   P.."st:"..status, P.."counts", P.."events", P.."wake", P.."wake:"..type.
 -- ARGV: ids.
 -- Returns: {changed ids, number of existing ids in another status}.
 local changed, skipped = {}, 0
