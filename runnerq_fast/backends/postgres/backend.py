@@ -26,8 +26,8 @@ from asyncpg.pool import PoolConnectionProxy
 
 from runnerq_fast import filters
 from runnerq_fast.backends._waiters import discard_waiter
-from runnerq_fast.backends.postgres import faults
 from runnerq_fast.backends._wakeups import WorkSignal
+from runnerq_fast.backends.postgres import faults
 from runnerq_fast.backends.postgres.listener import Listener
 from runnerq_fast.backends.postgres.rows import ack_params, claimed_from_rows, enqueue_params, lease_params
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
