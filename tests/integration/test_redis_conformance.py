@@ -13,7 +13,7 @@ from tests.conformance_ops import OperationsConformance
 
 # hash field := value that does not decode as the field's type
 ROW_DAMAGES = {"priority": ("pr", b"high"), "retry_count": ("rc", b"x"), "max_retries": ("mr", b"1.5"),
-               "timeout": ("to", b""), "ready": ("r", b"\xff"), "type": ("t", b"\xff\xfe")}
+               "timeout": ("to", b""), "ready": ("r", b"\xff"), "created": ("c", b"1e3")}
 PAYLOAD_DAMAGES = {"not-json": ("p", b"{not json"), "not-utf8": ("p", b"\xff\x00")}
 
 

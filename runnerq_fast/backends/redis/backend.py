@@ -38,6 +38,7 @@ from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
+from runnerq_fast.backends.rowcheck import as_int
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
@@ -131,27 +132,8 @@ def _now_ms() -> int:
 
 
 def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySnapshot:
-    status = h[b"s"].decode()
-    return ActivitySnapshot(
-        id=activity_id,
-        queue=queue,
-        activity_type=h[b"t"].decode(),
-        status=status,
-        priority=int(h[b"pr"]),
-        payload=h[b"p"],
-        metadata=h[b"m"],
-        retry_count=int(h[b"rc"]),
-        max_retries=int(h[b"mr"]),
-        timeout_ms=int(h[b"to"]),
-        created_at_ms=int(h[b"c"]),
-        ready_at_ms=int(h[b"r"]),
-        started_at_ms=_i(h.get(b"sa")),
-        finished_at_ms=_i(h.get(b"fa")),
-        lease_expires_at_ms=_i(h.get(b"l")) if status == "processing" else None,
-        last_error=_s(h.get(b"e")),
-        idempotency_key=_s(h.get(b"ik")),
-        parent_id=_s(h.get(b"pa")),
-    )
+    """The snapshot of an activity hash read whole (``corrupt`` set if it does not decode)."""
+    return snapshot(queue, activity_id, [h.get(f.encode()) for f in SNAPSHOT_FIELDS])
 
 
 def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[ActivityEvent]:
@@ -686,22 +668,14 @@ class RedisBackend(RedisOperations, Backend):
         return QueueStats(**dict(zip(keys.STATUSES, counts, strict=True)))
 
     async def _snapshots(self, queue: str, ids: Sequence[str]) -> list[ActivitySnapshot]:
-        """Snapshots of ``ids`` in order; ids whose hash is gone or unreadable are left out."""
+        """Snapshots of ``ids`` in order; ids whose hash is gone are left out, corrupt ones have ``corrupt`` set."""
         if not ids:
             return []
         async with self._r.pipeline(transaction=False) as pipe:
             for i in ids:
                 pipe.hmget(keys.activity(self._ns, queue, i), list(SNAPSHOT_FIELDS))
             rows = await _guarded(pipe.execute())
-        out = []
-        for i, v in zip(ids, rows, strict=True):
-            if v[0] is None:
-                continue
-            try:
-                out.append(snapshot(queue, i, v))
-            except (TypeError, ValueError, AttributeError, UnicodeDecodeError) as exc:
-                log.warning("skipping unreadable activity %r of queue %r (%s: %s)", i, queue, type(exc).__name__, exc)
-        return out
+        return [snapshot(queue, i, v) for i, v in zip(ids, rows, strict=True) if v[0] is not None]
 
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50
@@ -757,7 +731,10 @@ class RedisBackend(RedisOperations, Backend):
             for s in snaps:
                 pipe.hget(keys.activity(self._ns, queue, s.id), "da")
             when = await _guarded(pipe.execute())
-        return [DeadLetterRecord(s, s.last_error, int(w or 0)) for s, w in zip(snaps, when, strict=True)]
+        return [
+            DeadLetterRecord(s, s.last_error, w if type(w := as_int(da)) is int else 0)
+            for s, da in zip(snaps, when, strict=True)
+        ]
 
     async def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         """Live events of ``queue`` read from its stream; ``after_id`` resumes after that event.

@@ -6,17 +6,24 @@
 --   P.."types", P.."sched", P.."events", P.."wake", P.."idem:"..#type..":"..type..":"..key
 --   (a removed holder's key keeps its ttl and becomes "<id>\31<status>"); publishes on P.."done".
 -- ARGV: limit (expired leases), result ttl ms, limit (expired results).
--- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}.
+-- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}; a corrupt
+--   activity (rq_corrupt) is dead-lettered with its reason, alone.
 local ttl = ARGV[2]
 local FIN_BATCH = tonumber(ARGV[3])
 local requeued, dead, cancelled = {}, {}, {}
+local REAP_CHECKS = {2, 'retry_count', 3, 'max_retries', 5, 'priority', 6, 'ready_at_ms', 7, 'created_at_ms',
+  9, 'timeout_ms'}
 local woke = false
 local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr')
-  if h[1] == 'processing' then
+  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr', 'to')
+  local bad = h[1] == 'processing' and rq_corrupt(h, REAP_CHECKS)
+  if bad then
+    rq_finish(id, h[4] or '', rq_member_of(h[7], id, h[4] or ''), 'processing', 'dead_letter', nil, bad, ttl)
+    dead[#dead + 1] = id
+  elseif h[1] == 'processing' then
     local mem = rq_member(h[7], id)
     local rc = tonumber(h[2]) + 1
     if h[8] then
