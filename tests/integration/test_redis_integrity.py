@@ -4,14 +4,19 @@ that fails writes nothing; corrupt hashes are reported, never raised."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+import pytest
+from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 from redis.crc import key_slot
 
 import runnerq_fast as rq
 from runnerq_fast.backends.redis import RedisBackend, keys
-from runnerq_fast.models import Ack, AckOutcome
+from runnerq_fast.cli import cli
+from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
+from tests.conformance import new, now_ms
 
 HOSTILE = ["A", "A}:idem:1:t:k", "A}", "{A}", "}{", "A%7D", "%", "%25", "x}:sched", "{", "a{b}c"]
 
@@ -75,3 +80,93 @@ async def test_a_claim_of_a_hostile_type_never_takes_another_queues_delayed_acti
     await asyncio.sleep(0.35)
     (b,) = await redis_backend.claim("A}:ready:x", "w", 10, None, 5000)
     assert b.id == later.activity_id
+
+
+# ------------------------------------------------ item 2: a script meeting a corrupt hash writes nothing wrong
+async def _three_claimed(b: RedisBackend, q: str) -> list[ClaimedActivity]:
+    ids = [r.activity_id for r in await b.enqueue(q, [new("t") for _ in range(3)])]
+    got = {a.id: a for a in await b.claim(q, "w", 3, None, 5000)}
+    return [got[i] for i in ids]
+
+
+async def _damage(b: RedisBackend, q: str, activity_id: str, field: str, value: bytes) -> None:
+    await b.client.hset(keys.activity(b._ns, q, activity_id), field, value)
+
+
+async def test_an_ack_batch_with_a_corrupt_retry_dead_letters_it_and_applies_the_others(
+    redis_backend: RedisBackend,
+) -> None:
+    b, q = redis_backend, "acks"
+    first, bad, last = await _three_claimed(b, q)
+    await _damage(b, q, bad.id, "rc", b"two")
+    retry = [Ack(a.id, a.claim_token, AckOutcome.RETRY, None, "again", now_ms()) for a in (first, bad, last)]
+    assert await b.ack(q, retry) == []  # on main: ResponseError after the first ack was written
+    for a in (first, last):
+        snap = await b.get_activity(a.id)
+        assert snap is not None and (snap.status, snap.retry_count) == ("retrying", 1)
+    snap = await b.get_activity(bad.id)
+    assert snap is not None and snap.status == "dead_letter"
+    assert snap.last_error == "corrupt row: retry_count is 'two', not an integer"
+    stats = await b.stats(q)
+    assert (stats.retrying, stats.dead_letter, stats.processing) == (2, 1, 0)
+
+
+async def test_a_release_batch_with_a_corrupt_activity_dead_letters_it_and_releases_the_others(
+    redis_backend: RedisBackend,
+) -> None:
+    b, q = redis_backend, "releases"
+    first, bad, last = await _three_claimed(b, q)
+    await _damage(b, q, bad.id, "pr", b"")
+    released = await b.release(q, [LeaseRef(a.id, a.claim_token) for a in (first, bad, last)])
+    assert sorted(released) == sorted(a.id for a in (first, bad, last))  # none is held any more
+    again = await b.claim(q, "w", 10, None, 5000)
+    assert sorted(a.id for a in again) == sorted([first.id, last.id]) and all(a.retry_count == 0 for a in again)
+    snap = await b.get_activity(bad.id)
+    assert snap is not None and snap.status == "dead_letter" and snap.last_error is not None
+    assert snap.last_error.startswith("corrupt row: priority is ''")
+
+
+async def test_promoting_a_corrupt_delayed_activity_dead_letters_it_alone(redis_backend: RedisBackend) -> None:
+    b, q = redis_backend, "delayed"
+    ex = rq.ActivityExecutor(b, q)
+    futs = [await ex.activity("t").delay(0.1).execute() for _ in range(3)]
+    await _damage(b, q, futs[1].activity_id, "r", b"soon")
+    await asyncio.sleep(0.15)
+    got = await b.claim(q, "w", 10, None, 5000)  # on main: every claim raised, the queue was wedged
+    assert sorted(a.id for a in got) == sorted([futs[0].activity_id, futs[2].activity_id])
+    snap = await b.get_activity(futs[1].activity_id)
+    assert snap is not None and snap.status == "dead_letter" and snap.corrupt is not None
+    assert (await b.stats(q)).scheduled == 0
+
+
+async def test_operator_actions_skip_a_corrupt_activity_and_apply_to_the_others(redis_backend: RedisBackend) -> None:
+    b, q = redis_backend, "actions"
+    first, bad, last = await _three_claimed(b, q)
+    await _damage(b, q, bad.id, "rc", b"x")
+    await b.ack(q, [Ack(a.id, a.claim_token, AckOutcome.DEAD_LETTER, None, "no") for a in (first, bad, last)])
+    await _damage(b, q, bad.id, "pr", b"x")  # a dead letter that cannot be scored: retry skips it
+    res = await b.retry_activities(q, rq.ActivityFilter(statuses=("dead_letter",)))
+    assert sorted(res.changed) == sorted([first.id, last.id]) and res.skipped == 1
+    snap = await b.get_activity(bad.id)
+    assert snap is not None and snap.status == "dead_letter"
+
+
+async def test_inspect_prints_a_corrupt_activity_with_its_reason(
+    redis_backend: RedisBackend, redis_url: str, redis_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    b, q = redis_backend, "inspected"
+    (res,) = await b.enqueue(q, [new("t")])
+    await _damage(b, q, res.activity_id, "pr", b"\xff")
+    await _damage(b, q, res.activity_id, "e", b"\xfe oops")
+    await _damage(b, q, res.activity_id, "x:999", b"enqueued\x1fnot-a-time")
+    opened = RedisBackend.open.__func__  # type: ignore[attr-defined]
+
+    async def in_namespace(cls: type[RedisBackend], url: str, **kw: Any) -> RedisBackend:
+        return await opened(cls, url, **{**kw, "namespace": redis_namespace})  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(RedisBackend, "open", classmethod(in_namespace))
+    runner = CliRunner()
+    for extra in ([], ["--json"]):
+        out = await asyncio.to_thread(runner.invoke, cli, ["inspect", res.activity_id, "--backend", redis_url, *extra])
+        assert out.exit_code == 0, out.output
+        assert "corrupt row: priority is" in out.output and "Traceback" not in out.output

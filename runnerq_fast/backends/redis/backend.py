@@ -118,11 +118,7 @@ def load_script(name: str, helpers: Sequence[str] = _HELPERS) -> str:
 def _s(value: bytes | str | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    return value.decode()
-
-
-def _i(value: bytes | None) -> int | None:
-    return None if value is None else int(value)
+    return value.decode(errors="replace")  # text this library wrote is UTF-8; a damaged field shows as such
 
 
 
@@ -137,14 +133,18 @@ def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySn
 
 
 def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[ActivityEvent]:
-    """The events kept in an activity hash (fields ``x:<event id>``), oldest first."""
+    """The events kept in an activity hash (fields ``x:<event id>``), oldest first; corrupt ones are left out."""
     out = []
     for field, value in h.items():
         if field[:2] != b"x:":
             continue
         parts = value.split(b"\x1f", 2)
-        detail = parts[2].decode() if len(parts) > 2 else None
-        out.append(ActivityEvent(int(field[2:]), activity_id, queue, parts[0].decode(), int(parts[1]), detail))
+        event_id, at = as_int(field[2:]), as_int(parts[1]) if len(parts) > 1 else None
+        if type(event_id) is not int or type(at) is not int:
+            log.warning("skipping corrupt event %r of activity %s: %r", field, activity_id, value[:80])
+            continue
+        detail = parts[2].decode(errors="replace") if len(parts) > 2 else None
+        out.append(ActivityEvent(event_id, activity_id, queue, parts[0].decode(errors="replace"), at, detail))
     out.sort(key=lambda e: e.id)
     return out
 
