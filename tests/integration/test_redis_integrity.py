@@ -161,7 +161,7 @@ async def test_inspect_prints_a_corrupt_activity_with_its_reason(
     await _damage(b, q, res.activity_id, "x:999", b"enqueued\x1fnot-a-time")
     opened = RedisBackend.open.__func__  # type: ignore[attr-defined]
 
-    async def in_namespace(cls: type[RedisBackend], url: str, **kw: Any) -> RedisBackend:
+    async def in_namespace(cls: type[RedisBackend], /, url: str, **kw: Any) -> RedisBackend:
         return await opened(cls, url, **{**kw, "namespace": redis_namespace})  # type: ignore[no-any-return]
 
     monkeypatch.setattr(RedisBackend, "open", classmethod(in_namespace))
