@@ -34,7 +34,9 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
 ``P wake``                     LIST    wake tokens for fetchers blocked in ``BLPOP``
-``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = len(type))
+``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = bytes in type); once the
+                                      reaper removed the holder, ``<id>\\x1f<final status>``
+                                      until the key's own ttl (``idempotency_ttl``) ends
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
 ``rq:queues``                  SET     every queue name seen (outside any hash tag)
 =============================  ======  ==================================================
