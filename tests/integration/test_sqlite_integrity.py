@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 from runnerq_fast.backends.sqlite import SqliteBackend
+from runnerq_fast.backends.sqlite.backend import Q, apply_migrations
 from tests.conformance import new
 
 
@@ -54,3 +55,15 @@ async def test_a_claim_dead_letters_corrupt_rows_and_gives_their_places_to_the_n
         assert (stats.pending, stats.processing, stats.dead_letter) == (0, 1, 2)
     finally:
         await b.close()
+
+
+def test_the_reaper_statement_reads_two_ranges_of_the_lease_index(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "plan.db", isolation_level=None)
+    try:
+        apply_migrations(conn)
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + Q["expired"], ("q", 1, 10))]
+    finally:
+        conn.close()
+    searches = [p for p in plan if p.startswith("SEARCH runnerq_activities USING INDEX runnerq_activities_lease_idx")]
+    assert len(searches) == 2 and all("lease_expires_at" in p for p in searches), plan
+    assert not any(p.startswith("SCAN runnerq_activities") for p in plan), plan
