@@ -65,7 +65,7 @@ def as_text(value: object) -> object:
 def _show(value: object) -> str:
     if value is None:
         return "missing"
-    text = repr(value)
+    text = repr(as_text(value))  # bytes that are UTF-8 are shown as text, as the Lua scripts show them
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 

@@ -150,7 +150,7 @@ async def test_a_corrupt_hash_is_listed_with_its_reason_and_a_missing_one_is_ski
         listed = await b.list_activities(q, "pending")
     corrupt = {s.id: s.corrupt for s in page.items}
     assert list(corrupt) == [ids[4], ids[2], ids[1], ids[0]] and page.next_cursor is None
-    assert corrupt[ids[1]] == "corrupt row: priority is b'not a number', not an integer"
+    assert corrupt[ids[1]] == "corrupt row: priority is 'not a number', not an integer"
     assert "activity_type is missing" in (corrupt[ids[2]] or "")
     assert corrupt[ids[0]] is None and corrupt[ids[4]] is None
     # a priority that is no number matches no priority; the hash without a type has its priority

@@ -34,15 +34,17 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from runnerq_fast.backends import rowcheck
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
-from runnerq_fast.backends.rowcheck import as_int
+from runnerq_fast.backends.rowcheck import as_int, as_text
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
     Ack,
+    AckOutcome,
     ActivityEvent,
     ActivityResult,
     ActivitySnapshot,
@@ -121,6 +123,16 @@ def _s(value: bytes | str | None) -> str | None:
     return value.decode(errors="replace")  # text this library wrote is UTF-8; a damaged field shows as such
 
 
+
+
+def _claim_corrupt(flat: Sequence[bytes], j: int) -> str:
+    """The reason a claimed activity (``flat[j : j + 10]``, see ``lua/claim.lua``) does not decode."""
+    names = ("activity_type", "payload", "priority", "retry_count", "max_retries", "timeout_ms", "metadata",
+             "created_at_ms", "ready_at_ms")
+    fields: dict[str, object] = {n: as_int(v) for n, v in zip(names, flat[j + 1 : j + 10], strict=True)}
+    fields["activity_type"] = as_text(flat[j + 1])
+    fields["payload"], fields["metadata"] = flat[j + 2], flat[j + 7]
+    return rowcheck.reason(fields) or f"{rowcheck.PREFIX}a claimed field does not decode"
 
 
 def _now_ms() -> int:
@@ -458,22 +470,30 @@ class RedisBackend(RedisOperations, Backend):
             args += activity_types
         flat = await self._run("claim", queue, args)
         out: list[ClaimedActivity] = []
+        corrupt: list[Ack] = []
         for j in range(0, len(flat), 10):
-            out.append(
-                ClaimedActivity(
-                    flat[j].decode(),
-                    flat[j + 1].decode(),
-                    flat[j + 2],
-                    int(flat[j + 3]),
-                    int(flat[j + 4]),
-                    int(flat[j + 5]),
-                    int(flat[j + 6]),
-                    flat[j + 7],
-                    token,
-                    int(flat[j + 8]),
-                    int(flat[j + 9]),
+            try:
+                out.append(
+                    ClaimedActivity(
+                        flat[j].decode(),
+                        flat[j + 1].decode(),
+                        flat[j + 2],
+                        int(flat[j + 3]),
+                        int(flat[j + 4]),
+                        int(flat[j + 5]),
+                        int(flat[j + 6]),
+                        flat[j + 7],
+                        token,
+                        int(flat[j + 8]),
+                        int(flat[j + 9]),
+                    )
                 )
-            )
+            except (ValueError, UnicodeDecodeError):
+                corrupt.append(Ack(flat[j].decode(), token, AckOutcome.DEAD_LETTER, None, _claim_corrupt(flat, j)))
+        if corrupt:  # dead-lettered alone: the others keep their claim and their attempt
+            for a in corrupt:
+                log.error("dead-lettering activity %s of queue %r: %s", a.id, queue, a.error)
+            await self.ack(queue, corrupt)
         return out
 
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:

@@ -101,6 +101,7 @@ end
 -- The index member of a possibly corrupt activity hash: rq_member, unless its creation time is no
 -- integer; then the member is looked up by id in its type's index (a scan, for a damaged hash only).
 local function rq_member_of(created, id, typ)
+  if created and #created == 13 then return '00' .. created .. ':' .. id end -- the usual case, cheaply
   if created and #created <= 15 and string.find(created, '^%d+$') then return rq_member(created, id) end
   local cursor = '0'
   repeat

@@ -3,15 +3,14 @@
 --   P.."a:"..id, P.."lease", P.."st:"..status, P.."counts", P.."events".
 -- ARGV: limit, lease_ms, claim token, worker id, then the activity types (none = every type).
 -- Returns: 10 per claimed activity, in claim order: id, type, payload, priority,
---   retry_count, max_retries, timeout_ms, metadata, created ms, ready ms. A corrupt activity
---   (rq_corrupt) is dead-lettered with its reason instead, alone (published on P.."done").
+--   retry_count, max_retries, timeout_ms, metadata, created ms, ready ms ('' for a missing field:
+--   the caller dead-letters an activity whose fields do not decode, with ack.lua). A due activity
+--   that cannot be scored (rq_corrupt) is dead-lettered here, alone (published on P.."done").
 local limit = tonumber(ARGV[1])
 local deadline = NOW + tonumber(ARGV[2])
 local token, worker = ARGV[3], ARGV[4]
 
 local DUE_CHECKS = {2, 'priority', 3, 'retry_count', 4, 'ready_at_ms'}
-local CLAIM_CHECKS = {3, 'priority', 4, 'retry_count', 5, 'max_retries', 6, 'timeout_ms', 8, 'created_at_ms',
-  9, 'ready_at_ms'}
 local dead = {}
 local due = redis.call('ZRANGEBYSCORE', P .. 'sched', '-inf', NOW, 'LIMIT', 0, 1000)
 if #due > 0 then
@@ -62,20 +61,15 @@ for _, c in ipairs(cand) do
   rq_zrem(P .. 'ready:' .. typ, id)
   local k = P .. 'a:' .. id
   local h = redis.call('HMGET', k, 's', 'p', 'pr', 'rc', 'mr', 'to', 'm', 'c', 'r')
-  local bad = h[1] and READY[h[1]] and rq_corrupt(h, CLAIM_CHECKS)
-  if bad or (h[1] and READY[h[1]] and not (h[2] and h[7])) then
-    bad = bad or ('corrupt row: ' .. (h[2] and 'metadata' or 'payload') .. ' is missing')
-    rq_finish(id, typ, rq_member_of(h[8], id, typ), h[1], 'dead_letter', nil, bad, 0)
-    dead[#dead + 1] = id
-  elseif h[1] and READY[h[1]] then
+  if h[1] and READY[h[1]] then
     n = n + 1
     local ef, ev = rq_event(id, 'claimed', worker)
     redis.call('HSET', k, 's', 'processing', 'tk', token, 'l', deadline, 'sa', NOW, ef, ev)
-    rq_move(id, typ, rq_member(h[8], id), h[1], 'processing')
+    rq_move(id, typ, rq_member_of(h[8], id, typ), h[1], 'processing')
     rq_zadd(P .. 'lease', deadline, id)
     out[#out + 1] = id
     out[#out + 1] = typ
-    for j = 2, 9 do out[#out + 1] = h[j] end
+    for j = 2, 9 do out[#out + 1] = h[j] or '' end -- a missing field: the caller dead-letters it
   end
 end
 rq_flush()
