@@ -10,13 +10,15 @@ from runnerq_fast.backends.postgres import PostgresBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_registry import RegistryConformance
 
 # payload := text that is not the JSON the engine stored (columns are typed: nothing else can be damaged)
 PAYLOAD_DAMAGES = {"not-json": "{not json", "truncated": '{"i": 3', "empty": ""}
 
 
 class TestPostgresConformance(
-    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, IntegrityConformance
+    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
+    IntegrityConformance,
 ):
     @pytest.fixture
     async def backend(self, pg_url: str) -> AsyncIterator[PostgresBackend]:

@@ -245,3 +245,13 @@ async def test_action_pick_and_queue_summary_reads_stay_small(conn: asyncpg.Conn
     plan = await _explain(conn, Q["queue_names"], [])
     rows, _, kinds, _pages = _read(plan)
     assert "Seq Scan" not in kinds and rows <= 10
+
+
+async def test_ready_work_reads_the_backlog_never_the_finished_rows(conn: asyncpg.Connection) -> None:
+    backlog = await conn.fetchval("SELECT count(*) FROM runnerq_activities WHERE queue_name = $1 "
+                                  "AND status IN ('pending', 'scheduled', 'retrying')", QUEUE)
+    plan = await _explain(conn, Q["ready_by_type"], [QUEUE])
+    rows, indexes, kinds, _pages = _read(plan)
+    assert "Seq Scan" not in kinds, kinds
+    assert indexes and indexes <= {"runnerq_activities_dequeue_idx", STATUS_IDX}, indexes
+    assert rows <= backlog + 50, f"read {rows} rows for a backlog of {backlog}"

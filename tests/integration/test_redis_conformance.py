@@ -10,6 +10,7 @@ from runnerq_fast.backends.redis import RedisBackend, keys
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_registry import RegistryConformance
 
 # hash field := value that does not decode as the field's type
 ROW_DAMAGES = {"priority": ("pr", b"high"), "retry_count": ("rc", b"x"), "max_retries": ("mr", b"1.5"),
@@ -18,7 +19,8 @@ PAYLOAD_DAMAGES = {"not-json": ("p", b"{not json"), "not-utf8": ("p", b"\xff\x00
 
 
 class TestRedisConformance(
-    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, IntegrityConformance
+    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
+    IntegrityConformance,
 ):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:

@@ -12,11 +12,13 @@ from runnerq_fast.backends.sqlite import SqliteBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_registry import RegistryConformance
 
 # column := value that does not decode as the column's type (SQLite stores any value in any column)
 ROW_DAMAGES = {"priority": "'high'", "retry_count": "'x'", "max_retries": "'x'", "timeout_ms": "1.5",
                "created_at": "created_at + 0.5", "ready_at": "X'ff'"}
 PAYLOAD_DAMAGES = {"payload": "'{not json'", "blob": "X'ff00'"}
+
 
 
 def _damage(path: Path, column: str, value: str) -> Callable[[str, str], Awaitable[None]]:
@@ -32,7 +34,8 @@ def _damage(path: Path, column: str, value: str) -> Callable[[str, str], Awaitab
 
 
 class TestSqliteConformance(
-    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, IntegrityConformance
+    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
+    IntegrityConformance,
 ):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[SqliteBackend]:

@@ -10,10 +10,12 @@ from runnerq_fast.backends.memory import MemoryBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_registry import RegistryConformance
 
 
 class TestMemoryConformance(
-    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, IntegrityConformance
+    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
+    IntegrityConformance,
 ):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:

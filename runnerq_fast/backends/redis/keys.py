@@ -38,7 +38,10 @@ key (``P = rq:{<queue>}:``)    type    contents
                                       reaper removed the holder, ``<id>\\x1f<final status>``
                                       until the key's own ttl (``idempotency_ttl``) ends
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
+``P workers``                  HASH    worker registry: worker id -> its ``WorkerInfo`` (JSON)
+``P workers:exp``              ZSET    worker ids, score = when the entry expires (ms, server clock)
 ``rq:queues``                  SET     every queue name seen (outside any hash tag)
+``rq:wqueues``                 SET     every queue that had a registry entry (outside any hash tag)
 =============================  ======  ==================================================
 
 The ``st:``, ``ty:``, ``kids:`` and ``counts`` entries change in the same script
@@ -72,6 +75,7 @@ __all__ = [
     "type_set",
     "untag",
     "wake",
+    "worker_queues",
 ]
 
 DEFAULT_NAMESPACE = "rq"
@@ -183,3 +187,8 @@ def done_pattern(ns: str) -> str:
 def queue_of_channel(ns: str, channel: str) -> str:
     """Inverse of :func:`done_channel` (the tag between the braces, unescaped)."""
     return untag(channel[len(ns) + 2 : -6])
+
+
+def worker_queues(ns: str) -> str:
+    """SET of every queue that had a worker registry entry (outside any hash tag)."""
+    return f"{ns}:wqueues"
