@@ -292,6 +292,10 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
     idempotency_key: str | None
     parent_id: str | None = None
     """The activity whose handler enqueued this one through ``ctx.executor``, if any."""
+    corrupt: str | None = None
+    """Why the stored row cannot be decoded (``"corrupt row: priority is 'high', not an integer"``), else
+    ``None``. A corrupt row's undecodable fields show placeholders (``0``, ``None``, text with replacement
+    characters); a claim or the reaper dead-letters it with this reason as its last error."""
 
 
 class ActivityEvent(msgspec.Struct, frozen=True):

@@ -233,4 +233,4 @@ def json_value(data: bytes | str | None) -> Any:
 def json_text(data: bytes | str | None) -> str:
     if data is None:
         return "null"
-    return data.decode() if isinstance(data, bytes) else data
+    return data.decode(errors="replace") if isinstance(data, bytes) else data  # a corrupt row's bytes too

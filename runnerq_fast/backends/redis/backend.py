@@ -37,15 +37,18 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from runnerq_fast.backends import rowcheck
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import faults, keys
 from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
 from runnerq_fast.backends.redis.registry import RedisRegistry
+from runnerq_fast.backends.rowcheck import as_int, as_text
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
     Ack,
+    AckOutcome,
     ActivityEvent,
     ActivityResult,
     ActivitySnapshot,
@@ -124,13 +127,19 @@ def load_script(name: str, helpers: Sequence[str] = _HELPERS) -> str:
 def _s(value: bytes | str | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    return value.decode()
+    return value.decode(errors="replace")  # text this library wrote is UTF-8; a damaged field shows as such
 
 
-def _i(value: bytes | None) -> int | None:
-    return None if value is None else int(value)
 
 
+def _claim_corrupt(flat: Sequence[bytes], j: int) -> str:
+    """The reason a claimed activity (``flat[j : j + 10]``, see ``lua/claim.lua``) does not decode."""
+    names = ("activity_type", "payload", "priority", "retry_count", "max_retries", "timeout_ms", "metadata",
+             "created_at_ms", "ready_at_ms")
+    fields: dict[str, object] = {n: as_int(v) for n, v in zip(names, flat[j + 1 : j + 10], strict=True)}
+    fields["activity_type"] = as_text(flat[j + 1])
+    fields["payload"], fields["metadata"] = flat[j + 2], flat[j + 7]
+    return rowcheck.reason(fields) or f"{rowcheck.PREFIX}a claimed field does not decode"
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
@@ -144,38 +153,23 @@ def _now_ms() -> int:
 
 
 def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySnapshot:
-    status = h[b"s"].decode()
-    return ActivitySnapshot(
-        id=activity_id,
-        queue=queue,
-        activity_type=h[b"t"].decode(),
-        status=status,
-        priority=int(h[b"pr"]),
-        payload=h[b"p"],
-        metadata=h[b"m"],
-        retry_count=int(h[b"rc"]),
-        max_retries=int(h[b"mr"]),
-        timeout_ms=int(h[b"to"]),
-        created_at_ms=int(h[b"c"]),
-        ready_at_ms=int(h[b"r"]),
-        started_at_ms=_i(h.get(b"sa")),
-        finished_at_ms=_i(h.get(b"fa")),
-        lease_expires_at_ms=_i(h.get(b"l")) if status == "processing" else None,
-        last_error=_s(h.get(b"e")),
-        idempotency_key=_s(h.get(b"ik")),
-        parent_id=_s(h.get(b"pa")),
-    )
+    """The snapshot of an activity hash read whole (``corrupt`` set if it does not decode)."""
+    return snapshot(queue, activity_id, [h.get(f.encode()) for f in SNAPSHOT_FIELDS])
 
 
 def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[ActivityEvent]:
-    """The events kept in an activity hash (fields ``x:<event id>``), oldest first."""
+    """The events kept in an activity hash (fields ``x:<event id>``), oldest first; corrupt ones are left out."""
     out = []
     for field, value in h.items():
         if field[:2] != b"x:":
             continue
         parts = value.split(b"\x1f", 2)
-        detail = parts[2].decode() if len(parts) > 2 else None
-        out.append(ActivityEvent(int(field[2:]), activity_id, queue, parts[0].decode(), int(parts[1]), detail))
+        event_id, at = as_int(field[2:]), as_int(parts[1]) if len(parts) > 1 else None
+        if type(event_id) is not int or type(at) is not int:
+            log.warning("skipping corrupt event %r of activity %s: %r", field, activity_id, value[:80])
+            continue
+        detail = parts[2].decode(errors="replace") if len(parts) > 2 else None
+        out.append(ActivityEvent(event_id, activity_id, queue, parts[0].decode(errors="replace"), at, detail))
     out.sort(key=lambda e: e.id)
     return out
 
@@ -503,22 +497,30 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
             args += activity_types
         flat = await self._run("claim", queue, args)
         out: list[ClaimedActivity] = []
+        corrupt: list[Ack] = []
         for j in range(0, len(flat), 10):
-            out.append(
-                ClaimedActivity(
-                    flat[j].decode(),
-                    flat[j + 1].decode(),
-                    flat[j + 2],
-                    int(flat[j + 3]),
-                    int(flat[j + 4]),
-                    int(flat[j + 5]),
-                    int(flat[j + 6]),
-                    flat[j + 7],
-                    token,
-                    int(flat[j + 8]),
-                    int(flat[j + 9]),
+            try:
+                out.append(
+                    ClaimedActivity(
+                        flat[j].decode(),
+                        flat[j + 1].decode(),
+                        flat[j + 2],
+                        int(flat[j + 3]),
+                        int(flat[j + 4]),
+                        int(flat[j + 5]),
+                        int(flat[j + 6]),
+                        flat[j + 7],
+                        token,
+                        int(flat[j + 8]),
+                        int(flat[j + 9]),
+                    )
                 )
-            )
+            except (ValueError, UnicodeDecodeError):
+                corrupt.append(Ack(flat[j].decode(), token, AckOutcome.DEAD_LETTER, None, _claim_corrupt(flat, j)))
+        if corrupt:  # dead-lettered alone: the others keep their claim and their attempt
+            for a in corrupt:
+                log.error("dead-lettering activity %s of queue %r: %s", a.id, queue, a.error)
+            await self.ack(queue, corrupt)
         return out
 
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
@@ -744,22 +746,14 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
         return QueueStats(**dict(zip(keys.STATUSES, counts, strict=True)))
 
     async def _snapshots(self, queue: str, ids: Sequence[str]) -> list[ActivitySnapshot]:
-        """Snapshots of ``ids`` in order; ids whose hash is gone or unreadable are left out."""
+        """Snapshots of ``ids`` in order; ids whose hash is gone are left out, corrupt ones have ``corrupt`` set."""
         if not ids:
             return []
         async with self._r.pipeline(transaction=False) as pipe:
             for i in ids:
                 pipe.hmget(keys.activity(self._ns, queue, i), list(SNAPSHOT_FIELDS))
             rows = await _guarded(pipe.execute())
-        out = []
-        for i, v in zip(ids, rows, strict=True):
-            if v[0] is None:
-                continue
-            try:
-                out.append(snapshot(queue, i, v))
-            except (TypeError, ValueError, AttributeError, UnicodeDecodeError) as exc:
-                log.warning("skipping unreadable activity %r of queue %r (%s: %s)", i, queue, type(exc).__name__, exc)
-        return out
+        return [snapshot(queue, i, v) for i, v in zip(ids, rows, strict=True) if v[0] is not None]
 
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50
@@ -815,7 +809,10 @@ class RedisBackend(RedisOperations, RedisRegistry, Backend):
             for s in snaps:
                 pipe.hget(keys.activity(self._ns, queue, s.id), "da")
             when = await _guarded(pipe.execute())
-        return [DeadLetterRecord(s, s.last_error, int(w or 0)) for s, w in zip(snaps, when, strict=True)]
+        return [
+            DeadLetterRecord(s, s.last_error, w if type(w := as_int(da)) is int else 0)
+            for s, da in zip(snaps, when, strict=True)
+        ]
 
     async def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         """Live events of ``queue`` read from its stream; ``after_id`` resumes after that event.

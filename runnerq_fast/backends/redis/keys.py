@@ -5,7 +5,12 @@ another (tests use a fresh one per test; several applications can share a
 server). Below, ``rq`` stands for the namespace.
 
 All keys of one queue share the hash tag ``{<queue>}``, so a queue lives in one
-Redis Cluster slot and every Lua script touches one slot only. The scripts get
+Redis Cluster slot and every Lua script touches one slot only. ``<queue>`` is
+the queue name with ``%``, ``{`` and ``}`` escaped as ``%25``, ``%7B`` and
+``%7D`` (:func:`tag`; a name without them is its own tag): the first ``}`` of
+a key always ends the tag, so distinct queues never share a key or split
+over slots, and whatever follows the prefix (activity types, idempotency keys,
+ids) is a suffix that cannot reach into another queue's keys. The scripts get
 the prefix as ``KEYS[1]`` and build the per-activity names from it; their
 headers (``lua/*.lua``) name every key they touch.
 
@@ -30,7 +35,9 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
 ``P wake``                     LIST    wake tokens for fetchers of every type blocked in ``BLPOP``
 ``P wake:<type>``              LIST    wake tokens for fetchers of ``<type>`` blocked in ``BLPOP``
-``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = len(type))
+``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = bytes in type); once the
+                                      reaper removed the holder, ``<id>\\x1f<final status>``
+                                      until the key's own ttl (``idempotency_ttl``) ends
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
 ``P workers``                  HASH    worker registry: worker id -> its ``WorkerInfo`` (JSON)
 ``P workers:exp``              ZSET    worker ids, score = when the entry expires (ms, server clock)
@@ -45,6 +52,8 @@ removes each (hash, index entries, counts) once its ``result_ttl`` passed.
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -63,7 +72,9 @@ __all__ = [
     "sched",
     "status_set",
     "stream",
+    "tag",
     "type_set",
+    "untag",
     "wake",
     "wake_of_type",
     "worker_queues",
@@ -72,17 +83,38 @@ __all__ = [
 DEFAULT_NAMESPACE = "rq"
 """Namespace of every key unless the backend is opened with another."""
 
+_ESCAPED = re.compile("%25|%7B|%7D")
+_UNESCAPE = {"%25": "%", "%7B": "{", "%7D": "}"}
+
 STATUSES = ("pending", "scheduled", "processing", "retrying", "completed", "failed", "dead_letter", "cancelled")
+
+
+def tag(queue: str) -> str:
+    """The hash tag of ``queue``: its name with ``%``, ``{`` and ``}`` escaped (``%25``, ``%7B``, ``%7D``).
+
+    Injective, and the result holds no brace, so the tag is exactly what
+    stands between the braces of every key of the queue.
+    """
+    if "%" not in queue and "{" not in queue and "}" not in queue:
+        return queue
+    return queue.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+def untag(text: str) -> str:
+    """Inverse of :func:`tag`."""
+    if "%" not in text:
+        return text
+    return _ESCAPED.sub(lambda m: _UNESCAPE[m.group(0)], text)
 
 
 def prefix(ns: str, queue: str) -> str:
     """``rq:{<queue>}:``, the prefix of every key of ``queue`` (passed as ``KEYS[1]``)."""
-    return f"{ns}:{{{queue}}}:"
+    return f"{ns}:{{{tag(queue)}}}:"
 
 
 def activity(ns: str, queue: str, activity_id: str) -> str:
     """HASH of one activity."""
-    return f"{ns}:{{{queue}}}:a:{activity_id}"
+    return prefix(ns, queue) + "a:" + activity_id
 
 
 def status_set(ns: str, queue: str, status: str) -> str:
@@ -91,12 +123,12 @@ def status_set(ns: str, queue: str, status: str) -> str:
     ``processing`` has none (the name is only passed to ``lua/query.lua``, which
     reads :func:`lease` instead): see :func:`count_key`.
     """
-    return f"{ns}:{{{queue}}}:st:{status}"
+    return f"{prefix(ns, queue)}st:{status}"
 
 
 def lease(ns: str, queue: str) -> str:
     """ZSET of the processing ids, scored by lease deadline (ms)."""
-    return f"{ns}:{{{queue}}}:lease"
+    return prefix(ns, queue) + "lease"
 
 
 def count_key(ns: str, queue: str, status: str) -> str:
@@ -106,37 +138,37 @@ def count_key(ns: str, queue: str, status: str) -> str:
 
 def type_set(ns: str, queue: str, activity_type: str) -> str:
     """ZSET of every activity of ``activity_type``, in ``(created, id)`` order (lex members, score 0)."""
-    return f"{ns}:{{{queue}}}:ty:{activity_type}"
+    return f"{prefix(ns, queue)}ty:{activity_type}"
 
 
 def children(ns: str, queue: str, parent_id: str) -> str:
     """ZSET of the activities ``parent_id`` enqueued, in ``(created, id)`` order (lex members, score 0)."""
-    return f"{ns}:{{{queue}}}:kids:{parent_id}"
+    return f"{prefix(ns, queue)}kids:{parent_id}"
 
 
 def counts(ns: str, queue: str) -> str:
     """HASH ``<status>\\x1f<type>`` -> number of activities."""
-    return f"{ns}:{{{queue}}}:counts"
+    return prefix(ns, queue) + "counts"
 
 
 def dead_letter(ns: str, queue: str) -> str:
     """ZSET of dead-lettered ids, scored by dead-letter time (ms)."""
-    return f"{ns}:{{{queue}}}:dead"
+    return prefix(ns, queue) + "dead"
 
 
 def sched(ns: str, queue: str) -> str:
     """ZSET of not-yet-due activities, scored by ready time (ms)."""
-    return f"{ns}:{{{queue}}}:sched"
+    return prefix(ns, queue) + "sched"
 
 
 def stream(ns: str, queue: str) -> str:
     """STREAM of the queue's live events."""
-    return f"{ns}:{{{queue}}}:events"
+    return prefix(ns, queue) + "events"
 
 
 def wake(ns: str, queue: str) -> str:
     """LIST of wake tokens for ``wait_for_work``."""
-    return f"{ns}:{{{queue}}}:wake"
+    return prefix(ns, queue) + "wake"
 
 
 def wake_of_type(ns: str, queue: str, activity_type: str) -> str:
@@ -146,7 +178,7 @@ def wake_of_type(ns: str, queue: str, activity_type: str) -> str:
 
 def done_channel(ns: str, queue: str) -> str:
     """Pub/sub channel announcing ids that reached a terminal status."""
-    return f"{ns}:{{{queue}}}:done"
+    return prefix(ns, queue) + "done"
 
 
 def queues(ns: str) -> str:
@@ -160,8 +192,8 @@ def done_pattern(ns: str) -> str:
 
 
 def queue_of_channel(ns: str, channel: str) -> str:
-    """Inverse of :func:`done_channel`."""
-    return channel[len(ns) + 2 : -6]
+    """Inverse of :func:`done_channel` (the tag between the braces, unescaped)."""
+    return untag(channel[len(ns) + 2 : -6])
 
 
 def worker_queues(ns: str) -> str:

@@ -33,7 +33,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 import msgspec
 
 from runnerq_fast import filters
-from runnerq_fast.backends import keyset
+from runnerq_fast.backends import keyset, rowcheck
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends._wakeups import WorkSignal
 from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
@@ -77,6 +77,7 @@ Q = load_queries(_PACKAGE)
 T = TypeVar("T")
 
 _STREAM_PAGE = 1000
+_CLAIM_ROUNDS = 4  # claim statements per claim at most when corrupt rows (dead-lettered) take places
 _REUSABLE = frozenset({"failed", "dead_letter", "cancelled"})
 _SYNCHRONOUS = ("off", "normal", "full", "extra")
 _json = msgspec.json.encode
@@ -211,11 +212,12 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
     return applied_now
 
 
+_SNAPSHOT_FIELDS = ActivitySnapshot.__struct_fields__[:18]  # all but `corrupt`, in the order of the row
+
+
 def _snapshot(r: Sequence[Any]) -> ActivitySnapshot:
-    return ActivitySnapshot(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16],
-        r[17],
-    )
+    """The snapshot of a listing row (``corrupt`` set if a column holds a value of the wrong type)."""
+    return rowcheck.snapshot(dict(zip(_SNAPSHOT_FIELDS, r, strict=False)))
 
 
 def _event(r: Sequence[Any]) -> ActivityEvent:
@@ -994,12 +996,33 @@ def _claim(
     lease_ms: int,
     now: int,
 ) -> list[Any]:
-    rows = conn.execute(Q["claim"], (token, worker_id, now, now + lease_ms, queue, types, limit)).fetchall()
+    rows: list[Any] = []
+    for _ in range(_CLAIM_ROUNDS):  # a corrupt row is dead-lettered; its place goes to the next one
+        got = conn.execute(Q["claim"], (token, worker_id, now, now + lease_ms, queue, types, limit - len(rows)))
+        bad = 0
+        for r in got.fetchall():
+            why = rowcheck.reason(
+                {"activity_type": r[1], "payload": r[2], "priority": r[3], "retry_count": r[4], "max_retries": r[5],
+                 "timeout_ms": r[6], "metadata": r[7], "created_at_ms": r[8], "ready_at_ms": r[9]}
+            )
+            if why is None:
+                rows.append(r)
+            else:
+                bad += 1
+                _dead_letter_corrupt(conn, queue, r[0], why, now)
+        if not bad or len(rows) >= limit:
+            break
     if not rows:
         return rows
     rows.sort(key=lambda r: (-r[3], -r[4], r[9], r[10]))
     conn.executemany(Q["insert_event"], [(r[0], queue, "claimed", now, worker_id) for r in rows])
     return rows
+
+
+def _dead_letter_corrupt(conn: sqlite3.Connection, queue: str, activity_id: str, why: str, now: int) -> None:
+    log.error("dead-lettering activity %s of queue %r: %s", activity_id, queue, why)
+    conn.execute(Q["dead_letter_corrupt"], (activity_id, why, now))
+    conn.execute(Q["insert_event"], (activity_id, queue, "dead_letter", now, why))
 
 
 def _held(conn: sqlite3.Connection, refs: Sequence[Ack] | Sequence[LeaseRef]) -> dict[str, tuple[str, bool]]:
@@ -1088,7 +1111,18 @@ def _release(conn: sqlite3.Connection, queue: str, leases: Sequence[LeaseRef], n
 
 
 def _reap(conn: sqlite3.Connection, queue: str, limit: int, now: int) -> tuple[list[str], list[str], list[str]]:
-    rows = conn.execute(Q["expired"], (queue, now, limit)).fetchall()
+    rows = []
+    corrupt = []
+    for r in conn.execute(Q["expired"], (queue, now, limit)).fetchall():
+        why = rowcheck.reason(
+            {"retry_count": r[1], "max_retries": r[2], "priority": r[4], "timeout_ms": r[5], "created_at_ms": r[6],
+             "ready_at_ms": r[7], "lease_expires_at_ms": r[8]}
+        )
+        if why is None:
+            rows.append(r)
+        else:
+            _dead_letter_corrupt(conn, queue, r[0], why, now)
+            corrupt.append(r[0])
     stop = [r[0] for r in rows if r[3]]
     rows = [r for r in rows if not r[3]]
     if stop:
@@ -1103,7 +1137,7 @@ def _reap(conn: sqlite3.Connection, queue: str, limit: int, now: int) -> tuple[l
         err = "lease expired; retries exhausted"
         conn.executemany(Q["reap_dead"], [(i, now) for i in dead])
         conn.executemany(Q["insert_event"], [(i, queue, "dead_letter", now, err) for i in dead])
-    return requeued, dead, stop
+    return requeued, dead + corrupt, stop
 
 
 def _cancel(conn: sqlite3.Connection, activity_id: str, now: int) -> bool:

@@ -79,7 +79,7 @@ WHERE seq IN (
     SELECT seq FROM runnerq_activities
     WHERE queue_name = ?5
       AND status IN ('pending', 'scheduled', 'retrying')
-      AND ready_at <= ?3
+      AND (ready_at <= ?3 OR ready_at >= '')  -- a TEXT or BLOB ready_at (a corrupt row) sorts after every number
       AND (?6 IS NULL OR activity_type IN (SELECT value FROM json_each(?6)))
     ORDER BY priority DESC, retry_count DESC, ready_at, seq
     LIMIT ?7
@@ -135,11 +135,29 @@ UPDATE runnerq_activities SET status = 'pending', claim_token = NULL, lease_expi
 WHERE id = ?1 AND status = 'processing' AND claim_token = ?2;
 
 -- name: expired
--- ?1 queue, ?2 now (ms), ?3 limit: held activities whose lease has run out.
-SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL FROM runnerq_activities
+-- ?1 queue, ?2 now (ms), ?3 limit: held activities whose lease has run out, and those whose lease
+-- is TEXT or a BLOB (a corrupt row: such values sort after every number); the other columns are
+-- returned for the caller to check (runnerq_fast/backends/rowcheck.py).
+-- Two ranges of runnerq_activities_lease_idx, merged in lease order.
+SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL,
+       priority, timeout_ms, created_at, ready_at, lease_expires_at
+FROM runnerq_activities
 WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at <= ?2
-ORDER BY lease_expires_at
+UNION ALL
+SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL,
+       priority, timeout_ms, created_at, ready_at, lease_expires_at
+FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at >= ''
+ORDER BY 9
 LIMIT ?3;
+
+-- name: dead_letter_corrupt
+-- ?1 id, ?2 reason, ?3 now (ms): a row that cannot be decoded, read by a claim or the reaper, is
+-- dead-lettered alone with the reason (its attempts are not counted: they are unreadable).
+UPDATE runnerq_activities
+SET status = 'dead_letter', last_error = ?2, finished_at = ?3, dead_lettered_at = ?3,
+    claim_token = NULL, lease_expires_at = NULL
+WHERE id = ?1;
 
 -- name: reap_requeue
 -- ?1 id: an expired lease counts as an attempt; back to pending.

@@ -81,6 +81,38 @@ local function rq_member(created, id)
   return string.format('%015d', tonumber(created) or 0) .. ':' .. id
 end
 
+-- A script checks the stored numbers of an activity before it writes anything for it: a corrupt
+-- hash (a field that is no integer, runnerq_fast/backends/rowcheck.py) is dead-lettered alone or
+-- skipped, never an error halfway through a batch. `checks` = {position in h, field name, ...};
+-- returns nil, or the reason "corrupt row: <name> is '<value>', not an integer[; ...]".
+local function rq_corrupt(h, checks)
+  local bad
+  for i = 1, #checks, 2 do
+    local v = h[checks[i]]
+    local digits = v and string.match(v, '^%-?(%d+)$')
+    if not digits or #digits > 18 then
+      local shown = v and ("'" .. string.gsub(string.sub(v, 1, 37), '[^\32-\126]', '?') .. "'") or 'missing'
+      local text = checks[i + 1] .. ' is ' .. shown .. ', not an integer'
+      bad = bad and (bad .. '; ' .. text) or text
+    end
+  end
+  return bad and ('corrupt row: ' .. bad)
+end
+
+-- The index member of a possibly corrupt activity hash: rq_member, unless its creation time is no
+-- integer; then the member is looked up by id in its type's index (a scan, for a damaged hash only).
+local function rq_member_of(created, id, typ)
+  if created and #created == 13 then return '00' .. created .. ':' .. id end -- the usual case, cheaply
+  if created and #created <= 15 and string.find(created, '^%d+$') then return rq_member(created, id) end
+  local cursor = '0'
+  repeat
+    local r = redis.call('ZSCAN', P .. 'ty:' .. typ, cursor, 'MATCH', '*:' .. id, 'COUNT', 1000)
+    cursor = r[1]
+    if r[2][1] then return r[2][1] end
+  until cursor == '0'
+  return rq_member(created, id)
+end
+
 -- Buffered change of the per (status, type) counters, flushed by rq_flush.
 local function rq_count(status, typ, delta)
   local f = status .. '\31' .. typ

@@ -9,6 +9,7 @@
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ttl = ARGV[1]
 local rejected, done = {}, {}
+local ACK_CHECKS = {4, 'priority', 5, 'retry_count'}
 for b = 1, #ARGV - 1, 7 do
   local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local flags = tonumber(ARGV[b + 7])
@@ -24,6 +25,9 @@ for b = 1, #ARGV - 1, 7 do
     local mem = rq_member(h[6], id)
     if outcome == 5 or (outcome == 2 and h[7]) then
       rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
+      done[#done + 1] = id
+    elseif outcome == 2 and rq_corrupt(h, ACK_CHECKS) then -- cannot be retried: dead-lettered with the reason
+      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(h, ACK_CHECKS), ttl)
       done[#done + 1] = id
     elseif outcome == 2 then
       local rc = tonumber(h[5]) + 1

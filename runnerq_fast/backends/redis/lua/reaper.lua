@@ -3,18 +3,26 @@
 -- ttl passed, with their index entries and counts (P.."fin", at most ARGV[3] per run).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
 --   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
---   P.."types", P.."sched", P.."events", P.."wake", P.."wake:"..type; publishes on P.."done".
+--   P.."types", P.."sched", P.."events", P.."wake", P.."wake:"..type, P.."idem:"..#type..":"..type..":"..key
+--   (a removed holder's key keeps its ttl and becomes "<id>\31<status>"); publishes on P.."done".
 -- ARGV: limit (expired leases), result ttl ms, limit (expired results).
--- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}.
+-- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}; a corrupt
+--   activity (rq_corrupt) is dead-lettered with its reason, alone.
 local ttl = ARGV[2]
 local FIN_BATCH = tonumber(ARGV[3])
 local requeued, dead, cancelled = {}, {}, {}
+local REAP_CHECKS = {2, 'retry_count', 3, 'max_retries', 5, 'priority', 6, 'ready_at_ms', 7, 'created_at_ms',
+  9, 'timeout_ms'}
 local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr')
-  if h[1] == 'processing' then
+  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr', 'to')
+  local bad = h[1] == 'processing' and rq_corrupt(h, REAP_CHECKS)
+  if bad then
+    rq_finish(id, h[4] or '', rq_member_of(h[7], id, h[4] or ''), 'processing', 'dead_letter', nil, bad, ttl)
+    dead[#dead + 1] = id
+  elseif h[1] == 'processing' then
     local mem = rq_member(h[7], id)
     local rc = tonumber(h[2]) + 1
     if h[8] then
@@ -37,10 +45,14 @@ end
 local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
 for _, id in ipairs(gone) do
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa')
+  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa', 'ik')
   if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
     local mem = rq_member(h[3], id)
     redis.call('UNLINK', k)
+    if h[5] then -- its idempotency key lives on (idempotency ttl) and remembers the final status
+      local ikey = P .. 'idem:' .. #h[2] .. ':' .. h[2] .. ':' .. h[5]
+      if redis.call('GET', ikey) == id then redis.call('SET', ikey, id .. '\31' .. h[1], 'KEEPTTL') end
+    end
     rq_zrem(P .. 'st:' .. h[1], mem)
     rq_count(h[1], h[2], -1)
     rq_zrem(P .. 'ty:' .. h[2], mem)

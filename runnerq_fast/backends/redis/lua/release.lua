@@ -7,6 +7,7 @@
 -- Returns: the ids released (or so cancelled).
 local ttl = ARGV[1]
 local released, done = {}, {}
+local RELEASE_CHECKS = {4, 'priority', 5, 'retry_count', 6, 'ready_at_ms'}
 for i = 2, #ARGV, 2 do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
@@ -16,6 +17,9 @@ for i = 2, #ARGV, 2 do
     rq_zrem(P .. 'lease', id)
     if h[8] then
       rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl, 'released at shutdown')
+      done[#done + 1] = id
+    elseif rq_corrupt(h, RELEASE_CHECKS) then -- cannot be made ready: dead-lettered with the reason
+      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(h, RELEASE_CHECKS), ttl)
       done[#done + 1] = id
     else
       local ef, ev = rq_event(id, 'requeued', 'released at shutdown')
