@@ -50,7 +50,7 @@ from runnerq_fast.models import (
     QueueStats,
     QueueSummary,
 )
-from runnerq_fast.observability import QueueAdmin, QueueInspector
+from runnerq_fast.observability import PruneReport, QueueAdmin, QueueInspector, prune
 from runnerq_fast.storage import Backend, register_connector
 from runnerq_fast.sync import SyncActivityBuilder, SyncExecutor
 
@@ -101,6 +101,7 @@ __all__ = [
     "OnDuplicate",
     "Priority",
     "PrometheusMetrics",
+    "PruneReport",
     "QueueAdmin",
     "QueueInspector",
     "QueueStats",
@@ -117,6 +118,7 @@ __all__ = [
     "connect",
     "current_activity",
     "install_log_context",
+    "prune",
     "speedups",
     "testing",
 ]

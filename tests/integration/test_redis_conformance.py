@@ -9,9 +9,11 @@ import pytest
 from runnerq_fast.backends.redis import RedisBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_retention import RetentionConformance
 
 
-class TestRedisConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
+class TestRedisConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance,
+                       RetentionConformance):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:
         yield redis_backend

@@ -9,9 +9,11 @@ import pytest
 from runnerq_fast.backends.memory import MemoryBackend
 from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_retention import RetentionConformance
 
 
-class TestMemoryConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance):
+class TestMemoryConformance(BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance,
+                       RetentionConformance):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:
         b = MemoryBackend()

@@ -51,7 +51,7 @@ from runnerq_fast.models import (
     QueueSummary,
     ReapReport,
 )
-from runnerq_fast.storage import Backend
+from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events
 from runnerq_fast.urls import redact_text, redact_url
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
@@ -951,7 +951,30 @@ class PostgresBackend(Backend):
         return await self._act("set_priority", queue, flt, limit, filters.check_priority(priority))
 
     async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
-        return await self._act("delete", queue, flt, limit)
+        return await self._act("delete", queue, flt, limit, False)  # False: a "deleted" event goes to the stream
+
+    # ------------------------------------------------------------ retention
+    async def prune(self, queue: str, statuses: Sequence[str], older_than_ms: int, *, limit: int = 1000) -> int:
+        wanted = check_prune(statuses, older_than_ms, limit)
+        if not wanted:
+            return 0
+        async with self._pool.acquire() as conn, conn.transaction():
+            ids = [r[0] for r in await conn.fetch(Q["prune_pick"], queue, wanted, older_than_ms, limit)]
+            if not ids:
+                return 0
+            row = await conn.fetchrow(Q["delete_many"], queue, ids, True)
+            assert row is not None
+            if row[1]:
+                await conn.execute(Q["delete_empty_events"], list(row[1]))
+        return len(row[0])
+
+    async def prune_events(self, queue: str, older_than_ms: int, *, limit: int = 1000) -> int:
+        check_prune_events(older_than_ms, limit)
+        return int(await self._pool.fetchval(Q["prune_events"], queue, older_than_ms, limit))
+
+    async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
+        check_hold(purpose, ttl_ms)
+        return await self._pool.fetchrow(Q["hold"], queue, purpose, holder, ttl_ms) is not None
 
 
 def _parents(items: Sequence[NewActivity]) -> list[str | None] | None:

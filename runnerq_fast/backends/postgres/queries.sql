@@ -329,7 +329,13 @@ FROM runnerq_activities
 WHERE id = ANY ($1::uuid[]) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: stats
-SELECT status, count(*) AS n FROM runnerq_activities WHERE queue_name = $1::text GROUP BY status;
+-- $1 queue: one count per status, each an index-only range scan of
+-- runnerq_activities_status_created_idx (queue, status, ...): it reads the
+-- index entries of that queue and status only, never the table's other
+-- queues (a GROUP BY over the queue's rows was planned as a sequential scan
+-- of the whole table).
+SELECT s.status, (SELECT count(*) FROM runnerq_activities a WHERE a.queue_name = $1::text AND a.status = s.status)
+FROM unnest('{pending,scheduled,processing,retrying,completed,failed,dead_letter,cancelled}'::text[]) AS s(status);
 
 -- name: list_activities
 -- $1 queue, $2 status (NULL: any), $3 offset, $4 limit; newest first.
@@ -1250,9 +1256,10 @@ SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS not
 -- $1 queue, $2 ids: finished activities, with their idempotency key rows
 -- (only where the key still names them). Their positions in the event batch
 -- rows become NULL, so ids of other activities' events stay as they are
--- (batch id * 2^20 + position) and the GIN index forgets them; one
--- "deleted" batch row goes to the live stream. Returns the deleted ids and
--- the event batches left without any activity (delete_empty_events).
+-- (batch id * 2^20 + position) and the GIN index forgets them; unless $3
+-- (pruning: nothing goes to the stream), one "deleted" batch row goes to the
+-- live stream. Returns the deleted ids and the event batches left without
+-- any activity (delete_empty_events).
 WITH del AS (
     DELETE FROM runnerq_activities a
     WHERE a.id = ANY ($2::uuid[]) AND a.queue_name = $1::text
@@ -1273,7 +1280,7 @@ WITH del AS (
     RETURNING e.id, cardinality(array_remove(e.activity_ids, NULL)) = 0 AS empty
 ), ev AS (
     INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids)
-    SELECT $1::text, 'deleted', now(), g.ids FROM gone g WHERE cardinality(g.ids) > 0
+    SELECT $1::text, 'deleted', now(), g.ids FROM gone g WHERE cardinality(g.ids) > 0 AND NOT $3::boolean
 )
 SELECT (SELECT ids FROM gone) AS ids,
        coalesce((SELECT array_agg(id) FROM evs WHERE empty), '{}') AS empty_batches;
@@ -1282,3 +1289,38 @@ SELECT (SELECT ids FROM gone) AS ids,
 -- $1 event batch ids: batch rows that name no activity any more.
 DELETE FROM runnerq_events
 WHERE id = ANY ($1::bigint[]) AND cardinality(array_remove(activity_ids, NULL)) = 0;
+
+-- name: prune_pick
+-- $1 queue, $2 finished statuses, $3 age in milliseconds, $4 limit: ids of
+-- activities that finished before now - $3, locked for the delete that
+-- follows in the same transaction (delete_many with $3 = true). A range scan
+-- of runnerq_activities_finished_idx per status (migration 0003): it reads
+-- the rows it returns, whatever the size of the rest of the queue.
+SELECT id FROM runnerq_activities
+WHERE queue_name = $1::text AND status = ANY ($2::text[])
+  AND status IN ('completed', 'failed', 'dead_letter', 'cancelled')
+  AND finished_at < now() - $3::bigint * interval '1 millisecond'
+LIMIT $4::integer
+FOR UPDATE SKIP LOCKED;
+
+-- name: prune_events
+-- $1 queue, $2 age in milliseconds, $3 limit: event batch rows of the queue
+-- recorded before now - $2 (runnerq_events_at_idx). Returns how many went.
+WITH old AS (
+    SELECT ctid AS row_ctid FROM runnerq_events
+    WHERE queue_name = $1::text AND at < now() - $2::bigint * interval '1 millisecond'
+    LIMIT $3::integer
+), gone AS (
+    DELETE FROM runnerq_events WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM old)) RETURNING 1
+)
+SELECT count(*) FROM gone;
+
+-- name: hold
+-- $1 queue, $2 purpose, $3 holder, $4 ttl in milliseconds: take the hold if
+-- it is free or expired, renew it if $3 holds it. One row when $3 holds it now.
+INSERT INTO runnerq_holds AS h (queue_name, purpose, holder, expires_at)
+VALUES ($1::text, $2::text, $3::text, now() + $4::bigint * interval '1 millisecond')
+ON CONFLICT (queue_name, purpose) DO UPDATE
+SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE h.holder = excluded.holder OR h.expires_at <= now()
+RETURNING 1;

@@ -38,6 +38,7 @@ from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
+from runnerq_fast.backends.redis.retention import RedisRetention
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
@@ -82,6 +83,8 @@ _SCRIPTS = (
     "delete",
     "summary",
     "query",
+    "prune",
+    "hold",
 )
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
@@ -205,7 +208,7 @@ class _HiredisPackingConnection(aioredis.Connection):
         return [b"".join(self.pack_command(*cmd)[0] for cmd in commands)]
 
 
-class RedisBackend(RedisOperations, Backend):
+class RedisBackend(RedisRetention, RedisOperations, Backend):
     """Backend storing activities in Redis (7.0 or later).
 
     Open it with :meth:`open` (or ``rq.connect("redis://host:port/db")``).

@@ -29,6 +29,7 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
 ``P wake``                     LIST    wake tokens for fetchers blocked in ``BLPOP``
+``P hold:<purpose>``           STRING  holder of a named hold (``hold``), expiring by ``PX``
 ``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = len(type))
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
 ``rq:queues``                  SET     every queue name seen (outside any hash tag)
@@ -37,7 +38,9 @@ key (``P = rq:{<queue>}:``)    type    contents
 The ``st:``, ``ty:``, ``kids:`` and ``counts`` entries change in the same script
 call as the status they index (``rq_move`` in ``lua/_common.lua``), so they
 never drift. Finished activities do not expire by themselves: the reaper
-removes each (hash, index entries, counts) once its ``result_ttl`` passed.
+removes completed, failed and cancelled ones (hash, index entries, counts,
+idempotency key) once their ``result_ttl`` passed, and a prune
+(``lua/prune.lua``) removes finished ones older than a retention, dead letters too.
 """
 
 from __future__ import annotations

@@ -355,3 +355,26 @@ SELECT count(*) FROM (
     WHERE queue_name = ?1 AND activity_type = ?6 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
     LIMIT ?5
 );
+
+-- name: prune_pick
+-- ?1 queue, ?2 one finished status, ?3 finished before (ms), ?4 limit: ids
+-- to prune, with what their idempotency key rows need. A range of
+-- runnerq_activities_finished_idx (migration 0003): it reads only the rows it returns.
+SELECT id, activity_type, idempotency_key FROM runnerq_activities
+WHERE queue_name = ?1 AND status = ?2 AND status IN ('completed', 'failed', 'dead_letter', 'cancelled')
+  AND finished_at < ?3
+LIMIT ?4;
+
+-- name: prune_events
+-- ?1 queue, ?2 recorded before (ms), ?3 limit (runnerq_events_at_idx).
+DELETE FROM runnerq_events
+WHERE id IN (SELECT id FROM runnerq_events WHERE queue_name = ?1 AND at < ?2 LIMIT ?3);
+
+-- name: hold
+-- ?1 queue, ?2 purpose, ?3 holder, ?4 expiry (ms), ?5 now (ms): take the hold
+-- if it is free or expired, renew it if ?3 holds it. One row when ?3 holds it now.
+INSERT INTO runnerq_holds (queue_name, purpose, holder, expires_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (queue_name, purpose) DO UPDATE
+SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE runnerq_holds.holder = excluded.holder OR runnerq_holds.expires_at <= ?5
+RETURNING 1;

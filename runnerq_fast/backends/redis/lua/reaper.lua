@@ -1,9 +1,10 @@
 -- runnerq-fast: requeue activities whose lease expired (counts an attempt), dead-letter the exhausted,
 -- cancel those whose cancellation was requested; then remove finished activities whose result
--- ttl passed, with their index entries and counts (P.."fin", at most ARGV[3] per run).
+-- ttl passed, with their index entries, counts and idempotency keys (P.."fin", at most ARGV[3] per run).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
 --   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
---   P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
+--   P.."types", P.."sched", P.."events", P.."wake", P.."idem:"..#type..":"..type..":"..key;
+--   publishes on P.."done".
 -- ARGV: limit (expired leases), result ttl ms, limit (expired results).
 -- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}.
 local ttl = ARGV[2]
@@ -38,14 +39,9 @@ end
 local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
 for _, id in ipairs(gone) do
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa')
+  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa', 'ik')
   if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
-    local mem = rq_member(h[3], id)
-    redis.call('UNLINK', k)
-    rq_zrem(P .. 'st:' .. h[1], mem)
-    rq_count(h[1], h[2], -1)
-    rq_zrem(P .. 'ty:' .. h[2], mem)
-    if h[4] then rq_zrem(P .. 'kids:' .. h[4], mem) end
+    rq_forget(id, h[1], h[2], h[3], h[4], h[5]) -- also releases its idempotency key
   end
   rq_zrem(P .. 'fin', id)
 end
