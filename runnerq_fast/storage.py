@@ -502,6 +502,13 @@ class Backend(abc.ABC):
             Events (PostgreSQL: event batch rows) deleted.
         """
 
+    async def maintain(self) -> None:  # noqa: B027 - optional: most stores need no housekeeping
+        """Housekeeping the engine's pruner runs every pass (while it holds a queue's ``"prune"`` hold).
+
+        PostgreSQL folds the count deltas its triggers append into its
+        counters; the other backends have nothing to do.
+        """
+
     @abc.abstractmethod
     async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
         """Take or renew the hold ``purpose`` of ``queue`` for ``holder`` for ``ttl_ms`` milliseconds.

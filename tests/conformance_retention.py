@@ -211,3 +211,24 @@ class RetentionConformance:
         assert (await backend.get_activity(kept)) is not None
         snap = await backend.get_activity(waiting)
         assert snap is not None and snap.status == "pending"
+
+    async def test_stats_match_the_rows_after_every_kind_of_change(self, backend: Backend) -> None:
+        """Counts kept apart from the rows (SQL counters, Redis sets) agree with the rows themselves."""
+        ids = await self._every_status(backend)
+        await self._put(backend, 3, "extra", run_at_ms=now_ms() + 3_600_000)
+        await backend.retry_activities(self.queue, F(ids=(ids["failed"],)))
+        await backend.cancel_activities(self.queue, F(ids=(ids["pending"],)))
+        await backend.run_now(self.queue, F(activity_types=("extra",)), limit=1)
+        await backend.delete_activities(self.queue, F(ids=(ids["completed"],)))
+        await backend.prune(self.queue, ["dead_letter"], 0)
+        (c,) = await backend.claim(self.queue, "w", 1, ["failed"], 30_000)  # the retried one
+        await backend.ack(self.queue, [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        stats = await backend.stats(self.queue)
+        for status in [*FINISHED, "pending", "scheduled", "processing", "retrying"]:
+            counted = await backend.count_activities(self.queue, F(statuses=(status,)))
+            assert getattr(stats, status) == counted.count, status
+        (summary,) = [s for s in await backend.list_queues() if s.queue == self.queue]
+        assert summary.counts == stats
+        assert summary.by_type["extra"] == {"scheduled": 2, "pending": 1}
+        assert summary.by_type["failed"] == {"completed": 1}
+        assert "dead_letter" not in summary.by_type

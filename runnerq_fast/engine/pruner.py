@@ -9,7 +9,9 @@ another takes over once the hold ran out. A pass deletes, in batches of
 
 * completed and cancelled activities finished more than ``completed_retention`` ago;
 * failed and dead-lettered ones finished more than ``failed_retention`` ago;
-* events older than ``event_retention``.
+* events older than ``event_retention``;
+
+and first runs the store's housekeeping (:meth:`~runnerq_fast.storage.Backend.maintain`).
 
 A setting of ``None`` keeps those forever; ``prune_interval = 0`` turns the
 task off. A failing pass is logged and tried again next period.
@@ -76,6 +78,7 @@ class Pruner:
         cfg = self.config
         if not await self._hold():
             return None
+        await self.backend.maintain()
         groups: list[tuple[tuple[str, ...], float | None, float | None]] = [
             (("completed", "cancelled"), cfg.completed_retention, None),
             (("failed", "dead_letter"), cfg.failed_retention, None),

@@ -70,6 +70,9 @@ _Conn = asyncpg.Connection | PoolConnectionProxy
 _CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
 
 
+_FOLD_AT = 2_000
+"""Delta rows a :meth:`PostgresBackend.stats` may read before it folds them into the counters."""
+
 _MAX_STATEMENT_ITEMS = 100_000
 """Most activities one enqueue statement writes (an event batch names at most 2**20 - 1)."""
 
@@ -770,7 +773,26 @@ class PostgresBackend(Backend):
     # ------------------------------------------------------------ inspection
     async def stats(self, queue: str) -> QueueStats:
         rows = await self._pool.fetch(Q["stats"], queue)
-        return QueueStats(**{r[0]: r[1] for r in rows})
+        if sum(r[2] for r in rows) > _FOLD_AT:
+            await self.fold_counts()
+        return QueueStats(**{r[0]: r[1] for r in rows if r[1]})
+
+    async def fold_counts(self) -> int:
+        """Fold the count deltas the triggers appended into the counters (migration 0003).
+
+        The engine's pruner does it every pass and :meth:`stats` once it reads
+        more than a few thousand deltas; counts are exact either way.
+
+        Returns
+        -------
+        int
+            Delta rows folded.
+        """
+        return int(await self._pool.fetchval(Q["fold_counts"]))
+
+    async def maintain(self) -> None:
+        """Fold the count deltas (:meth:`fold_counts`)."""
+        await self.fold_counts()
 
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50

@@ -329,13 +329,28 @@ FROM runnerq_activities
 WHERE id = ANY ($1::uuid[]) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: stats
--- $1 queue: one count per status, each an index-only range scan of
--- runnerq_activities_status_created_idx (queue, status, ...): it reads the
--- index entries of that queue and status only, never the table's other
--- queues (a GROUP BY over the queue's rows was planned as a sequential scan
--- of the whole table).
-SELECT s.status, (SELECT count(*) FROM runnerq_activities a WHERE a.queue_name = $1::text AND a.status = s.status)
-FROM unnest('{pending,scheduled,processing,retrying,completed,failed,dead_letter,cancelled}'::text[]) AS s(status);
+-- $1 queue: counts by status from the maintained counters (migration 0003):
+-- runnerq_counts plus the deltas not folded yet, in one snapshot; never a
+-- row of runnerq_activities. The third column: delta rows read (the backend
+-- folds them once there are many).
+SELECT status, sum(n)::bigint, count(*) FILTER (WHERE folded IS FALSE)
+FROM (SELECT status, n, TRUE AS folded FROM runnerq_counts WHERE queue_name = $1::text
+      UNION ALL
+      SELECT status, n, FALSE FROM runnerq_count_deltas WHERE queue_name = $1::text) c
+GROUP BY status;
+
+-- name: fold_counts
+-- Move every delta into runnerq_counts (a concurrent fold waits on the delta
+-- rows this one deletes, then finds them gone: nothing is counted twice).
+-- Returns the delta rows folded.
+WITH d AS (
+    DELETE FROM runnerq_count_deltas RETURNING queue_name, activity_type, status, n
+), s AS (
+    INSERT INTO runnerq_counts AS c (queue_name, activity_type, status, n)
+    SELECT queue_name, activity_type, status, sum(n) FROM d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (queue_name, activity_type, status) DO UPDATE SET n = c.n + excluded.n
+)
+SELECT count(*) FROM d;
 
 -- name: list_activities
 -- $1 queue, $2 status (NULL: any), $3 offset, $4 limit; newest first.
@@ -429,13 +444,14 @@ WITH RECURSIVE q AS (
 SELECT queue_name FROM q WHERE queue_name IS NOT NULL;
 
 -- name: counts_by_type
--- $1 queues: counts by (queue, type, status). Reads every row of those queues
--- (an index-only scan of runnerq_activities_type_created_idx where the
--- visibility map allows): the queue summary may, listings never do.
-SELECT queue_name, activity_type, status, count(*)
-FROM runnerq_activities
-WHERE queue_name = ANY ($1::text[])
-GROUP BY queue_name, activity_type, status;
+-- $1 queues: counts by (queue, type, status) from the maintained counters,
+-- as stats (never a row of runnerq_activities).
+SELECT queue_name, activity_type, status, sum(n)::bigint
+FROM (SELECT queue_name, activity_type, status, n FROM runnerq_counts WHERE queue_name = ANY ($1::text[])
+      UNION ALL
+      SELECT queue_name, activity_type, status, n FROM runnerq_count_deltas WHERE queue_name = ANY ($1::text[])) c
+GROUP BY queue_name, activity_type, status
+HAVING sum(n) <> 0;
 
 -- name: oldest_ready
 -- $1 queues: per queue, the ready time (epoch ms) of the oldest activity a
@@ -1292,16 +1308,23 @@ WHERE id = ANY ($1::bigint[]) AND cardinality(array_remove(activity_ids, NULL)) 
 
 -- name: prune_pick
 -- $1 queue, $2 finished statuses, $3 age in milliseconds, $4 limit: ids of
--- activities that finished before now - $3, locked for the delete that
--- follows in the same transaction (delete_many with $3 = true). A range scan
--- of runnerq_activities_finished_idx per status (migration 0003): it reads
--- the rows it returns, whatever the size of the rest of the queue.
-SELECT id FROM runnerq_activities
-WHERE queue_name = $1::text AND status = ANY ($2::text[])
-  AND status IN ('completed', 'failed', 'dead_letter', 'cancelled')
-  AND finished_at < now() - $3::bigint * interval '1 millisecond'
-LIMIT $4::integer
-FOR UPDATE SKIP LOCKED;
+-- activities that finished before now - $3, oldest first per status, locked
+-- for the delete that follows in the same transaction (delete_many with
+-- $3 = true). One ordered range scan of runnerq_activities_finished_idx per
+-- status (migration 0003) that stops at the limit: it reads the rows it
+-- returns, whatever the size of the rest of the queue.
+SELECT p.id
+FROM unnest($2::text[]) AS s(status)
+CROSS JOIN LATERAL (
+    SELECT a.id FROM runnerq_activities a
+    WHERE a.queue_name = $1::text AND a.status = s.status
+      AND a.status IN ('completed', 'failed', 'dead_letter', 'cancelled')
+      AND a.finished_at < now() - $3::bigint * interval '1 millisecond'
+    ORDER BY a.finished_at
+    LIMIT $4::integer
+    FOR UPDATE SKIP LOCKED
+) p
+LIMIT $4::integer;
 
 -- name: prune_events
 -- $1 queue, $2 age in milliseconds, $3 limit: event batch rows of the queue
