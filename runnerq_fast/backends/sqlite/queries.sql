@@ -169,9 +169,10 @@ FROM runnerq_activities
 WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: stats
--- ?1 queue: counts by status from the counters the triggers of migration 0003
--- keep (a few rows per type; never a row of runnerq_activities).
-SELECT status, sum(n) FROM runnerq_counts WHERE queue_name = ?1 GROUP BY status HAVING sum(n) <> 0;
+-- ?1 queue: counts by status from the queue's entries of
+-- runnerq_activities_status_created_idx (a covering index: no table row is
+-- read, and no entry of another queue).
+SELECT status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY status;
 
 -- name: list_activities
 -- ?1 queue, ?2 status (NULL: any), ?3 offset, ?4 limit; newest first.
@@ -287,8 +288,9 @@ WITH RECURSIVE q(name) AS (
 SELECT name FROM q WHERE name IS NOT NULL;
 
 -- name: counts_by_type
--- ?1 queue: counts by type and status, from the counters (as stats).
-SELECT activity_type, status, n FROM runnerq_counts WHERE queue_name = ?1 AND n <> 0;
+-- ?1 queue: counts by type and status (reads the queue's entries of
+-- runnerq_activities_type_created_idx, not the rows).
+SELECT activity_type, status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY activity_type, status;
 
 -- name: ready_head
 -- ?1 queue, ?2 priority, ?3 retry count bound (exclusive): the oldest ready
