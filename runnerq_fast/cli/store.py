@@ -69,15 +69,14 @@ async def _read(url: str, what: Callable[[rq.Backend], Awaitable[T]]) -> T:
 def _queues_table(summaries: list[rq.QueueSummary], title: str) -> Table:
     table = Table(title=title)
     table.add_column("queue")
-    for status in rq.QueueStats.__struct_fields__:
-        table.add_column(status, justify="right")
     table.add_column("total", justify="right")
+    table.add_column("by status (non-zero)")
     table.add_column("oldest ready", justify="right")
     now_ms = time.time() * 1000
     for s in summaries:
-        counts = msgspec.structs.asdict(s.counts)
-        age = "" if s.oldest_ready_ms is None else f"{max(0.0, now_ms - s.oldest_ready_ms) / 1000:,.1f} s"
-        table.add_row(s.queue, *(f"{n:,}" for n in counts.values()), f"{s.counts.total:,}", age)
+        counts = ", ".join(f"{status} {n:,}" for status, n in msgspec.structs.asdict(s.counts).items() if n)
+        age = "" if s.oldest_ready_ms is None else f"{max(0.0, now_ms - s.oldest_ready_ms) / 1000:,.1f} s ago"
+        table.add_row(s.queue, f"{s.counts.total:,}", counts, age)
     return table
 
 

@@ -118,6 +118,25 @@ async def test_finished_results_expire_and_dead_letters_stay(redis_url: str, red
         await backend.close()
 
 
+
+async def test_an_expired_result_releases_its_idempotency_key(redis_url: str, redis_namespace: str) -> None:
+    """The reaper's ``result_ttl`` removal deletes the key too (it used to stay until ``idempotency_ttl``,
+    naming a deleted activity; enqueue already treated such a key as free)."""
+    backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.2)
+    try:
+        ex = rq.ActivityExecutor(backend, "ttl-key")
+        first = await ex.activity("t").idempotency_key("k1").execute()
+        (c,) = await backend.claim("ttl-key", "w", 1, None, 5000)
+        await backend.ack("ttl-key", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        await asyncio.sleep(0.25)
+        await backend.requeue_expired("ttl-key", 100)  # the reaper removes the finished one
+        assert await backend.get_activity(first.activity_id) is None
+        assert await backend.client.exists(f"{redis_namespace}:{{ttl-key}}:idem:1:t:k1") == 0
+        again = await ex.activity("t").idempotency_key("k1").execute()
+        assert again.created and again.activity_id != first.activity_id
+    finally:
+        await backend.close()
+
 async def test_wait_for_work_wakes_on_enqueue_not_on_timeout(redis_backend: RedisBackend) -> None:
     q = "wake"
     await redis_backend.client.delete(f"{redis_backend._ns}:{{{q}}}:wake")
