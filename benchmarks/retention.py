@@ -43,12 +43,12 @@ import msgspec
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _services import PgDatabases, PrivateRedis  # noqa: E402
+from _services import PgDatabases, PrivateRedis
 
-import runnerq_fast as rq  # noqa: E402
-from runnerq_fast.engine import run_with_uvloop  # noqa: E402
-from runnerq_fast.ids import new_activity_id  # noqa: E402
-from runnerq_fast.models import Ack, AckOutcome, NewActivity  # noqa: E402
+import runnerq_fast as rq
+from runnerq_fast.engine import run_with_uvloop
+from runnerq_fast.ids import new_activity_id
+from runnerq_fast.models import Ack, AckOutcome, NewActivity
 
 BACKENDS = ("memory", "sqlite", "postgresql", "redis")
 QUEUE = "retbench"
@@ -162,7 +162,8 @@ def main() -> None:
                 url, options = urls[name]
                 box: list[dict[str, Any]] = []
 
-                async def go(url: str = url, options: dict[str, Any] = options) -> None:
+                async def go(url: str = url, options: dict[str, Any] = options,
+                             box: list[dict[str, Any]] = box) -> None:
                     box.append(await one_round(url, args.n, args.finished, args.batch_size, r % 2 == 0, options))
 
                 run_with_uvloop(go())
