@@ -163,8 +163,8 @@ def main() -> None:
                 box: list[dict[str, Any]] = []
 
                 async def go(url: str = url, options: dict[str, Any] = options,
-                             box: list[dict[str, Any]] = box) -> None:
-                    box.append(await one_round(url, args.n, args.finished, args.batch_size, r % 2 == 0, options))
+                             box: list[dict[str, Any]] = box, drain_first: bool = r % 2 == 0) -> None:
+                    box.append(await one_round(url, args.n, args.finished, args.batch_size, drain_first, options))
 
                 run_with_uvloop(go())
                 results[name].append(box[0])
