@@ -513,7 +513,15 @@ class ActivityExecutor:
         return await self.backend.cancel(activity_id)
 
     def future(self, activity_id: str) -> ActivityFuture:
-        """A future for an activity enqueued earlier (e.g. by another process)."""
+        """A future for an activity enqueued earlier (e.g. by another process).
+
+        Raises
+        ------
+        TypeError
+            If ``activity_id`` is not a string (a future passed where its id belongs, say).
+        """
+        if not isinstance(activity_id, str):
+            raise TypeError(f"an activity id is a str, got {type(activity_id).__name__}: {activity_id!r}")
         return ActivityFuture(self.backend, activity_id, False)
 
     async def get_result(self, activity_id: str) -> ActivityResult | None:

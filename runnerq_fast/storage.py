@@ -30,6 +30,10 @@ in ``tests/conformance.py``):
   :meth:`Backend.extend_leases` reports it, the engine stops the handler and
   acks it :attr:`~runnerq_fast.models.AckOutcome.CANCELLED`; until then a RETRY
   ack, a release or an expired lease also end it ``cancelled``;
+* the worker registry (:meth:`Backend.register_worker`) lists an entry
+  until ``ttl_ms`` after its last registration on the store's clock, or
+  until it is deregistered; :meth:`Backend.ready_work` reads only activities
+  in a ready status;
 * listings are keyset-paged in ``(created_at, id)`` order and never scan
   every finished row of a queue: filters a backend checks row by row
   examine at most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows per page.
@@ -63,7 +67,9 @@ from runnerq_fast.models import (
     NewActivity,
     QueueStats,
     QueueSummary,
+    ReadyWork,
     ReapReport,
+    WorkerInfo,
 )
 
 __all__ = [
@@ -71,6 +77,7 @@ __all__ = [
     "check_hold",
     "check_prune",
     "check_prune_events",
+    "check_worker_ttl",
     "open_backend",
     "refuse_connection",
     "register_connector",
@@ -533,6 +540,64 @@ class Backend(abc.ABC):
         bool
             Whether ``holder`` holds it now.
         """
+
+    # ------------------------------------------------------ worker registry
+    @abc.abstractmethod
+    async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
+        """Add or refresh the registry entry of one engine (its heartbeat), in one round trip.
+
+        The entry ``(info.queue, info.worker_id)`` is replaced by ``info`` and
+        expires ``ttl_ms`` milliseconds from now on the store's clock unless
+        registered again; expired entries are never listed.
+
+        Parameters
+        ----------
+        info : WorkerInfo
+            The engine as it is now.
+        ttl_ms : int
+            Milliseconds (>= 1) the entry lives without another registration.
+
+        Raises
+        ------
+        ValueError
+            If ``ttl_ms`` is below 1.
+        """
+
+    @abc.abstractmethod
+    async def deregister_worker(self, queue: str, worker_id: str) -> None:
+        """Remove the registry entry of one engine at once (a clean stop); unknown entries are ignored."""
+
+    @abc.abstractmethod
+    async def list_workers(self, queue: str | None = None) -> list[WorkerInfo]:
+        """The live (unexpired) registry entries of ``queue``, or of every queue for ``None``.
+
+        Returns
+        -------
+        list of WorkerInfo
+            Ordered by ``(queue, worker_id)``.
+        """
+
+    @abc.abstractmethod
+    async def ready_work(self, queue: str) -> ReadyWork:
+        """What a worker could claim now: counts by type and the oldest ready time.
+
+        Counts pending activities plus scheduled and retrying ones that are due.
+        Reads only activities in those statuses (never the finished ones), so
+        its cost follows the backlog, not the history of the queue.
+        """
+
+
+def check_worker_ttl(ttl_ms: int) -> int:
+    """``ttl_ms`` if it is a valid registry entry lifetime (for :meth:`Backend.register_worker`).
+
+    Raises
+    ------
+    ValueError
+        If ``ttl_ms`` is not an integer of at least 1 (milliseconds).
+    """
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1:
+        raise ValueError(f"ttl_ms must be a positive number of milliseconds, got {ttl_ms!r}")
+    return ttl_ms
 
 
 def refuse_connection(backend: Backend, connection: object | None) -> None:

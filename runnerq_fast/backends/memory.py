@@ -43,9 +43,18 @@ from runnerq_fast.models import (
     OnDuplicate,
     QueueStats,
     QueueSummary,
+    ReadyWork,
     ReapReport,
+    WorkerInfo,
 )
-from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events, refuse_connection
+from runnerq_fast.storage import (
+    Backend,
+    check_hold,
+    check_prune,
+    check_prune_events,
+    check_worker_ttl,
+    refuse_connection,
+)
 
 if speedups.enabled:  # the module, not its names: import-linter sees the package, not a compiled module
     from runnerq_fast.backends import _memstore
@@ -90,6 +99,8 @@ class MemoryBackend(StoreCore, Backend):
         self.url = url
         self._idem: dict[tuple[str, str, str], tuple[str, int]] = {}
         self._holds: dict[tuple[str, str], tuple[str, int]] = {}  # (queue, purpose) -> (holder, expiry ms)
+        # worker registry: (queue, worker_id) -> (entry, expiry epoch ms)
+        self._workers: dict[tuple[str, str], tuple[WorkerInfo, int]] = {}
         self._closed = False
 
     async def close(self) -> None:
@@ -351,6 +362,40 @@ class MemoryBackend(StoreCore, Backend):
                     yield ev
         finally:
             self._subscribers[queue].discard(inbox)
+
+    # ------------------------------------------------------ worker registry
+    async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
+        now = _now_ms()
+        self._workers[(info.queue, info.worker_id)] = (info, now + check_worker_ttl(ttl_ms))
+        for key, (_, expires) in list(self._workers.items()):
+            if expires <= now:
+                del self._workers[key]
+
+    async def deregister_worker(self, queue: str, worker_id: str) -> None:
+        self._workers.pop((queue, worker_id), None)
+
+    async def list_workers(self, queue: str | None = None) -> list[WorkerInfo]:
+        now = _now_ms()
+        return [
+            info
+            for key, (info, expires) in sorted(self._workers.items())
+            if expires > now and (queue is None or key[0] == queue)
+        ]
+
+    async def ready_work(self, queue: str) -> ReadyWork:
+        q = self._queues.get(queue)
+        if q is None:
+            return ReadyWork({}, None)
+        now = _now_ms()
+        by_type: dict[str, int] = {}
+        oldest: int | None = None
+        for status in READY_STATUSES:
+            for r in q.by_status[status].values():
+                if r.ready_at_ms <= now:
+                    by_type[r.activity_type] = by_type.get(r.activity_type, 0) + 1
+                    if oldest is None or r.ready_at_ms < oldest:
+                        oldest = r.ready_at_ms
+        return ReadyWork(by_type, oldest)
 
     # ------------------------------------------------- listings with filters
     async def list_queues(self) -> list[QueueSummary]:

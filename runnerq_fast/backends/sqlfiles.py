@@ -136,7 +136,10 @@ def load_migrations(package: str) -> list[Migration]:
     Raises
     ------
     ValueError
-        If two files share a version or the versions have a gap.
+        If two files share a version, or there is no 0001. A gap is allowed:
+        numbers are reserved per feature, so a later one may be present
+        before an earlier one is written; each applies once, in order, and
+        one added later below an applied one is still applied.
     """
     found: dict[int, Migration] = {}
     for entry in resources.files(package).joinpath("migrations").iterdir():
@@ -148,6 +151,6 @@ def load_migrations(package: str) -> list[Migration]:
             raise ValueError(f"two migrations share version {version:04d}")
         found[version] = Migration(version, match["name"], entry.read_text(encoding="utf-8"))
     versions = sorted(found)
-    if versions != list(range(1, len(versions) + 1)):
-        raise ValueError(f"migration versions must be 1..n without gaps, got {versions}")
+    if versions and versions[0] != 1:
+        raise ValueError(f"migration versions must start at 0001, got {versions}")
     return [found[v] for v in versions]

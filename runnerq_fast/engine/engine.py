@@ -41,6 +41,7 @@ from runnerq_fast.config import WorkerConfig, WorkerSettings
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
+from runnerq_fast.engine.presence import Presence
 from runnerq_fast.engine.pruner import Pruner
 from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
@@ -430,6 +431,9 @@ class WorkerEngine:
         self._workers = [asyncio.create_task(worker_loop(out, self._local), name=f"runnerq-worker-{i}")
                          for i in range(cfg.max_workers)]
         self._flusher = asyncio.create_task(self._flush_loop(), name="runnerq-ack-flusher")
+        self._presence = Presence(self._backend, cfg.queue_name, self.worker_id, self._types, cfg.max_workers,
+                                  cfg.effective_heartbeat_interval)
+        await self._presence.beat(0)
         self._tasks = [
             asyncio.create_task(self._heartbeat_loop(), name="runnerq-heartbeat"),
             asyncio.create_task(self._reaper_loop(), name="runnerq-reaper"),
@@ -587,6 +591,7 @@ class WorkerEngine:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._presence.leave()
         if out.threads is not None:
             out.threads.shutdown(wait=False, cancel_futures=True)
         self._started = False
@@ -852,6 +857,7 @@ class WorkerEngine:
         interval = cfg.effective_heartbeat_interval
         while True:
             await asyncio.sleep(interval)
+            await self._presence.beat(len(self._inflight))  # the registry entry: one call per tick
             if not self._inflight:
                 continue
             refs = [LeaseRef(a.id, a.claim_token) for a in self._inflight.values()]

@@ -283,3 +283,11 @@ async def test_a_prune_batch_reads_the_rows_it_deletes(conn: asyncpg.Connection,
         rows, indexes, kinds, _pages = _read(plan)
         assert "Seq Scan" not in kinds and indexes == {"runnerq_activities_finished_idx"}, (kinds, indexes)
         assert rows <= 2 * 1000 + 60, json.dumps(plan["Plan"], indent=1)[:4000]
+async def test_ready_work_reads_the_backlog_never_the_finished_rows(conn: asyncpg.Connection) -> None:
+    backlog = await conn.fetchval("SELECT count(*) FROM runnerq_activities WHERE queue_name = $1 "
+                                  "AND status IN ('pending', 'scheduled', 'retrying')", QUEUE)
+    plan = await _explain(conn, Q["ready_by_type"], [QUEUE])
+    rows, indexes, kinds, _pages = _read(plan)
+    assert "Seq Scan" not in kinds, kinds
+    assert indexes and indexes <= {"runnerq_activities_dequeue_idx", STATUS_IDX}, indexes
+    assert rows <= backlog + 50, f"read {rows} rows for a backlog of {backlog}"

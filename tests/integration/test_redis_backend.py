@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import runnerq_fast as rq
 from runnerq_fast.backends.redis import RedisBackend
 from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
-from runnerq_fast.models import Ack, AckOutcome
+from runnerq_fast.models import Ack, AckOutcome, WorkerInfo
 from tests.conformance import new
 from tests.redis_fixtures import REDIS_URL
 
@@ -258,3 +258,18 @@ def test_hiredis_packing_matches_redis_py(args: tuple[Any, ...]) -> None:
     assert b"".join(_HiredisPackingConnection().pack_command(*args)) == b"".join(Connection().pack_command(*args))
     both = [args, ("PING",)]
     assert b"".join(_HiredisPackingConnection().pack_commands(both)) == b"".join(Connection().pack_commands(both))
+
+
+async def test_registry_keys_share_the_hash_tag_and_a_lost_queue_set_comes_back_on_the_next_heartbeat(
+    redis_backend: RedisBackend, redis_namespace: str
+) -> None:
+    info = WorkerInfo(worker_id="w1", queue="tagged", host="h", pid=1, activity_types=("t",), in_flight=0,
+                      concurrency=1, started_at_ms=1, last_seen_ms=2)
+    await redis_backend.register_worker(info, 60_000)
+    names = {k.decode() async for k in redis_backend.client.scan_iter(match=f"{redis_namespace}:*")}
+    assert {f"{redis_namespace}:{{tagged}}:workers", f"{redis_namespace}:{{tagged}}:workers:exp",
+            f"{redis_namespace}:wqueues"} <= names
+    await redis_backend.client.delete(f"{redis_namespace}:wqueues")  # as after a restart that lost the set
+    assert await redis_backend.list_workers() == []
+    await redis_backend.register_worker(info, 60_000)
+    assert await redis_backend.list_workers() == [info]

@@ -170,7 +170,7 @@ async def test_closed_backend_refuses_calls(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------- migrations
 def test_migration_script_splits_into_its_statements() -> None:
-    m, m2, m3, *_ = load_migrations("runnerq_fast.backends.sqlite")
+    m, m2, m3 = load_migrations("runnerq_fast.backends.sqlite")[:3]
     statements = _split_script(m.sql)
     assert all(sqlite3.complete_statement(s) for s in statements)
     kinds = [s.split("(")[0].split()[:3] for s in statements]
@@ -186,7 +186,7 @@ async def test_a_file_at_migration_1_is_upgraded_and_keeps_its_rows(tmp_path: Pa
     """A database written before migration 0002 (no parent_id, no listing indexes) opens, upgrades, lists."""
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    (m1, *_) = load_migrations("runnerq_fast.backends.sqlite")
+    m1 = load_migrations("runnerq_fast.backends.sqlite")[0]
     conn.execute("BEGIN")
     conn.execute("CREATE TABLE runnerq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
                  "applied_at INTEGER NOT NULL)")

@@ -49,9 +49,11 @@ from runnerq_fast.models import (
     OnDuplicate,
     QueueStats,
     QueueSummary,
+    ReadyWork,
     ReapReport,
+    WorkerInfo,
 )
-from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events
+from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events, check_worker_ttl
 from runnerq_fast.urls import redact_text, redact_url
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
@@ -848,6 +850,29 @@ class PostgresBackend(Backend):
                 wakers.discard(wake)
                 if not wakers:
                     del self._streams[queue]
+
+    # ------------------------------------------------------ worker registry
+    async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
+        await self._pool.execute(
+            Q["register_worker"], info.queue, info.worker_id, info.host, info.pid, list(info.activity_types),
+            info.in_flight, info.concurrency, info.started_at_ms, info.last_seen_ms, check_worker_ttl(ttl_ms),
+        )
+
+    async def deregister_worker(self, queue: str, worker_id: str) -> None:
+        await self._pool.execute(Q["deregister_worker"], queue, worker_id)
+
+    async def list_workers(self, queue: str | None = None) -> list[WorkerInfo]:
+        return [
+            WorkerInfo(
+                worker_id=r[0], queue=r[1], host=r[2], pid=r[3], activity_types=tuple(r[4]), in_flight=r[5],
+                concurrency=r[6], started_at_ms=r[7], last_seen_ms=r[8],
+            )
+            for r in await self._pool.fetch(Q["list_workers"], queue)
+        ]
+
+    async def ready_work(self, queue: str) -> ReadyWork:
+        rows = await self._pool.fetch(Q["ready_by_type"], queue)
+        return ReadyWork({r[0]: r[1] for r in rows}, min((r[2] for r in rows), default=None))
 
     # ------------------------------------------------- listings with filters
     async def list_queues(self) -> list[QueueSummary]:

@@ -1352,3 +1352,41 @@ ON CONFLICT (queue_name, purpose) DO UPDATE
 SET holder = excluded.holder, expires_at = excluded.expires_at
 WHERE h.holder = excluded.holder OR h.expires_at <= now()
 RETURNING 1;
+-- name: register_worker
+-- One engine's registry entry (its heartbeat), dropping expired entries first:
+-- $1 queue, $2 worker id, $3 host, $4 pid, $5 types, $6 in flight, $7 concurrency,
+-- $8 started, $9 last seen (epoch ms), $10 time to live (ms, from now() on the server).
+WITH expired AS (
+    DELETE FROM runnerq_workers WHERE expires_at <= now()
+)
+INSERT INTO runnerq_workers (queue_name, worker_id, host, pid, activity_types, in_flight, concurrency,
+                             started_at, last_seen, expires_at)
+VALUES ($1::text, $2::text, $3::text, $4::integer, $5::text[], $6::integer, $7::integer,
+        'epoch'::timestamptz + $8::bigint * interval '1 millisecond',
+        'epoch'::timestamptz + $9::bigint * interval '1 millisecond',
+        now() + $10::bigint * interval '1 millisecond')
+ON CONFLICT (queue_name, worker_id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, activity_types = excluded.activity_types,
+    in_flight = excluded.in_flight, concurrency = excluded.concurrency, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, expires_at = excluded.expires_at;
+
+-- name: deregister_worker
+DELETE FROM runnerq_workers WHERE queue_name = $1::text AND worker_id = $2::text;
+
+-- name: list_workers
+-- Live entries of queue $1, or of every queue when $1 is NULL.
+SELECT worker_id, queue_name, host, pid, activity_types, in_flight, concurrency,
+       floor(extract(epoch FROM started_at) * 1000)::bigint,
+       floor(extract(epoch FROM last_seen) * 1000)::bigint
+FROM runnerq_workers
+WHERE expires_at > now() AND ($1::text IS NULL OR queue_name = $1::text)
+ORDER BY queue_name, worker_id;
+
+-- name: ready_by_type
+-- $1 queue: per type, how many activities a worker could claim now and the oldest
+-- ready time (epoch ms) among them. Reads the rows of runnerq_activities_dequeue_idx
+-- (pending, scheduled, retrying: the backlog), never finished ones.
+SELECT activity_type, count(*), floor(extract(epoch FROM min(ready_at)) * 1000)::bigint
+FROM runnerq_activities
+WHERE queue_name = $1::text AND status IN ('pending', 'scheduled', 'retrying') AND ready_at <= now()
+GROUP BY activity_type;

@@ -38,6 +38,7 @@ from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
+from runnerq_fast.backends.redis.registry import RedisRegistry
 from runnerq_fast.backends.redis.retention import RedisRetention
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
@@ -85,6 +86,8 @@ _SCRIPTS = (
     "query",
     "prune",
     "hold",
+    "workers",
+    "ready",
 )
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
@@ -208,7 +211,7 @@ class _HiredisPackingConnection(aioredis.Connection):
         return [b"".join(self.pack_command(*cmd)[0] for cmd in commands)]
 
 
-class RedisBackend(RedisRetention, RedisOperations, Backend):
+class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
     """Backend storing activities in Redis (7.0 or later).
 
     Open it with :meth:`open` (or ``rq.connect("redis://host:port/db")``).

@@ -32,7 +32,10 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P hold:<purpose>``           STRING  holder of a named hold (``hold``), expiring by ``PX``
 ``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = len(type))
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
+``P workers``                  HASH    worker registry: worker id -> its ``WorkerInfo`` (JSON)
+``P workers:exp``              ZSET    worker ids, score = when the entry expires (ms, server clock)
 ``rq:queues``                  SET     every queue name seen (outside any hash tag)
+``rq:wqueues``                 SET     every queue that had a registry entry (outside any hash tag)
 =============================  ======  ==================================================
 
 The ``st:``, ``ty:``, ``kids:`` and ``counts`` entries change in the same script
@@ -64,6 +67,7 @@ __all__ = [
     "stream",
     "type_set",
     "wake",
+    "worker_queues",
 ]
 
 DEFAULT_NAMESPACE = "rq"
@@ -154,3 +158,8 @@ def done_pattern(ns: str) -> str:
 def queue_of_channel(ns: str, channel: str) -> str:
     """Inverse of :func:`done_channel`."""
     return channel[len(ns) + 2 : -6]
+
+
+def worker_queues(ns: str) -> str:
+    """SET of every queue that had a worker registry entry (outside any hash tag)."""
+    return f"{ns}:wqueues"

@@ -58,9 +58,11 @@ from runnerq_fast.models import (
     OnDuplicate,
     QueueStats,
     QueueSummary,
+    ReadyWork,
     ReapReport,
+    WorkerInfo,
 )
-from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events
+from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events, check_worker_ttl
 from runnerq_fast.urls import redact_url
 
 __all__ = ["SqliteBackend", "apply_migrations", "sqlite_path"]
@@ -736,6 +738,26 @@ class SqliteBackend(Backend):
         finally:
             self._streams.discard(wake)
 
+    # ------------------------------------------------------ worker registry
+    async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
+        now = _now_ms()
+        params = (
+            info.queue, info.worker_id, info.host, info.pid, msgspec.json.encode(list(info.activity_types)).decode(),
+            info.in_flight, info.concurrency, info.started_at_ms, info.last_seen_ms, now + check_worker_ttl(ttl_ms),
+        )
+        await self._write(_register_worker, params, now)
+
+    async def deregister_worker(self, queue: str, worker_id: str) -> None:
+        await self._write(_execute, Q["deregister_worker"], (queue, worker_id))
+
+    async def list_workers(self, queue: str | None = None) -> list[WorkerInfo]:
+        rows = await self._call(self._fetchall, Q["list_workers"], (_now_ms(), queue))
+        return [_worker(r) for r in rows]
+
+    async def ready_work(self, queue: str) -> ReadyWork:
+        rows = await self._call(self._fetchall, Q["ready_by_type"], (queue, _now_ms()))
+        return ReadyWork({r[0]: r[1] for r in rows}, min((r[2] for r in rows), default=None))
+
     # ------------------------------------------------- listings with filters
     async def list_queues(self) -> list[QueueSummary]:
         return await self._call(self._in_read, _list_queues, _now_ms())
@@ -1196,6 +1218,22 @@ def _count(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, cap: int) 
         return keyset.count(rows, cap, _row_ok(flt))
     finally:
         _close(cursors)
+
+
+def _register_worker(conn: sqlite3.Connection, params: tuple[Any, ...], now: int) -> None:
+    conn.execute(Q["expire_workers"], (now,))
+    conn.execute(Q["register_worker"], params)
+
+
+def _execute(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> None:
+    conn.execute(sql, params)
+
+
+def _worker(r: Sequence[Any]) -> WorkerInfo:
+    return WorkerInfo(
+        worker_id=r[0], queue=r[1], host=r[2], pid=r[3], activity_types=tuple(msgspec.json.decode(r[4])),
+        in_flight=r[5], concurrency=r[6], started_at_ms=r[7], last_seen_ms=r[8],
+    )
 
 
 def _list_queues(conn: sqlite3.Connection, now: int) -> list[QueueSummary]:

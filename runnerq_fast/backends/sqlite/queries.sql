@@ -381,3 +381,36 @@ ON CONFLICT (queue_name, purpose) DO UPDATE
 SET holder = excluded.holder, expires_at = excluded.expires_at
 WHERE runnerq_holds.holder = excluded.holder OR runnerq_holds.expires_at <= ?5
 RETURNING 1;
+-- name: register_worker
+-- One engine's registry entry (its heartbeat): ?1 queue, ?2 worker id, ?3 host, ?4 pid,
+-- ?5 types (JSON array), ?6 in flight, ?7 concurrency, ?8 started, ?9 last seen,
+-- ?10 expiry (epoch ms).
+INSERT INTO runnerq_workers (queue_name, worker_id, host, pid, activity_types, in_flight, concurrency,
+                             started_at, last_seen, expires_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+ON CONFLICT (queue_name, worker_id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, activity_types = excluded.activity_types,
+    in_flight = excluded.in_flight, concurrency = excluded.concurrency, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, expires_at = excluded.expires_at;
+
+-- name: expire_workers
+-- Drop the entries of engines that stopped heartbeating (?1 now, epoch ms).
+DELETE FROM runnerq_workers WHERE expires_at <= ?1;
+
+-- name: deregister_worker
+DELETE FROM runnerq_workers WHERE queue_name = ?1 AND worker_id = ?2;
+
+-- name: list_workers
+-- Live entries (?1 now, epoch ms) of queue ?2, or of every queue when ?2 is NULL.
+SELECT worker_id, queue_name, host, pid, activity_types, in_flight, concurrency, started_at, last_seen
+FROM runnerq_workers
+WHERE expires_at > ?1 AND (?2 IS NULL OR queue_name = ?2)
+ORDER BY queue_name, worker_id;
+
+-- name: ready_by_type
+-- ?1 queue, ?2 now (epoch ms): per type, how many activities a worker could claim now and the
+-- oldest ready time among them. Reads only rows in a ready status (pending, scheduled,
+-- retrying: the backlog), never finished ones.
+SELECT activity_type, count(*), min(ready_at) FROM runnerq_activities
+WHERE queue_name = ?1 AND status IN ('pending', 'scheduled', 'retrying') AND ready_at <= ?2
+GROUP BY activity_type;
