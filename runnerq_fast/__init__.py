@@ -52,7 +52,7 @@ from runnerq_fast.models import (
     ReadyWork,
     WorkerInfo,
 )
-from runnerq_fast.observability import QueueAdmin, QueueInspector
+from runnerq_fast.observability import PruneReport, QueueAdmin, QueueInspector, prune
 from runnerq_fast.observability.workers import UnhandledType
 from runnerq_fast.storage import Backend, register_connector
 from runnerq_fast.sync import SyncActivityBuilder, SyncExecutor
@@ -104,6 +104,7 @@ __all__ = [
     "OnDuplicate",
     "Priority",
     "PrometheusMetrics",
+    "PruneReport",
     "QueueAdmin",
     "QueueInspector",
     "QueueStats",
@@ -123,6 +124,7 @@ __all__ = [
     "connect",
     "current_activity",
     "install_log_context",
+    "prune",
     "speedups",
     "testing",
 ]

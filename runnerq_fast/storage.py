@@ -54,7 +54,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from runnerq_fast.errors import ConfigError, EventLoopMismatchError
+from runnerq_fast.errors import ConfigError, EventLoopMismatchError, InvalidActivityError
 from runnerq_fast.filters import COUNT_CAP
 from runnerq_fast.models import (
     Ack,
@@ -80,7 +80,17 @@ from runnerq_fast.models import (
 from runnerq_fast.resilience import Fault, StoreHealth, guarded_call, store_error
 from runnerq_fast.urls import redact_url
 
-__all__ = ["Backend", "Fault", "check_worker_ttl", "open_backend", "refuse_connection", "register_connector"]
+__all__ = [
+    "Backend",
+    "Fault",
+    "check_hold",
+    "check_prune",
+    "check_prune_events",
+    "check_worker_ttl",
+    "open_backend",
+    "refuse_connection",
+    "register_connector",
+]
 
 _R = TypeVar("_R")
 
@@ -555,6 +565,94 @@ class Backend(abc.ABC):
         nothing). See :meth:`retry_activities` for ``limit`` and errors.
         """
 
+    # ------------------------------------------------------------ retention
+    @abc.abstractmethod
+    async def prune(self, queue: str, statuses: Sequence[str], older_than_ms: int, *, limit: int = 1000) -> int:
+        """Delete one batch of finished activities of ``queue`` (one short transaction).
+
+        Deletes up to ``limit`` activities whose status is one of ``statuses``
+        (each of ``completed``, ``failed``, ``dead_letter``, ``cancelled``) and
+        that finished more than ``older_than_ms`` milliseconds ago, with their
+        events and their idempotency keys (a key is released only while it
+        still names the pruned activity: a later enqueue with that key creates
+        a new activity). An activity that is not finished is never deleted.
+        The children of a pruned activity keep their ``parent_id`` and stay
+        listed by it. Nothing goes to the live stream. Callers loop until a
+        batch returns fewer than ``limit`` (:func:`runnerq_fast.observability.prune`).
+
+        Parameters
+        ----------
+        queue : str
+            Queue name.
+        statuses : sequence of str
+            Finished statuses to prune; empty prunes nothing.
+        older_than_ms : int
+            Minimum age of the finish time, milliseconds, >= 0 (0: everything finished until now).
+        limit : int
+            Most activities deleted by this call, 1-100,000. Default 1,000.
+
+        Returns
+        -------
+        int
+            Activities deleted (fewer than ``limit``: nothing older is left, for now).
+        """
+
+    @abc.abstractmethod
+    async def prune_events(self, queue: str, older_than_ms: int, *, limit: int = 1000) -> int:
+        """Delete one batch of the events of ``queue`` recorded more than ``older_than_ms`` ago.
+
+        Events of activities still stored go too (a long-running activity
+        loses the oldest entries of its timeline); the activities themselves
+        stay. On Redis an activity's events live in its hash (at most 1,000
+        per activity) and go with it: this deletes nothing and returns 0.
+
+        Parameters
+        ----------
+        queue : str
+            Queue name.
+        older_than_ms : int
+            Minimum age of an event, milliseconds, >= 0.
+        limit : int
+            Most events (PostgreSQL: event batch rows) deleted by this call, 1-100,000. Default 1,000.
+
+        Returns
+        -------
+        int
+            Events (PostgreSQL: event batch rows) deleted.
+        """
+
+    async def maintain(self) -> None:  # noqa: B027 - optional: most stores need no housekeeping
+        """Housekeeping the engine's pruner runs every pass (while it holds a queue's ``"prune"`` hold).
+
+        PostgreSQL folds the count deltas its triggers append into its
+        counters; the other backends have nothing to do.
+        """
+
+    @abc.abstractmethod
+    async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
+        """Take or renew the hold ``purpose`` of ``queue`` for ``holder`` for ``ttl_ms`` milliseconds.
+
+        A lease on a name, shared by every process using the store: at most
+        one holder has it at a time. It is granted when nobody holds it, its
+        last holder's time ran out, or ``holder`` already holds it (then its
+        time is renewed). The engine's pruner takes ``"prune"`` so one pruner
+        runs per queue however many workers serve it.
+
+        Parameters
+        ----------
+        queue, purpose : str
+            What is held (``purpose`` at most 255 characters).
+        holder : str
+            Who asks (a worker id).
+        ttl_ms : int
+            How long the hold lasts from now unless renewed, milliseconds, >= 1.
+
+        Returns
+        -------
+        bool
+            Whether ``holder`` holds it now.
+        """
+
     # ------------------------------------------------------ worker registry
     @abc.abstractmethod
     async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
@@ -628,6 +726,55 @@ def refuse_connection(backend: Backend, connection: object | None) -> None:
             f"(got connection={type(connection).__name__}); only PostgreSQL (an asyncpg connection) "
             "and SQLite (a sqlite3.Connection to the same file) can"
         )
+
+
+_FINISHED = ("completed", "failed", "dead_letter", "cancelled")
+_MOST_PRUNED = 100_000
+
+
+def check_prune(statuses: Sequence[str], older_than_ms: int, limit: int) -> list[str]:
+    """Validate the arguments of :meth:`Backend.prune`; return the statuses as a list without repeats.
+
+    Raises
+    ------
+    InvalidActivityError
+        If a status is not a finished one, ``older_than_ms`` is not an int >= 0
+        or ``limit`` not an int in 1-100,000 (nothing is deleted).
+    """
+    if isinstance(statuses, str):
+        statuses = (statuses,)
+    wanted: list[str] = []
+    for status in statuses:
+        if status not in _FINISHED:
+            raise InvalidActivityError(
+                f"only finished activities are pruned ({', '.join(_FINISHED)}); got status {status!r}"
+            )
+        if status not in wanted:
+            wanted.append(status)
+    check_prune_events(older_than_ms, limit)
+    return wanted
+
+
+def check_prune_events(older_than_ms: int, limit: int) -> None:
+    """Validate the arguments of :meth:`Backend.prune_events` (see :func:`check_prune`)."""
+    if isinstance(older_than_ms, bool) or not isinstance(older_than_ms, int) or older_than_ms < 0:
+        raise InvalidActivityError(f"older_than_ms must be an int >= 0, got {older_than_ms!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MOST_PRUNED:
+        raise InvalidActivityError(f"limit must be an int in [1, {_MOST_PRUNED}], got {limit!r}")
+
+
+def check_hold(purpose: str, ttl_ms: int) -> None:
+    """Validate the arguments of :meth:`Backend.hold`.
+
+    Raises
+    ------
+    ConfigError
+        If ``purpose`` is not a name of 1-255 characters or ``ttl_ms`` not an int >= 1.
+    """
+    if not isinstance(purpose, str) or not 1 <= len(purpose) <= 255:
+        raise ConfigError(f"a hold's purpose must be a name of 1-255 characters, got {purpose!r}")
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1:
+        raise ConfigError(f"a hold's ttl_ms must be an int >= 1, got {ttl_ms!r}")
 
 
 _connector: Callable[..., Awaitable[Backend]] | None = None

@@ -46,7 +46,14 @@ from runnerq_fast.models import (
     ReapReport,
     WorkerInfo,
 )
-from runnerq_fast.storage import Backend, check_worker_ttl, refuse_connection
+from runnerq_fast.storage import (
+    Backend,
+    check_hold,
+    check_prune,
+    check_prune_events,
+    check_worker_ttl,
+    refuse_connection,
+)
 
 if speedups.enabled:  # the module, not its names: import-linter sees the package, not a compiled module
     from runnerq_fast.backends import _memstore
@@ -90,6 +97,7 @@ class MemoryBackend(StoreCore, Backend):
         StoreCore.__init__(self)
         self.url = url
         self._idem: dict[tuple[str, str, str], tuple[str, int]] = {}
+        self._holds: dict[tuple[str, str], tuple[str, int]] = {}  # (queue, purpose) -> (holder, expiry ms)
         # worker registry: (queue, worker_id) -> (entry, expiry epoch ms)
         self._workers: dict[tuple[str, str], tuple[WorkerInfo, int]] = {}
         self._closed = False
@@ -651,26 +659,77 @@ class MemoryBackend(StoreCore, Backend):
         q, rows, skipped = self._action(queue, flt, "delete", limit)
         now = _now_ms()
         for row in rows:
-            rid = row.id
-            del self._rows[rid]
-            del q.rows[rid]
-            q.by_status[row.status].pop(rid, None)
-            order = self._order(q)
-            at = bisect.bisect_left(order, (row.created_at_ms, rid))
-            if at < len(order) and order[at][1] == rid:
-                del order[at]
-            q.type_rows.get(row.activity_type, {}).pop(rid, None)
-            if row.parent_id is not None:
-                q.children.get(row.parent_id, {}).pop(rid, None)
-            self._events.pop(rid, None)
-            self._results.pop(rid, None)
-            if row.idempotency_key is not None:
-                ikey = (queue, row.activity_type, row.idempotency_key)
-                held = self._idem.get(ikey)
-                if held is not None and held[0] == rid:
-                    del self._idem[ikey]
-            self._stream_only(q, queue, rid, "deleted", now)
+            self._forget(q, queue, row)
+            self._stream_only(q, queue, row.id, "deleted", now)
         return ActionResult("delete", [r.id for r in rows], skipped)
+
+    def _forget(self, q: QueueState, queue: str, row: Row) -> None:
+        """Remove a finished ``row`` with its index entries, events, result and idempotency key."""
+        rid = row.id
+        del self._rows[rid]
+        del q.rows[rid]
+        q.by_status[row.status].pop(rid, None)
+        order = self._order(q)
+        at = bisect.bisect_left(order, (row.created_at_ms, rid))
+        if at < len(order) and order[at][1] == rid:
+            del order[at]
+        q.type_rows.get(row.activity_type, {}).pop(rid, None)
+        if row.parent_id is not None:
+            q.children.get(row.parent_id, {}).pop(rid, None)
+        self._events.pop(rid, None)
+        self._results.pop(rid, None)
+        if row.idempotency_key is not None:
+            ikey = (queue, row.activity_type, row.idempotency_key)
+            held = self._idem.get(ikey)
+            if held is not None and held[0] == rid:
+                del self._idem[ikey]
+
+    # ------------------------------------------------------------ retention
+    async def prune(self, queue: str, statuses: Sequence[str], older_than_ms: int, *, limit: int = 1000) -> int:
+        wanted = check_prune(statuses, older_than_ms, limit)
+        q = self._queues.get(queue)
+        if q is None:
+            return 0
+        before = _now_ms() - older_than_ms
+        picked: list[Row] = []
+        for status in wanted:
+            # a status's rows are kept in the order they entered it: for a finished status, finish order
+            for row in q.by_status[status].values():
+                if len(picked) >= limit or (row.finished_at_ms or 0) >= before:
+                    break
+                picked.append(row)
+        for row in picked:
+            self._forget(q, queue, row)
+        return len(picked)
+
+    async def prune_events(self, queue: str, older_than_ms: int, *, limit: int = 1000) -> int:
+        check_prune_events(older_than_ms, limit)
+        q = self._queues.get(queue)
+        if q is None:
+            return 0
+        before = _now_ms() - older_than_ms
+        gone = 0
+        for rid in q.rows:  # every activity of the queue: the memory store has no index by event time
+            events = self._events.get(rid)
+            if not events or events[0].at_ms >= before:
+                continue
+            keep = 0
+            while keep < len(events) and events[keep].at_ms < before and gone < limit:
+                keep += 1
+                gone += 1
+            del events[:keep]
+            if gone >= limit:
+                break
+        return gone
+
+    async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
+        check_hold(purpose, ttl_ms)
+        now = _now_ms()
+        current = self._holds.get((queue, purpose))
+        if current is not None and current[0] != holder and current[1] > now:
+            return False
+        self._holds[(queue, purpose)] = (holder, now + ttl_ms)
+        return True
 
     def _stream_only(self, q: QueueState, queue: str, activity_id: str, kind: str, now: int) -> None:
         """An event for the live stream only (the activity's own timeline is gone)."""

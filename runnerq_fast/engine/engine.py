@@ -13,6 +13,8 @@ One engine serves one queue of one backend::
   ``ack_flush_interval`` seconds or ``ack_batch_size`` acks.
 * One heartbeat call extends the lease of every activity in flight.
 * The reaper takes back activities whose lease expired (another worker died).
+* The pruner (:mod:`~runnerq_fast.engine.pruner`) deletes finished activities
+  past their retention, one pruner per queue across workers.
 * Shutdown stops claiming, gives running handlers ``shutdown_grace`` seconds,
   cancels the rest and releases them to ``pending`` without counting an attempt,
   releases claimed-but-unstarted work, and flushes the acks.
@@ -40,6 +42,7 @@ from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
 from runnerq_fast.engine.presence import Presence
+from runnerq_fast.engine.pruner import Pruner
 from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
 from runnerq_fast.errors import ConfigError
@@ -435,6 +438,9 @@ class WorkerEngine:
             asyncio.create_task(self._heartbeat_loop(), name="runnerq-heartbeat"),
             asyncio.create_task(self._reaper_loop(), name="runnerq-reaper"),
         ]
+        if cfg.prune_interval > 0:
+            self._tasks.append(asyncio.create_task(Pruner(self.backend, cfg, self.worker_id).run(),
+                                                   name="runnerq-pruner"))
         self._fetcher = asyncio.create_task(self._fetch_loop(), name="runnerq-fetcher")
         if self._schedules:
             self._scheduler = asyncio.create_task(run_schedules(self.executor, self.schedules),

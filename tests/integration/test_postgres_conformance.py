@@ -11,6 +11,7 @@ from tests.conformance import BackendConformance, ErrorTextConformance, Hardenin
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_ops import OperationsConformance
 from tests.conformance_registry import RegistryConformance
+from tests.conformance_retention import RetentionConformance
 
 # payload := text that is not the JSON the engine stored (columns are typed: nothing else can be damaged)
 PAYLOAD_DAMAGES = {"not-json": "{not json", "truncated": '{"i": 3', "empty": ""}
@@ -19,6 +20,7 @@ PAYLOAD_DAMAGES = {"not-json": "{not json", "truncated": '{"i": 3', "empty": ""}
 class TestPostgresConformance(
     BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
     IntegrityConformance,
+    RetentionConformance,
 ):
     @pytest.fixture
     async def backend(self, pg_url: str) -> AsyncIterator[PostgresBackend]:

@@ -118,6 +118,37 @@ async def test_finished_results_expire_and_dead_letters_stay(redis_url: str, red
         await backend.close()
 
 
+
+async def test_an_expired_result_keeps_its_idempotency_key_and_a_prune_releases_it(
+    redis_url: str, redis_namespace: str
+) -> None:
+    """The reaper's ``result_ttl`` removal keeps the key until ``idempotency_ttl`` (issue 11, item 10), as
+    ``<id>\\x1f<status>``; ``prune`` of a still-stored holder releases its key (issue 15)."""
+    backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.2)
+    try:
+        ex = rq.ActivityExecutor(backend, "ttl-key")
+        first = await ex.activity("t").idempotency_key("k1").execute()
+        (c,) = await backend.claim("ttl-key", "w", 1, None, 5000)
+        await backend.ack("ttl-key", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        await asyncio.sleep(0.25)
+        await backend.requeue_expired("ttl-key", 100)  # the reaper removes the finished one
+        assert await backend.get_activity(first.activity_id) is None
+        key = f"{redis_namespace}:{{ttl-key}}:idem:1:t:k1"
+        assert await backend.client.get(key) == f"{first.activity_id}\x1fcompleted".encode()
+        again = await ex.activity("t").idempotency_key("k1").execute()
+        assert not again.created and again.activity_id == first.activity_id
+
+        second = await ex.activity("t").idempotency_key("k2").execute()
+        (c,) = await backend.claim("ttl-key", "w", 1, None, 5000)
+        await backend.ack("ttl-key", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        assert await backend.prune("ttl-key", ["completed"], 0) == 1
+        assert await backend.client.exists(f"{redis_namespace}:{{ttl-key}}:idem:1:t:k2") == 0
+        fresh = await ex.activity("t").idempotency_key("k2").execute()
+        assert fresh.created and fresh.activity_id != second.activity_id
+    finally:
+        await backend.close()
+
+
 async def test_wait_for_work_wakes_on_enqueue_not_on_timeout(redis_backend: RedisBackend) -> None:
     q = "wake"
     await redis_backend.client.delete(f"{redis_backend._ns}:{{{q}}}:wake")

@@ -11,6 +11,7 @@ from tests.conformance import BackendConformance, ErrorTextConformance, Hardenin
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_ops import OperationsConformance
 from tests.conformance_registry import RegistryConformance
+from tests.conformance_retention import RetentionConformance
 
 # hash field := value that does not decode as the field's type
 ROW_DAMAGES = {"priority": ("pr", b"high"), "retry_count": ("rc", b"x"), "max_retries": ("mr", b"1.5"),
@@ -21,6 +22,7 @@ PAYLOAD_DAMAGES = {"not-json": ("p", b"{not json"), "not-utf8": ("p", b"\xff\x00
 class TestRedisConformance(
     BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
     IntegrityConformance,
+    RetentionConformance,
 ):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:

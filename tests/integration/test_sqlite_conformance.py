@@ -13,6 +13,7 @@ from tests.conformance import BackendConformance, ErrorTextConformance, Hardenin
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_ops import OperationsConformance
 from tests.conformance_registry import RegistryConformance
+from tests.conformance_retention import RetentionConformance
 
 # column := value that does not decode as the column's type (SQLite stores any value in any column)
 ROW_DAMAGES = {"priority": "'high'", "retry_count": "'x'", "max_retries": "'x'", "timeout_ms": "1.5",
@@ -36,6 +37,7 @@ def _damage(path: Path, column: str, value: str) -> Callable[[str, str], Awaitab
 class TestSqliteConformance(
     BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
     IntegrityConformance,
+    RetentionConformance,
 ):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[SqliteBackend]:

@@ -11,11 +11,13 @@ from tests.conformance import BackendConformance, ErrorTextConformance, Hardenin
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_ops import OperationsConformance
 from tests.conformance_registry import RegistryConformance
+from tests.conformance_retention import RetentionConformance
 
 
 class TestMemoryConformance(
     BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
     IntegrityConformance,
+    RetentionConformance,
 ):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:

@@ -56,7 +56,7 @@ from runnerq_fast.models import (
     WorkerInfo,
 )
 from runnerq_fast.resilience import Fault
-from runnerq_fast.storage import Backend, check_worker_ttl
+from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events, check_worker_ttl
 from runnerq_fast.urls import redact_text, redact_url
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
@@ -89,6 +89,9 @@ _STREAM_PAGE = 1000
 _Conn = asyncpg.Connection | PoolConnectionProxy
 _CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
 
+
+_FOLD_AT = 2_000
+"""Delta rows a :meth:`PostgresBackend.stats` may read before it folds them into the counters."""
 
 _MAX_STATEMENT_ITEMS = 100_000
 """Most activities one enqueue statement writes (an event batch names at most 2**20 - 1)."""
@@ -814,7 +817,26 @@ class PostgresBackend(Backend):
     # ------------------------------------------------------------ inspection
     async def stats(self, queue: str) -> QueueStats:
         rows = await self._pool.fetch(Q["stats"], queue)
-        return QueueStats(**{r[0]: r[1] for r in rows})
+        if sum(r[2] for r in rows) > _FOLD_AT:
+            await self.fold_counts()
+        return QueueStats(**{r[0]: r[1] for r in rows if r[1]})
+
+    async def fold_counts(self) -> int:
+        """Fold the count deltas the triggers appended into the counters (migration 0003).
+
+        The engine's pruner does it every pass and :meth:`stats` once it reads
+        more than a few thousand deltas; counts are exact either way.
+
+        Returns
+        -------
+        int
+            Delta rows folded.
+        """
+        return int(await self._pool.fetchval(Q["fold_counts"]))
+
+    async def maintain(self) -> None:
+        """Fold the count deltas (:meth:`fold_counts`)."""
+        await self.fold_counts()
 
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50
@@ -1018,7 +1040,30 @@ class PostgresBackend(Backend):
         return await self._act("set_priority", queue, flt, limit, filters.check_priority(priority))
 
     async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
-        return await self._act("delete", queue, flt, limit)
+        return await self._act("delete", queue, flt, limit, False)  # False: a "deleted" event goes to the stream
+
+    # ------------------------------------------------------------ retention
+    async def prune(self, queue: str, statuses: Sequence[str], older_than_ms: int, *, limit: int = 1000) -> int:
+        wanted = check_prune(statuses, older_than_ms, limit)
+        if not wanted:
+            return 0
+        async with self._pool.acquire() as conn, conn.transaction():
+            ids = [r[0] for r in await conn.fetch(Q["prune_pick"], queue, wanted, older_than_ms, limit)]
+            if not ids:
+                return 0
+            row = await conn.fetchrow(Q["delete_many"], queue, ids, True)
+            assert row is not None
+            if row[1]:
+                await conn.execute(Q["delete_empty_events"], list(row[1]))
+        return len(row[0])
+
+    async def prune_events(self, queue: str, older_than_ms: int, *, limit: int = 1000) -> int:
+        check_prune_events(older_than_ms, limit)
+        return int(await self._pool.fetchval(Q["prune_events"], queue, older_than_ms, limit))
+
+    async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
+        check_hold(purpose, ttl_ms)
+        return await self._pool.fetchrow(Q["hold"], queue, purpose, holder, ttl_ms) is not None
 
 
 def _parents(items: Sequence[NewActivity]) -> list[str | None] | None:

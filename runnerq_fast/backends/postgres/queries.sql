@@ -351,7 +351,28 @@ FROM runnerq_activities
 WHERE id = ANY ($1::uuid[]) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: stats
-SELECT status, count(*) AS n FROM runnerq_activities WHERE queue_name = $1::text GROUP BY status;
+-- $1 queue: counts by status from the maintained counters (migration 0003):
+-- runnerq_counts plus the deltas not folded yet, in one snapshot; never a
+-- row of runnerq_activities. The third column: delta rows read (the backend
+-- folds them once there are many).
+SELECT status, sum(n)::bigint, count(*) FILTER (WHERE folded IS FALSE)
+FROM (SELECT status, n, TRUE AS folded FROM runnerq_counts WHERE queue_name = $1::text
+      UNION ALL
+      SELECT status, n, FALSE FROM runnerq_count_deltas WHERE queue_name = $1::text) c
+GROUP BY status;
+
+-- name: fold_counts
+-- Move every delta into runnerq_counts (a concurrent fold waits on the delta
+-- rows this one deletes, then finds them gone: nothing is counted twice).
+-- Returns the delta rows folded.
+WITH d AS (
+    DELETE FROM runnerq_count_deltas RETURNING queue_name, activity_type, status, n
+), s AS (
+    INSERT INTO runnerq_counts AS c (queue_name, activity_type, status, n)
+    SELECT queue_name, activity_type, status, sum(n) FROM d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (queue_name, activity_type, status) DO UPDATE SET n = c.n + excluded.n
+)
+SELECT count(*) FROM d;
 
 -- name: list_activities
 -- $1 queue, $2 status (NULL: any), $3 offset, $4 limit; newest first.
@@ -445,13 +466,14 @@ WITH RECURSIVE q AS (
 SELECT queue_name FROM q WHERE queue_name IS NOT NULL;
 
 -- name: counts_by_type
--- $1 queues: counts by (queue, type, status). Reads every row of those queues
--- (an index-only scan of runnerq_activities_type_created_idx where the
--- visibility map allows): the queue summary may, listings never do.
-SELECT queue_name, activity_type, status, count(*)
-FROM runnerq_activities
-WHERE queue_name = ANY ($1::text[])
-GROUP BY queue_name, activity_type, status;
+-- $1 queues: counts by (queue, type, status) from the maintained counters,
+-- as stats (never a row of runnerq_activities).
+SELECT queue_name, activity_type, status, sum(n)::bigint
+FROM (SELECT queue_name, activity_type, status, n FROM runnerq_counts WHERE queue_name = ANY ($1::text[])
+      UNION ALL
+      SELECT queue_name, activity_type, status, n FROM runnerq_count_deltas WHERE queue_name = ANY ($1::text[])) c
+GROUP BY queue_name, activity_type, status
+HAVING sum(n) <> 0;
 
 -- name: oldest_ready
 -- $1 queues: per queue, the ready time (epoch ms) of the oldest activity a
@@ -1272,9 +1294,13 @@ SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS not
 -- $1 queue, $2 ids: finished activities, with their idempotency key rows
 -- (only where the key still names them). Their positions in the event batch
 -- rows become NULL, so ids of other activities' events stay as they are
--- (batch id * 2^20 + position) and the GIN index forgets them; one
--- "deleted" batch row goes to the live stream. Returns the deleted ids and
--- the event batches left without any activity (delete_empty_events).
+-- (batch id * 2^20 + position) and the GIN index forgets them; unless $3
+-- (pruning: nothing goes to the stream), one "deleted" batch row goes to the
+-- live stream. Each batch row is rewritten with a join of its ids against
+-- the deleted ones (not "= ANY" per element: a prune batch of 1,000 against
+-- claim and ack rows of 1,000 ids each was a million comparisons per row).
+-- Returns the deleted ids and the event batches left without any activity
+-- (delete_empty_events).
 WITH del AS (
     DELETE FROM runnerq_activities a
     WHERE a.id = ANY ($2::uuid[]) AND a.queue_name = $1::text
@@ -1288,14 +1314,16 @@ WITH del AS (
       AND k.activity_id = del.id
 ), evs AS (
     UPDATE runnerq_events e
-    SET activity_ids = ARRAY(SELECT CASE WHEN u.aid = ANY (g.ids) THEN NULL ELSE u.aid END
-                             FROM unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord) ORDER BY u.ord)
+    SET activity_ids = ARRAY(SELECT CASE WHEN d.id IS NULL THEN u.aid END
+                             FROM unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
+                             LEFT JOIN unnest(g.ids) AS d(id) ON d.id = u.aid
+                             ORDER BY u.ord)
     FROM gone g
     WHERE e.activity_ids && g.ids
     RETURNING e.id, cardinality(array_remove(e.activity_ids, NULL)) = 0 AS empty
 ), ev AS (
     INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids)
-    SELECT $1::text, 'deleted', now(), g.ids FROM gone g WHERE cardinality(g.ids) > 0
+    SELECT $1::text, 'deleted', now(), g.ids FROM gone g WHERE cardinality(g.ids) > 0 AND NOT $3::boolean
 )
 SELECT (SELECT ids FROM gone) AS ids,
        coalesce((SELECT array_agg(id) FROM evs WHERE empty), '{}') AS empty_batches;
@@ -1305,6 +1333,47 @@ SELECT (SELECT ids FROM gone) AS ids,
 DELETE FROM runnerq_events
 WHERE id = ANY ($1::bigint[]) AND cardinality(array_remove(activity_ids, NULL)) = 0;
 
+-- name: prune_pick
+-- $1 queue, $2 finished statuses, $3 age in milliseconds, $4 limit: ids of
+-- activities that finished before now - $3, oldest first per status, locked
+-- for the delete that follows in the same transaction (delete_many with
+-- $3 = true). One ordered range scan of runnerq_activities_finished_idx per
+-- status (migration 0003) that stops at the limit: it reads the rows it
+-- returns, whatever the size of the rest of the queue.
+SELECT p.id
+FROM unnest($2::text[]) AS s(status)
+CROSS JOIN LATERAL (
+    SELECT a.id FROM runnerq_activities a
+    WHERE a.queue_name = $1::text AND a.status = s.status
+      AND a.status IN ('completed', 'failed', 'dead_letter', 'cancelled')
+      AND a.finished_at < now() - $3::bigint * interval '1 millisecond'
+    ORDER BY a.finished_at
+    LIMIT $4::integer
+    FOR UPDATE SKIP LOCKED
+) p
+LIMIT $4::integer;
+
+-- name: prune_events
+-- $1 queue, $2 age in milliseconds, $3 limit: event batch rows of the queue
+-- recorded before now - $2 (runnerq_events_at_idx). Returns how many went.
+WITH old AS (
+    SELECT ctid AS row_ctid FROM runnerq_events
+    WHERE queue_name = $1::text AND at < now() - $2::bigint * interval '1 millisecond'
+    LIMIT $3::integer
+), gone AS (
+    DELETE FROM runnerq_events WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM old)) RETURNING 1
+)
+SELECT count(*) FROM gone;
+
+-- name: hold
+-- $1 queue, $2 purpose, $3 holder, $4 ttl in milliseconds: take the hold if
+-- it is free or expired, renew it if $3 holds it. One row when $3 holds it now.
+INSERT INTO runnerq_holds AS h (queue_name, purpose, holder, expires_at)
+VALUES ($1::text, $2::text, $3::text, now() + $4::bigint * interval '1 millisecond')
+ON CONFLICT (queue_name, purpose) DO UPDATE
+SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE h.holder = excluded.holder OR h.expires_at <= now()
+RETURNING 1;
 -- name: register_worker
 -- One engine's registry entry (its heartbeat), dropping expired entries first:
 -- $1 queue, $2 worker id, $3 host, $4 pid, $5 types, $6 in flight, $7 concurrency,

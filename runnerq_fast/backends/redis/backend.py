@@ -44,6 +44,7 @@ from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
 from runnerq_fast.backends.redis.registry import RedisRegistry
 from runnerq_fast.backends.rowcheck import as_int, as_text
+from runnerq_fast.backends.redis.retention import RedisRetention
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
@@ -90,6 +91,8 @@ _SCRIPTS = (
     "delete",
     "summary",
     "query",
+    "prune",
+    "hold",
     "workers",
     "ready",
 )
@@ -212,7 +215,7 @@ class _HiredisPackingConnection(aioredis.Connection):
         return [b"".join(self.pack_command(*cmd)[0] for cmd in commands)]
 
 
-class RedisBackend(RedisOperations, RedisRegistry, Backend):
+class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
     """Backend storing activities in Redis (7.0 or later).
 
     Open it with :meth:`open` (or ``rq.connect("redis://host:port/db")``).

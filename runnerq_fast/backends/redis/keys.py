@@ -35,9 +35,11 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
 ``P wake``                     LIST    wake tokens for fetchers of every type blocked in ``BLPOP``
 ``P wake:<type>``              LIST    wake tokens for fetchers of ``<type>`` blocked in ``BLPOP``
+``P hold:<purpose>``           STRING  holder of a named hold (``hold``), expiring by ``PX``
 ``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = bytes in type); once the
                                       reaper removed the holder, ``<id>\\x1f<final status>``
-                                      until the key's own ttl (``idempotency_ttl``) ends
+                                      until the key's own ttl (``idempotency_ttl``); prune and delete
+                                      release it
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
 ``P workers``                  HASH    worker registry: worker id -> its ``WorkerInfo`` (JSON)
 ``P workers:exp``              ZSET    worker ids, score = when the entry expires (ms, server clock)
@@ -48,7 +50,9 @@ key (``P = rq:{<queue>}:``)    type    contents
 The ``st:``, ``ty:``, ``kids:`` and ``counts`` entries change in the same script
 call as the status they index (``rq_move`` in ``lua/_common.lua``), so they
 never drift. Finished activities do not expire by themselves: the reaper
-removes each (hash, index entries, counts) once its ``result_ttl`` passed.
+removes completed, failed and cancelled ones (hash, index entries, counts,
+idempotency key) once their ``result_ttl`` passed, and a prune
+(``lua/prune.lua``) removes finished ones older than a retention, dead letters too.
 """
 
 from __future__ import annotations

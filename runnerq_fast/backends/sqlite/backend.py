@@ -25,7 +25,7 @@ import sqlite3
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -65,7 +65,7 @@ from runnerq_fast.models import (
     WorkerInfo,
 )
 from runnerq_fast.resilience import Fault
-from runnerq_fast.storage import Backend, check_worker_ttl
+from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events, check_worker_ttl
 from runnerq_fast.urls import redact_url
 
 __all__ = ["SqliteBackend", "apply_migrations", "sqlite_path"]
@@ -854,6 +854,24 @@ class SqliteBackend(Backend):
     async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
         return await self._act(queue, flt, "delete", limit)
 
+    # ------------------------------------------------------------ retention
+    async def prune(self, queue: str, statuses: Sequence[str], older_than_ms: int, *, limit: int = 1000) -> int:
+        wanted = check_prune(statuses, older_than_ms, limit)
+        if not wanted:
+            return 0
+        n: int = await self._write(_prune, queue, wanted, _now_ms() - older_than_ms, limit)
+        return n
+
+    async def prune_events(self, queue: str, older_than_ms: int, *, limit: int = 1000) -> int:
+        check_prune_events(older_than_ms, limit)
+        n: int = await self._write(_prune_events, queue, _now_ms() - older_than_ms, limit)
+        return n
+
+    async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
+        check_hold(purpose, ttl_ms)
+        held: bool = await self._write(_hold, queue, purpose, holder, ttl_ms, _now_ms())
+        return held
+
 
 # ------------------------------------------------- work done on the thread
 def _connect(path: str, read_only: bool, busy_timeout: float, synchronous: str, migrate: bool) -> sqlite3.Connection:
@@ -1370,17 +1388,23 @@ def _set_priority(
     return ActionResult("set_priority", [r[0] for r in rows], skipped + len(same))
 
 
-def _delete(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, limit: int, now: int) -> ActionResult:
-    rows, skipped = _select(conn, queue, flt, "delete", limit)
+def _delete_finished(conn: sqlite3.Connection, queue: str, ids: Iterable[str]) -> list[str]:
+    """Delete the finished ones among ``ids`` with their events and idempotency keys; return them."""
     changed: list[str] = []
-    for r in rows:
-        gone = conn.execute(Q["delete_one"], (r[0],)).fetchone()
+    for activity_id in ids:
+        gone = conn.execute(Q["delete_one"], (activity_id,)).fetchone()
         if gone is None:
             continue
         if gone[1] is not None:
-            conn.execute(Q["delete_key"], (queue, gone[0], gone[1], r[0]))
-        conn.execute(Q["delete_events"], (r[0],))
-        changed.append(r[0])
+            conn.execute(Q["delete_key"], (queue, gone[0], gone[1], activity_id))
+        conn.execute(Q["delete_events"], (activity_id,))
+        changed.append(activity_id)
+    return changed
+
+
+def _delete(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, limit: int, now: int) -> ActionResult:
+    rows, skipped = _select(conn, queue, flt, "delete", limit)
+    changed = _delete_finished(conn, queue, (r[0] for r in rows))
     # the one row left of each: "deleted", for the live stream (get_events leaves it out)
     conn.executemany(Q["insert_event"], [(i, queue, "deleted", now, None) for i in changed])
     return ActionResult("delete", changed, skipped)
@@ -1393,3 +1417,22 @@ _ACTIONS: dict[str, Callable[..., ActionResult]] = {
     "set_priority": _set_priority,
     "delete": _delete,
 }
+
+
+# ------------------------------------------------ retention (on the thread)
+def _prune(conn: sqlite3.Connection, queue: str, statuses: list[str], before: int, limit: int) -> int:
+    """One prune batch: up to ``limit`` activities in ``statuses`` finished before ``before`` (ms)."""
+    ids: list[str] = []
+    for status in statuses:
+        if len(ids) >= limit:
+            break
+        ids += [r[0] for r in conn.execute(Q["prune_pick"], (queue, status, before, limit - len(ids)))]
+    return len(_delete_finished(conn, queue, ids))
+
+
+def _prune_events(conn: sqlite3.Connection, queue: str, before: int, limit: int) -> int:
+    return conn.execute(Q["prune_events"], (queue, before, limit)).rowcount
+
+
+def _hold(conn: sqlite3.Connection, queue: str, purpose: str, holder: str, ttl_ms: int, now: int) -> bool:
+    return conn.execute(Q["hold"], (queue, purpose, holder, now + ttl_ms, now)).fetchone() is not None

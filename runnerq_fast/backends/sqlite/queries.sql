@@ -201,6 +201,9 @@ FROM runnerq_activities
 WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: stats
+-- ?1 queue: counts by status from the queue's entries of
+-- runnerq_activities_status_created_idx (a covering index: no table row is
+-- read, and no entry of another queue).
 SELECT status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY status;
 
 -- name: list_activities
@@ -388,6 +391,28 @@ SELECT count(*) FROM (
     LIMIT ?5
 );
 
+-- name: prune_pick
+-- ?1 queue, ?2 one finished status, ?3 finished before (ms), ?4 limit: ids
+-- to prune, with what their idempotency key rows need. A range of
+-- runnerq_activities_finished_idx (migration 0003): it reads only the rows it returns.
+SELECT id, activity_type, idempotency_key FROM runnerq_activities
+WHERE queue_name = ?1 AND status = ?2 AND status IN ('completed', 'failed', 'dead_letter', 'cancelled')
+  AND finished_at < ?3
+LIMIT ?4;
+
+-- name: prune_events
+-- ?1 queue, ?2 recorded before (ms), ?3 limit (runnerq_events_at_idx).
+DELETE FROM runnerq_events
+WHERE id IN (SELECT id FROM runnerq_events WHERE queue_name = ?1 AND at < ?2 LIMIT ?3);
+
+-- name: hold
+-- ?1 queue, ?2 purpose, ?3 holder, ?4 expiry (ms), ?5 now (ms): take the hold
+-- if it is free or expired, renew it if ?3 holds it. One row when ?3 holds it now.
+INSERT INTO runnerq_holds (queue_name, purpose, holder, expires_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (queue_name, purpose) DO UPDATE
+SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE runnerq_holds.holder = excluded.holder OR runnerq_holds.expires_at <= ?5
+RETURNING 1;
 -- name: register_worker
 -- One engine's registry entry (its heartbeat): ?1 queue, ?2 worker id, ?3 host, ?4 pid,
 -- ?5 types (JSON array), ?6 in flight, ?7 concurrency, ?8 started, ?9 last seen,

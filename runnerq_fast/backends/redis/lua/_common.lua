@@ -234,3 +234,24 @@ local function rq_finish(id, typ, mem, old, status, result, err, ttl_ms, detail)
     rq_zadd(P .. 'fin', NOW + tonumber(ttl_ms), id)
   end
 end
+
+-- Remove finished activity `id` (status `st`, type `typ`, hash field c `created`, parent `pa`,
+-- idempotency key `ik`): its hash (events and result with it), every index entry, its counter,
+-- and its idempotency key while the key still names it: released (prune, delete), or with
+-- `keep_key` (the reaper dropping an expired result) kept until its own ttl as "<id>\31<status>",
+-- so the key still deduplicates for idempotency_ttl.
+local function rq_forget(id, st, typ, created, pa, ik, keep_key)
+  local mem = rq_member(created, id)
+  redis.call('UNLINK', P .. 'a:' .. id)
+  rq_zrem(P .. 'st:' .. st, mem)
+  rq_count(st, typ, -1)
+  rq_zrem(P .. 'ty:' .. typ, mem)
+  if pa then rq_zrem(P .. 'kids:' .. pa, mem) end
+  if st == 'dead_letter' then rq_zrem(P .. 'dead', id) else rq_zrem(P .. 'fin', id) end
+  if ik then
+    local ikey = P .. 'idem:' .. #typ .. ':' .. typ .. ':' .. ik
+    if redis.call('GET', ikey) == id then
+      if keep_key then redis.call('SET', ikey, id .. '\31' .. st, 'KEEPTTL') else redis.call('DEL', ikey) end
+    end
+  end
+end

@@ -1,6 +1,6 @@
 -- runnerq-fast: requeue activities whose lease expired (counts an attempt), dead-letter the exhausted,
 -- cancel those whose cancellation was requested; then remove finished activities whose result
--- ttl passed, with their index entries and counts (P.."fin", at most ARGV[3] per run).
+-- ttl passed, with their index entries, counts and idempotency keys (P.."fin", at most ARGV[3] per run).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
 --   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
 --   P.."types", P.."sched", P.."events", P.."wake", P.."wake:"..type, P.."idem:"..#type..":"..type..":"..key
@@ -47,16 +47,7 @@ for _, id in ipairs(gone) do
   local k = P .. 'a:' .. id
   local h = redis.call('HMGET', k, 's', 't', 'c', 'pa', 'ik')
   if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
-    local mem = rq_member(h[3], id)
-    redis.call('UNLINK', k)
-    if h[5] then -- its idempotency key lives on (idempotency ttl) and remembers the final status
-      local ikey = P .. 'idem:' .. #h[2] .. ':' .. h[2] .. ':' .. h[5]
-      if redis.call('GET', ikey) == id then redis.call('SET', ikey, id .. '\31' .. h[1], 'KEEPTTL') end
-    end
-    rq_zrem(P .. 'st:' .. h[1], mem)
-    rq_count(h[1], h[2], -1)
-    rq_zrem(P .. 'ty:' .. h[2], mem)
-    if h[4] then rq_zrem(P .. 'kids:' .. h[4], mem) end
+    rq_forget(id, h[1], h[2], h[3], h[4], h[5], true) -- its idempotency key lives on (idempotency ttl)
   end
   rq_zrem(P .. 'fin', id)
 end
