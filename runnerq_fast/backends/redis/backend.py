@@ -43,8 +43,8 @@ from runnerq_fast.backends.redis import faults, keys
 from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
 from runnerq_fast.backends.redis.registry import RedisRegistry
-from runnerq_fast.backends.rowcheck import as_int, as_text
 from runnerq_fast.backends.redis.retention import RedisRetention
+from runnerq_fast.backends.rowcheck import as_int, as_text
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     TERMINAL_STATUSES,
