@@ -49,8 +49,11 @@ from runnerq_fast.models import (
     Priority,
     QueueStats,
     QueueSummary,
+    ReadyWork,
+    WorkerInfo,
 )
-from runnerq_fast.observability import QueueAdmin, QueueInspector
+from runnerq_fast.observability import PruneReport, QueueAdmin, QueueInspector, prune
+from runnerq_fast.observability.workers import UnhandledType
 from runnerq_fast.storage import Backend, register_connector
 from runnerq_fast.sync import SyncActivityBuilder, SyncExecutor
 
@@ -101,22 +104,27 @@ __all__ = [
     "OnDuplicate",
     "Priority",
     "PrometheusMetrics",
+    "PruneReport",
     "QueueAdmin",
     "QueueInspector",
     "QueueStats",
     "QueueSummary",
+    "ReadyWork",
     "RetryableError",
     "RunnerQError",
     "Schedule",
     "SyncActivityBuilder",
     "SyncExecutor",
+    "UnhandledType",
     "WorkerConfig",
     "WorkerEngine",
+    "WorkerInfo",
     "WorkerSettings",
     "__version__",
     "connect",
     "current_activity",
     "install_log_context",
+    "prune",
     "speedups",
     "testing",
 ]

@@ -13,7 +13,18 @@ One run, on one backend, in one process:
    own count is checked once at the end;
 3. **idle latency**: with the engine idle, ``idle_samples`` activities are
    enqueued one at a time and the time from just before the enqueue call to
-   the handler's start is recorded.
+   the handler's start is recorded;
+4. **typed idle latency**: a second engine on the same queue claiming only
+   another type (its own backend connection, as a second worker process
+   would have; the same store on ``memory://``) runs beside the first, and
+   ``typed_samples`` single activities of either engine's type, in the order
+   A B B A (repeated), are timed the same way: every one must wake the engine
+   that can claim it (strict alternation would hide a wakeup that goes to
+   whichever fetcher waited longest, as Redis serves ``BLPOP``);
+5. **due latency**: ``due_samples`` delayed activities, enqueued one at a
+   time on the idle engine with delays of 30 to 150 ms, timed from their due
+   time to the handler's start: the engine must wake at the due time, not at
+   its next poll.
 
 Two latencies are reported and must not be confused:
 
@@ -23,6 +34,8 @@ Two latencies are reported and must not be confused:
 * ``idle_latency``: the enqueue-to-start latency of a single activity on an
   idle engine (client clock before the enqueue call to handler start, both
   ``time.time()`` in the same process): enqueue round trip + wakeup + claim.
+  ``typed_idle_latency`` is the same with two type-disjoint engines on the
+  queue; ``due_latency`` runs from a delayed activity's due time instead.
 
 Nothing but the run's own queue is written, and nothing is deleted.
 
@@ -40,7 +53,7 @@ import os
 import platform
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,8 +80,14 @@ NOOP_TYPE = "bench_noop"
 IDLE_TYPE = "bench_idle"
 """Activity type of the idle-latency probes."""
 
+OTHER_TYPE = "bench_other"
+"""Activity type of the second engine's probes (typed idle latency)."""
+
+DUE_DELAYS = (0.03, 0.06, 0.1, 0.15)
+"""Delays of the due-latency probes, seconds, used in turn."""
+
 ProgressCallback = Callable[[str, int, int], None]
-"""``progress(phase, done, total)``; phases are ``"enqueue"``, ``"drain"``, ``"idle"``."""
+"""``progress(phase, done, total)``; phases are ``"enqueue"``, ``"drain"``, ``"idle"``, ``"typed"``, ``"due"``."""
 
 
 class BenchConfig(msgspec.Struct, kw_only=True, frozen=True):
@@ -95,6 +114,11 @@ class BenchConfig(msgspec.Struct, kw_only=True, frozen=True):
     idle_settle : float
         Pause after the drain before the first idle probe, seconds, so the
         fetcher is asleep waiting for work. Default 0.2.
+    typed_samples : int
+        Single enqueues for either of two type-disjoint engines (A B B A ...),
+        for the typed idle latency; 0 skips the phase. Default 100.
+    due_samples : int
+        Delayed activities for the due latency; 0 skips the phase. Default 40.
     drain_timeout : float
         Longest the drain may take before the run fails, seconds. Default 600.
     probe_timeout : float
@@ -109,6 +133,8 @@ class BenchConfig(msgspec.Struct, kw_only=True, frozen=True):
     idle_samples: int = 200
     idle_interval: float = 0.005
     idle_settle: float = 0.2
+    typed_samples: int = 100
+    due_samples: int = 40
     drain_timeout: float = 600.0
     probe_timeout: float = 5.0
 
@@ -119,8 +145,9 @@ class BenchConfig(msgspec.Struct, kw_only=True, frozen=True):
             raise ConfigError(f"batch_size must be >= 1, got {self.batch_size}")
         if self.concurrency is not None and self.concurrency < 1:
             raise ConfigError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.idle_samples < 0:
-            raise ConfigError(f"idle_samples must be >= 0, got {self.idle_samples}")
+        for name in ("idle_samples", "typed_samples", "due_samples"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("idle_interval", "idle_settle"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0 seconds")
@@ -141,7 +168,7 @@ class LatencySummary(msgspec.Struct, kw_only=True, frozen=True):
     mean_ms, min_ms, max_ms : float
         Mean, smallest and largest value.
     missed : int
-        Probes that did not start within the probe timeout (idle phase only).
+        Probes that did not start within the probe timeout (probe phases only).
     """
 
     samples: int
@@ -188,6 +215,12 @@ class BenchResult(msgspec.Struct, kw_only=True, frozen=True):
         time spent queued behind the backlog; millisecond resolution).
     idle_latency : LatencySummary
         Enqueue call to handler start of single activities on an idle engine.
+    typed_idle_latency : LatencySummary
+        The same with two type-disjoint engines on the queue, each probe of
+        one engine's type (``samples`` 0 when skipped).
+    due_latency : LatencySummary
+        Due time to handler start of delayed activities on an idle engine
+        (``samples`` 0 when skipped).
     engine_config : dict
         The engine's full :class:`~runnerq_fast.WorkerConfig`.
     loop : str
@@ -219,6 +252,8 @@ class BenchResult(msgspec.Struct, kw_only=True, frozen=True):
     engine_stats: dict[str, int]
     backlog_latency: LatencySummary
     idle_latency: LatencySummary
+    typed_idle_latency: LatencySummary
+    due_latency: LatencySummary
     engine_config: dict[str, Any]
     loop: str
     speedups_enabled: bool
@@ -276,15 +311,45 @@ def _loop_name() -> str:
 class _Probe:
     """Shared state between the bench coroutine and the handlers."""
 
-    __slots__ = ("backlog", "count", "done", "idle", "idle_started", "target")
+    __slots__ = ("backlog", "count", "done", "idle", "idle_started", "sink", "target")
 
     def __init__(self, target: int) -> None:
         self.target = target
         self.count = 0
         self.backlog: list[float] = []
         self.idle: list[float] = []
+        #: where the probe handlers record their latency (the current phase's list)
+        self.sink = self.idle
         self.done = asyncio.Event()
         self.idle_started = asyncio.Event()
+
+    def record(self, payload: Any) -> None:
+        """A probe started: its latency from the time in its payload (``t``, epoch seconds)."""
+        self.sink.append(time.time() - float(payload["t"]))
+        self.idle_started.set()
+
+    async def run(
+        self,
+        enqueue: Callable[[int, float], Awaitable[Any]],
+        samples: int,
+        timeout: float,
+        pause: float,
+        progress: Callable[[int], None],
+    ) -> int:
+        """Run ``samples`` probes one after another: ``enqueue(i, t)``, then wait for its start; return the missed."""
+        missed = 0
+        for i in range(samples):
+            self.idle_started.clear()
+            await enqueue(i, time.time())
+            try:
+                async with asyncio.timeout(timeout):
+                    await self.idle_started.wait()
+            except TimeoutError:
+                missed += 1
+            progress(i + 1)
+            if pause:
+                await asyncio.sleep(pause)
+        return missed
 
 
 async def run_bench(config: BenchConfig, progress: ProgressCallback | None = None) -> BenchResult:
@@ -332,8 +397,7 @@ async def run_bench(config: BenchConfig, progress: ProgressCallback | None = Non
 
         @engine.activity(IDLE_TYPE)
         async def idle(payload: Any, ctx: rq.ActivityContext) -> None:
-            probe.idle.append(time.time() - float(payload["t"]))
-            probe.idle_started.set()
+            probe.record(payload)
 
         executor = engine.executor
 
@@ -372,26 +436,44 @@ async def run_bench(config: BenchConfig, progress: ProgressCallback | None = Non
             report("drain", n, n)
 
             # 3. idle latency
-            missed = 0
+            missed = typed_missed = due_missed = 0
+            timeout, pause = config.probe_timeout, config.idle_interval
             if config.idle_samples:
                 await asyncio.sleep(config.idle_settle)
                 report("idle", 0, config.idle_samples)
-                for i in range(config.idle_samples):
-                    probe.idle_started.clear()
-                    await executor.activity(IDLE_TYPE).payload({"t": time.time()}).execute()
-                    try:
-                        async with asyncio.timeout(config.probe_timeout):
-                            await probe.idle_started.wait()
-                    except TimeoutError:
-                        missed += 1
-                    report("idle", i + 1, config.idle_samples)
-                    if config.idle_interval:
-                        await asyncio.sleep(config.idle_interval)
+
+                async def one(i: int, t: float) -> None:
+                    await executor.activity(IDLE_TYPE).payload({"t": t}).execute()
+
+                missed = await probe.run(one, config.idle_samples, timeout, pause,
+                                         lambda done: report("idle", done, config.idle_samples))
+
+            # 4. typed idle latency: a second engine, of another type, on the same queue
+            typed: list[float] = []
+            if config.typed_samples:
+                probe.sink = typed
+                typed_missed = await _typed_probes(config, backend, queue, settings, probe, executor, report)
+
+            # 5. due latency
+            due: list[float] = []
+            if config.due_samples:
+                probe.sink = due
+                await asyncio.sleep(config.idle_settle)
+                report("due", 0, config.due_samples)
+
+                async def delayed(i: int, t: float) -> None:
+                    at_ms = int((t + DUE_DELAYS[i % len(DUE_DELAYS)]) * 1000)  # the store keeps milliseconds
+                    due_at = executor.activity(IDLE_TYPE).run_at((at_ms + 0.5) / 1000)  # stored as exactly at_ms
+                    await due_at.payload({"t": at_ms / 1000}).execute()
+
+                due_missed = await probe.run(delayed, config.due_samples, timeout + max(DUE_DELAYS), pause,
+                                             lambda done: report("due", done, config.due_samples))
         finally:
             await engine.stop()
 
         stats = await backend.stats(queue)
-        completed_noop = stats.completed - (config.idle_samples - missed)
+        probes = config.idle_samples + config.typed_samples + config.due_samples
+        completed_noop = stats.completed - (probes - missed - typed_missed - due_missed)
         if completed_noop != n:
             raise RuntimeError(f"backend reports {completed_noop} drained activities completed, expected {n}")
         return BenchResult(
@@ -410,6 +492,8 @@ async def run_bench(config: BenchConfig, progress: ProgressCallback | None = Non
             engine_stats=engine.stats,
             backlog_latency=summarize_latencies(probe.backlog),
             idle_latency=summarize_latencies(probe.idle, missed),
+            typed_idle_latency=summarize_latencies(typed, typed_missed),
+            due_latency=summarize_latencies(due, due_missed),
             engine_config=msgspec.to_builtins(engine.config),
             loop=_loop_name(),
             speedups_enabled=bool(speedups.enabled),
@@ -423,6 +507,44 @@ async def run_bench(config: BenchConfig, progress: ProgressCallback | None = Non
         )
     finally:
         await backend.close()
+
+
+async def _typed_probes(
+    config: BenchConfig,
+    backend: rq.Backend,
+    queue: str,
+    settings: dict[str, Any],
+    probe: _Probe,
+    executor: rq.ActivityExecutor,
+    report: ProgressCallback,
+) -> int:
+    """Phase 4: start a second engine claiming only :data:`OTHER_TYPE`, probe both engines in turn.
+
+    Returns the probes that did not start in time.
+    """
+    other_backend = backend if backend.name == "memory" else await rq.connect(config.backend_url)
+    try:
+        other = rq.WorkerEngine(other_backend, **settings)
+
+        @other.activity(OTHER_TYPE)
+        async def other_probe(payload: Any, ctx: rq.ActivityContext) -> None:
+            probe.record(payload)
+
+        await other.start()
+        try:
+            await asyncio.sleep(config.idle_settle)
+            report("typed", 0, config.typed_samples)
+
+            async def one(i: int, t: float) -> None:
+                await executor.activity(OTHER_TYPE if i % 4 in (1, 2) else IDLE_TYPE).payload({"t": t}).execute()
+
+            return await probe.run(one, config.typed_samples, config.probe_timeout, config.idle_interval,
+                                   lambda done: report("typed", done, config.typed_samples))
+        finally:
+            await other.stop()
+    finally:
+        if other_backend is not backend:
+            await other_backend.close()
 
 
 def result_to_json(result: BenchResult | list[BenchResult]) -> bytes:

@@ -45,6 +45,7 @@ _INT_RANGES: dict[str, tuple[int, int]] = {
     "default_max_retries": (0, 1_000_000),
     "max_payload_bytes": (1, MAX_PAYLOAD_BYTES),
     "sync_workers": (0, 10_000),
+    "prune_batch_size": (1, 100_000),
 }
 
 # field: (lowest, highest, whether the lowest is excluded); every value finite float seconds
@@ -59,7 +60,11 @@ _SECONDS_RANGES: dict[str, tuple[float, float, bool]] = {
     "retry_delay": (0.0, MAX_DELAY_SECONDS, False),
     "max_retry_delay": (0.0, MAX_DELAY_SECONDS, False),
     "idempotency_ttl": (0.0, MAX_DELAY_SECONDS, False),
+    "prune_interval": (0.0, MAX_INTERVAL_SECONDS, False),
 }
+
+# retention fields: None (keep forever) or finite seconds in (0, 100 years]
+_RETENTIONS = ("completed_retention", "failed_retention", "event_retention")
 
 
 def check_name(value: object, what: str) -> str:
@@ -153,6 +158,25 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
         processes run a dedicated engine (``--activity-types thumbnail
         --concurrency 4``).
 
+    completed_retention : float or None
+        Age (since it finished) at which the engine's pruner deletes a
+        completed or cancelled activity with its events and idempotency key,
+        in (0 s, 100 years]; ``None`` keeps them. Default 86400 s (24 h).
+    failed_retention : float or None
+        The same for failed and dead-lettered activities. Default 604800 s (7 days).
+    event_retention : float or None
+        Age at which the pruner deletes events even of activities still
+        stored (e.g. the heartbeats of a long job); ``None`` keeps them as
+        long as their activity. Default 604800 s (7 days). Redis keeps an
+        activity's events in its hash (capped at 1,000) and ignores it.
+    prune_interval : float
+        Period of the engine's pruner, in [0 s, 1 day]; 0 turns it off.
+        Whatever the number of workers, one pruner per queue runs at a time
+        (it takes the store's ``"prune"`` hold of the queue for three
+        periods and renews it). Default 60 s.
+    prune_batch_size : int
+        Activities one prune transaction deletes, 1-100,000. Default 1,000.
+
     Raises
     ------
     ConfigError
@@ -182,6 +206,11 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     idempotency_ttl: float = 86400.0
     sync_workers: int = 0
     limits: dict[str, int] | None = None
+    completed_retention: float | None = 86400.0
+    failed_retention: float | None = 7 * 86400.0
+    event_retention: float | None = 7 * 86400.0
+    prune_interval: float = 60.0
+    prune_batch_size: int = 1000
 
     def __post_init__(self) -> None:
         check_name(self.queue_name, "queue_name")
@@ -198,6 +227,14 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
             if (seconds <= lowest if low_open else seconds < lowest) or seconds > highest:
                 bracket = "(" if low_open else "["
                 raise ConfigError(f"{name} must be within {bracket}{lowest:g}, {highest:.0f}] seconds, got {seconds!r}")
+        for name in _RETENTIONS:
+            kept = getattr(self, name)
+            if kept is None:
+                continue
+            if isinstance(kept, bool) or not isinstance(kept, int | float) or not math.isfinite(kept) \
+                    or not 0 < kept <= MAX_DELAY_SECONDS:
+                raise ConfigError(f"{name} must be None (keep forever) or a number of seconds within "
+                                  f"(0, {MAX_DELAY_SECONDS:.0f}], got {kept!r}")
         jitter = self.retry_jitter
         if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0.0 <= jitter <= 1.0:
             raise ConfigError(f"retry_jitter must be within [0, 1], got {jitter!r}")
@@ -259,3 +296,8 @@ class WorkerSettings(TypedDict, total=False):
     idempotency_ttl: float
     sync_workers: int
     limits: dict[str, int] | None
+    completed_retention: float | None
+    failed_retention: float | None
+    event_retention: float | None
+    prune_interval: float
+    prune_batch_size: int

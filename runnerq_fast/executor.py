@@ -140,6 +140,11 @@ class ActivityFuture:
             The activity was cancelled.
         TimeoutError
             ``timeout`` seconds passed first.
+        BackendError
+            The store is unreachable or failed and still was when ``timeout``
+            passed (or, with ``timeout=None``, after the backend's
+            ``retry_timeout``); the driver's exception is the ``__cause__``.
+            Either way the call returns within ``timeout``.
         """
         res = await self._backend.wait_for_result(self.activity_id, timeout)
         if res is None:
@@ -354,6 +359,12 @@ class ActivityBuilder:
         ConfigError
             ``connection`` is given to a backend that cannot use it (memory,
             Redis), is of the wrong kind, or is not inside a transaction.
+        BackendError
+            The store is unreachable or failed (the driver's exception is the
+            ``__cause__``). Retried first only when it failed before the
+            request was sent, so the activity was not stored then; a
+            connection lost mid-request is not retried and the activity may
+            have been stored (README, "When the store fails").
         """
         item = self.build()
         ex = self._executor
@@ -481,6 +492,8 @@ class ActivityExecutor:
             If an item's ``NO_REUSE`` key is taken (the other items are stored).
         ConfigError
             If ``connection`` cannot be used (see :meth:`ActivityBuilder.execute`).
+        BackendError
+            If the store is unreachable or failed (see :meth:`ActivityBuilder.execute`).
         """
         built: list[NewActivity] = []
         for it in items:
@@ -513,7 +526,15 @@ class ActivityExecutor:
         return await self.backend.cancel(activity_id)
 
     def future(self, activity_id: str) -> ActivityFuture:
-        """A future for an activity enqueued earlier (e.g. by another process)."""
+        """A future for an activity enqueued earlier (e.g. by another process).
+
+        Raises
+        ------
+        TypeError
+            If ``activity_id`` is not a string (a future passed where its id belongs, say).
+        """
+        if not isinstance(activity_id, str):
+            raise TypeError(f"an activity id is a str, got {type(activity_id).__name__}: {activity_id!r}")
         return ActivityFuture(self.backend, activity_id, False)
 
     async def get_result(self, activity_id: str) -> ActivityResult | None:

@@ -37,7 +37,9 @@ __all__ = [
     "Priority",
     "QueueStats",
     "QueueSummary",
+    "ReadyWork",
     "ReapReport",
+    "WorkerInfo",
 ]
 
 
@@ -296,6 +298,10 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
     idempotency_key: str | None
     parent_id: str | None = None
     """The activity whose handler enqueued this one through ``ctx.executor``, if any."""
+    corrupt: str | None = None
+    """Why the stored row cannot be decoded (``"corrupt row: priority is 'high', not an integer"``), else
+    ``None``. A corrupt row's undecodable fields show placeholders (``0``, ``None``, text with replacement
+    characters); a claim or the reaper dead-letters it with this reason as its last error."""
 
 
 class ActivityEvent(msgspec.Struct, frozen=True):
@@ -469,3 +475,55 @@ class ActionResult(msgspec.Struct, frozen=True):
     action: str
     changed: list[str]
     skipped: int
+
+
+class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """One running engine as the worker registry holds it (:meth:`~runnerq_fast.storage.Backend.register_worker`).
+
+    Attributes
+    ----------
+    worker_id : str
+        The engine's id (the name it claims under).
+    queue : str
+        The queue it serves.
+    host : str
+        Host name of its process.
+    pid : int
+        Process id.
+    activity_types : tuple of str
+        The types it claims; ``("*",)`` when it claims any type.
+    in_flight : int
+        Activities it held (claimed, not yet acknowledged) at its last heartbeat.
+    concurrency : int
+        Its worker slots (``max_workers``).
+    started_at_ms : int
+        When it started, epoch ms.
+    last_seen_ms : int
+        Its last heartbeat, epoch ms (the engine's clock).
+    """
+
+    worker_id: str
+    queue: str
+    host: str
+    pid: int
+    activity_types: tuple[str, ...]
+    in_flight: int
+    concurrency: int
+    started_at_ms: int
+    last_seen_ms: int
+
+
+class ReadyWork(msgspec.Struct, frozen=True):
+    """Activities of one queue a worker could claim now (:meth:`~runnerq_fast.storage.Backend.ready_work`).
+
+    Attributes
+    ----------
+    by_type : dict of str to int
+        ``activity_type -> number`` of pending activities plus scheduled and
+        retrying ones that are due; types with none are omitted.
+    oldest_ready_ms : int or None
+        Ready time (epoch ms) of the oldest of them, ``None`` if there is none.
+    """
+
+    by_type: dict[str, int]
+    oldest_ready_ms: int | None

@@ -36,9 +36,19 @@ in ``tests/conformance.py``):
   :meth:`Backend.extend_leases` reports it, the engine stops the handler and
   acks it :attr:`~runnerq_fast.models.AckOutcome.CANCELLED`; until then a RETRY
   ack, a release or an expired lease also end it ``cancelled``;
+* the worker registry (:meth:`Backend.register_worker`) lists an entry
+  until ``ttl_ms`` after its last registration on the store's clock, or
+  until it is deregistered; :meth:`Backend.ready_work` reads only activities
+  in a ready status;
 * listings are keyset-paged in ``(created_at, id)`` order and never scan
   every finished row of a queue: filters a backend checks row by row
-  examine at most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows per page.
+  examine at most :data:`runnerq_fast.filters.ROW_SCAN_LIMIT` rows per page;
+* a store that is unreachable or fails raises
+  :class:`~runnerq_fast.errors.BackendError` (the driver's exception as its
+  ``__cause__``), never the driver's own exception: every public coroutine
+  method runs through :func:`runnerq_fast.resilience.guarded_call`, which
+  retries what is safe to retry; a backend only classifies its driver's
+  exceptions in :meth:`Backend._store_fault`.
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
-from runnerq_fast.errors import ConfigError, EventLoopMismatchError
+from runnerq_fast.errors import ConfigError, EventLoopMismatchError, InvalidActivityError
 from runnerq_fast.filters import COUNT_CAP
 from runnerq_fast.models import (
     Ack,
@@ -69,10 +79,24 @@ from runnerq_fast.models import (
     NewActivity,
     QueueStats,
     QueueSummary,
+    ReadyWork,
     ReapReport,
+    WorkerInfo,
 )
+from runnerq_fast.resilience import Fault, StoreHealth, guarded_call, store_error
+from runnerq_fast.urls import redact_url
 
-__all__ = ["Backend", "open_backend", "refuse_connection", "register_connector"]
+__all__ = [
+    "Backend",
+    "Fault",
+    "check_hold",
+    "check_prune",
+    "check_prune_events",
+    "check_worker_ttl",
+    "open_backend",
+    "refuse_connection",
+    "register_connector",
+]
 
 _R = TypeVar("_R")
 
@@ -84,15 +108,64 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _loop_checked(fn: Callable[..., Coroutine[Any, Any, _R]]) -> Callable[..., Coroutine[Any, Any, _R]]:
-    """``fn`` (a public coroutine method of a backend) preceded by :meth:`Backend.ensure_loop`."""
+def _loop_checked(
+    name: str, fn: Callable[..., Coroutine[Any, Any, _R]], guard: bool
+) -> Callable[..., Coroutine[Any, Any, _R]]:
+    """``fn`` (a public coroutine method of a backend) preceded by :meth:`Backend.ensure_loop`.
+
+    With ``guard`` (a backend that maps driver exceptions, see
+    :meth:`Backend._store_fault`) it then runs through
+    :func:`runnerq_fast.resilience.guarded_call`: a store fault becomes
+    :class:`~runnerq_fast.errors.BackendError`, retried first where that is
+    safe. A call with the caller's own ``connection=`` runs in the caller's
+    transaction and is neither translated nor retried.
+    """
+    params = inspect.signature(fn).parameters
+    timeout_at = list(params).index("timeout") - 1 if "timeout" in params else -1  # position after self
 
     @functools.wraps(fn)
     async def checked(self: Backend, *args: Any, **kwargs: Any) -> _R:
         loop = _running_loop()
         if loop is not self._home_loop:
             self._adopt_loop(loop)
-        return await fn(self, *args, **kwargs)
+        if not guard or kwargs.get("connection") is not None:
+            return await fn(self, *args, **kwargs)
+        timeout = None
+        if timeout_at >= 0:
+            timeout = args[timeout_at] if len(args) > timeout_at else kwargs.get("timeout")
+        return await guarded_call(self, name, fn, args, kwargs, timeout, timeout_at >= 0)
+
+    checked.__runnerq_loop_checked__ = True  # type: ignore[attr-defined]
+    checked.__runnerq_guarded__ = guard  # type: ignore[attr-defined]
+    return checked
+
+
+def _stream_checked(fn: Callable[..., AsyncIterator[_R]]) -> Callable[..., AsyncIterator[_R]]:
+    """``fn`` (a public async generator method, a live stream) with store faults raised as BackendError.
+
+    A stream is not retried here: each backend's stream resumes by itself
+    after a lost connection; what still escapes it ends the stream.
+    """
+
+    @functools.wraps(fn)
+    async def checked(self: Backend, *args: Any, **kwargs: Any) -> AsyncIterator[_R]:
+        loop = _running_loop()
+        if loop is not self._home_loop:
+            self._adopt_loop(loop)
+        stream = fn(self, *args, **kwargs)
+        try:
+            while True:
+                try:
+                    item = await anext(stream)
+                except StopAsyncIteration:
+                    return
+                except Exception as exc:
+                    if self._store_fault(exc) is None:
+                        raise
+                    raise store_error(self._store_health.label, fn.__name__, exc) from exc
+                yield item
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
 
     checked.__runnerq_loop_checked__ = True  # type: ignore[attr-defined]
     return checked
@@ -141,13 +214,48 @@ class Backend(abc.ABC):
         init = vars(cls).get("__init__")
         if init is not None and not getattr(init, "__runnerq_loop_checked__", False):
             cls.__init__ = _binding_init(init)  # type: ignore[method-assign]
-        for attr, value in list(vars(cls).items()):
-            if (
-                not attr.startswith("_")
-                and inspect.iscoroutinefunction(value)
-                and not getattr(value, "__runnerq_loop_checked__", False)
-            ):
-                setattr(cls, attr, _loop_checked(value))
+        # a store with no driver (memory) has no faults to map: its calls skip the guard (and its cost)
+        guard = cls._store_fault is not Backend._store_fault
+        for attr in dir(cls):  # with methods a mixin brings (the Redis operations)
+            if attr.startswith("_"):
+                continue
+            value = inspect.getattr_static(cls, attr)
+            if getattr(value, "__isabstractmethod__", False):
+                continue
+            if getattr(value, "__runnerq_loop_checked__", False):
+                if not inspect.iscoroutinefunction(value) or getattr(value, "__runnerq_guarded__", False) == guard:
+                    continue
+                value = value.__wrapped__  # inherited from a backend that guards differently
+            if inspect.iscoroutinefunction(value):
+                setattr(cls, attr, _loop_checked(attr, value, guard))
+            elif inspect.isasyncgenfunction(value):
+                setattr(cls, attr, _stream_checked(value))
+
+    #: Seconds a call keeps retrying a failing store (see :mod:`runnerq_fast.resilience`) when it has
+    #: no ``timeout`` argument of its own; then it raises :class:`~runnerq_fast.errors.BackendError`.
+    retry_timeout: float = 5.0
+
+    _closed: bool = False
+    __store_health: StoreHealth | None = None
+
+    @property
+    def _store_health(self) -> StoreHealth:
+        """This backend's up/down state (one warning per change; see :class:`~runnerq_fast.resilience.StoreHealth`)."""
+        health = self.__store_health
+        if health is None:
+            health = self.__store_health = StoreHealth(f"{self.name} backend at {redact_url(self.url)}")
+        return health
+
+    def _store_fault(self, exc: Exception) -> Fault | None:
+        """What ``exc``, raised by one of this backend's calls, says about the store; ``None``: not a fault.
+
+        The one place a backend maps its driver's exceptions (the default, for
+        a store with no driver, maps none). A fault becomes
+        :class:`~runnerq_fast.errors.BackendError`, retried first as the
+        :class:`Fault` allows; anything else (this library's own errors, a
+        bug) passes through.
+        """
+        return None
 
     def ensure_loop(self) -> None:
         """Check that the running event loop is this backend's own (binding it on first use).
@@ -318,10 +426,29 @@ class Backend(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
-        """Return when new work may be ready on ``queue`` or after ``timeout`` seconds.
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Return when work the caller can claim may be ready on ``queue``, or after ``timeout`` seconds.
 
-        A spurious early return is allowed; callers simply try to claim.
+        Parameters
+        ----------
+        queue : str
+            The queue the caller claims from.
+        timeout : float
+            Longest wait, in seconds.
+        activity_types : sequence of str or None, optional
+            The types the caller claims (as passed to :meth:`claim`); ``None``
+            (the default) means every type.
+
+        Notes
+        -----
+        It returns when work of one of ``activity_types`` may have become
+        ready since the caller's last :meth:`claim` (an enqueue, a release,
+        a reaped lease), and at the latest when the earliest scheduled or
+        retrying activity of those types comes due, so a delayed activity is
+        claimed at its due time however long ``timeout`` is. A spurious early
+        return is allowed; callers simply try to claim.
         """
 
     # --------------------------------------------------------------- results
@@ -486,6 +613,152 @@ class Backend(abc.ABC):
         nothing). See :meth:`retry_activities` for ``limit`` and errors.
         """
 
+    # ------------------------------------------------------------ retention
+    @abc.abstractmethod
+    async def prune(self, queue: str, statuses: Sequence[str], older_than_ms: int, *, limit: int = 1000) -> int:
+        """Delete one batch of finished activities of ``queue`` (one short transaction).
+
+        Deletes up to ``limit`` activities whose status is one of ``statuses``
+        (each of ``completed``, ``failed``, ``dead_letter``, ``cancelled``) and
+        that finished more than ``older_than_ms`` milliseconds ago, with their
+        events and their idempotency keys (a key is released only while it
+        still names the pruned activity: a later enqueue with that key creates
+        a new activity). An activity that is not finished is never deleted.
+        The children of a pruned activity keep their ``parent_id`` and stay
+        listed by it. Nothing goes to the live stream. Callers loop until a
+        batch returns fewer than ``limit`` (:func:`runnerq_fast.observability.prune`).
+
+        Parameters
+        ----------
+        queue : str
+            Queue name.
+        statuses : sequence of str
+            Finished statuses to prune; empty prunes nothing.
+        older_than_ms : int
+            Minimum age of the finish time, milliseconds, >= 0 (0: everything finished until now).
+        limit : int
+            Most activities deleted by this call, 1-100,000. Default 1,000.
+
+        Returns
+        -------
+        int
+            Activities deleted (fewer than ``limit``: nothing older is left, for now).
+        """
+
+    @abc.abstractmethod
+    async def prune_events(self, queue: str, older_than_ms: int, *, limit: int = 1000) -> int:
+        """Delete one batch of the events of ``queue`` recorded more than ``older_than_ms`` ago.
+
+        Events of activities still stored go too (a long-running activity
+        loses the oldest entries of its timeline); the activities themselves
+        stay. On Redis an activity's events live in its hash (at most 1,000
+        per activity) and go with it: this deletes nothing and returns 0.
+
+        Parameters
+        ----------
+        queue : str
+            Queue name.
+        older_than_ms : int
+            Minimum age of an event, milliseconds, >= 0.
+        limit : int
+            Most events (PostgreSQL: event batch rows) deleted by this call, 1-100,000. Default 1,000.
+
+        Returns
+        -------
+        int
+            Events (PostgreSQL: event batch rows) deleted.
+        """
+
+    async def maintain(self) -> None:  # noqa: B027 - optional: most stores need no housekeeping
+        """Housekeeping the engine's pruner runs every pass (while it holds a queue's ``"prune"`` hold).
+
+        PostgreSQL folds the count deltas its triggers append into its
+        counters; the other backends have nothing to do.
+        """
+
+    @abc.abstractmethod
+    async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
+        """Take or renew the hold ``purpose`` of ``queue`` for ``holder`` for ``ttl_ms`` milliseconds.
+
+        A lease on a name, shared by every process using the store: at most
+        one holder has it at a time. It is granted when nobody holds it, its
+        last holder's time ran out, or ``holder`` already holds it (then its
+        time is renewed). The engine's pruner takes ``"prune"`` so one pruner
+        runs per queue however many workers serve it.
+
+        Parameters
+        ----------
+        queue, purpose : str
+            What is held (``purpose`` at most 255 characters).
+        holder : str
+            Who asks (a worker id).
+        ttl_ms : int
+            How long the hold lasts from now unless renewed, milliseconds, >= 1.
+
+        Returns
+        -------
+        bool
+            Whether ``holder`` holds it now.
+        """
+
+    # ------------------------------------------------------ worker registry
+    @abc.abstractmethod
+    async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
+        """Add or refresh the registry entry of one engine (its heartbeat), in one round trip.
+
+        The entry ``(info.queue, info.worker_id)`` is replaced by ``info`` and
+        expires ``ttl_ms`` milliseconds from now on the store's clock unless
+        registered again; expired entries are never listed.
+
+        Parameters
+        ----------
+        info : WorkerInfo
+            The engine as it is now.
+        ttl_ms : int
+            Milliseconds (>= 1) the entry lives without another registration.
+
+        Raises
+        ------
+        ValueError
+            If ``ttl_ms`` is below 1.
+        """
+
+    @abc.abstractmethod
+    async def deregister_worker(self, queue: str, worker_id: str) -> None:
+        """Remove the registry entry of one engine at once (a clean stop); unknown entries are ignored."""
+
+    @abc.abstractmethod
+    async def list_workers(self, queue: str | None = None) -> list[WorkerInfo]:
+        """The live (unexpired) registry entries of ``queue``, or of every queue for ``None``.
+
+        Returns
+        -------
+        list of WorkerInfo
+            Ordered by ``(queue, worker_id)``.
+        """
+
+    @abc.abstractmethod
+    async def ready_work(self, queue: str) -> ReadyWork:
+        """What a worker could claim now: counts by type and the oldest ready time.
+
+        Counts pending activities plus scheduled and retrying ones that are due.
+        Reads only activities in those statuses (never the finished ones), so
+        its cost follows the backlog, not the history of the queue.
+        """
+
+
+def check_worker_ttl(ttl_ms: int) -> int:
+    """``ttl_ms`` if it is a valid registry entry lifetime (for :meth:`Backend.register_worker`).
+
+    Raises
+    ------
+    ValueError
+        If ``ttl_ms`` is not an integer of at least 1 (milliseconds).
+    """
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1:
+        raise ValueError(f"ttl_ms must be a positive number of milliseconds, got {ttl_ms!r}")
+    return ttl_ms
+
 
 def refuse_connection(backend: Backend, connection: object | None) -> None:
     """Raise unless ``connection`` is ``None``: for backends that cannot join a caller's transaction.
@@ -501,6 +774,55 @@ def refuse_connection(backend: Backend, connection: object | None) -> None:
             f"(got connection={type(connection).__name__}); only PostgreSQL (an asyncpg connection) "
             "and SQLite (a sqlite3.Connection to the same file) can"
         )
+
+
+_FINISHED = ("completed", "failed", "dead_letter", "cancelled")
+_MOST_PRUNED = 100_000
+
+
+def check_prune(statuses: Sequence[str], older_than_ms: int, limit: int) -> list[str]:
+    """Validate the arguments of :meth:`Backend.prune`; return the statuses as a list without repeats.
+
+    Raises
+    ------
+    InvalidActivityError
+        If a status is not a finished one, ``older_than_ms`` is not an int >= 0
+        or ``limit`` not an int in 1-100,000 (nothing is deleted).
+    """
+    if isinstance(statuses, str):
+        statuses = (statuses,)
+    wanted: list[str] = []
+    for status in statuses:
+        if status not in _FINISHED:
+            raise InvalidActivityError(
+                f"only finished activities are pruned ({', '.join(_FINISHED)}); got status {status!r}"
+            )
+        if status not in wanted:
+            wanted.append(status)
+    check_prune_events(older_than_ms, limit)
+    return wanted
+
+
+def check_prune_events(older_than_ms: int, limit: int) -> None:
+    """Validate the arguments of :meth:`Backend.prune_events` (see :func:`check_prune`)."""
+    if isinstance(older_than_ms, bool) or not isinstance(older_than_ms, int) or older_than_ms < 0:
+        raise InvalidActivityError(f"older_than_ms must be an int >= 0, got {older_than_ms!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MOST_PRUNED:
+        raise InvalidActivityError(f"limit must be an int in [1, {_MOST_PRUNED}], got {limit!r}")
+
+
+def check_hold(purpose: str, ttl_ms: int) -> None:
+    """Validate the arguments of :meth:`Backend.hold`.
+
+    Raises
+    ------
+    ConfigError
+        If ``purpose`` is not a name of 1-255 characters or ``ttl_ms`` not an int >= 1.
+    """
+    if not isinstance(purpose, str) or not 1 <= len(purpose) <= 255:
+        raise ConfigError(f"a hold's purpose must be a name of 1-255 characters, got {purpose!r}")
+    if isinstance(ttl_ms, bool) or not isinstance(ttl_ms, int) or ttl_ms < 1:
+        raise ConfigError(f"a hold's ttl_ms must be an int >= 1, got {ttl_ms!r}")
 
 
 _connector: Callable[..., Awaitable[Backend]] | None = None

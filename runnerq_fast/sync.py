@@ -317,6 +317,8 @@ class SyncExecutor:
             The activity was cancelled.
         TimeoutError
             ``timeout`` seconds passed first.
+        BackendError
+            The store is unreachable or failed (see :meth:`ActivityFuture.result`).
         """
         res = self._call(self._backend.wait_for_result(activity_id, timeout))
         if res is None:

@@ -38,7 +38,7 @@ from runnerq_fast.codec import decode_json, encode_json, encode_metadata
 from runnerq_fast.engine import ActivityContext, WorkerEngine
 from runnerq_fast.engine.outcomes import Registered
 from runnerq_fast.errors import ConfigError
-from runnerq_fast.executor import ActivityExecutor
+from runnerq_fast.executor import ActivityExecutor, ActivityFuture
 from runnerq_fast.ids import new_activity_id
 from runnerq_fast.models import ClaimedActivity, EnqueueOutcome, EnqueueResult, NewActivity, Priority
 
@@ -262,9 +262,24 @@ class TestEngine:
                 raise TimeoutError(f"{left} activities still to run on queue {queue!r} after {timeout} s ({s})")
             await asyncio.sleep(0.005)
 
-    async def result(self, activity_id: str, timeout: float = 10.0) -> Any:
-        """The result of an activity (see :meth:`ActivityFuture.result`)."""
-        return await self.executor.future(activity_id).result(timeout)
+    async def result(self, activity: str | ActivityFuture, timeout: float = 10.0) -> Any:
+        """The result of an activity (see :meth:`ActivityFuture.result`).
+
+        Parameters
+        ----------
+        activity : str or ActivityFuture
+            The activity's id, or the future ``execute()`` returned for it.
+        timeout : float
+            Seconds to wait at most (default 10).
+
+        Raises
+        ------
+        TypeError
+            If ``activity`` is neither an id nor a future.
+        """
+        if isinstance(activity, ActivityFuture):
+            return await activity.result(timeout)
+        return await self.executor.future(activity).result(timeout)
 
     def enqueued(self, activity_type: str | None = None, **filters: Any) -> list[Enqueued]:
         """See :meth:`RecordingBackend.enqueued`."""

@@ -13,7 +13,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
@@ -60,6 +60,16 @@ async def wait_status(backend: Backend, activity_id: str, status: str, timeout: 
         return snap is not None and snap.status == status
 
     await eventually(check, timeout, f"{activity_id} to be {status}")
+
+
+def all_started(starts: dict[str, float], ids: Iterable[str]) -> Callable[[], Awaitable[bool]]:
+    """A check for :func:`eventually`: every one of ``ids`` has a start time in ``starts``."""
+    wanted = list(ids)
+
+    async def check() -> bool:
+        return all(i in starts for i in wanted)
+
+    return check
 
 
 class BackendConformance:
@@ -151,6 +161,59 @@ class BackendConformance:
         async with engine:
             await fut.result(timeout=5)
         assert started and started[0] - t0 >= 0.29
+
+    # ----------------------------------------------------------------- wakeups
+    # An idle engine polls only every 5 s here: what starts sooner was woken by the backend.
+    WAKE_BOUND = 0.25  # seconds; the bench measures the real figure (milliseconds)
+
+    async def _started_by(self, engine: rq.WorkerEngine, activity_type: str, starts: dict[str, float]) -> None:
+        @engine.activity(activity_type)
+        async def record(payload: Any, ctx: rq.ActivityContext) -> None:
+            starts[ctx.activity_id] = time.time()
+
+    async def test_idle_engine_claims_a_delayed_activity_when_due_not_at_its_poll(self, backend: Backend) -> None:
+        engine = self.engine(backend, poll_interval=5.0)
+        starts: dict[str, float] = {}
+        await self._started_by(engine, "later", starts)
+        async with engine:
+            await asyncio.sleep(0.2)  # idle: the fetcher is waiting
+            due: dict[str, float] = {}
+            for delay_ms in (600, 300):  # the second comes due first: the wait must be timed again
+                at = now_ms() + delay_ms
+                (res,) = await backend.enqueue(self.queue, [new("later", run_at_ms=at)])
+                due[res.activity_id] = at / 1000.0
+            await eventually(all_started(starts, due), 3.0, "both delayed activities to start")
+        late = {i: starts[i] - due[i] for i in due}
+        assert all(-0.005 <= d < self.WAKE_BOUND for d in late.values()), late
+
+    async def test_idle_engine_claims_a_retry_scheduled_elsewhere_when_due(self, backend: Backend) -> None:
+        q = self.queue
+        (res,) = await backend.enqueue(q, [new("again")])
+        (c,) = await backend.claim(q, "another-worker", 1, ["again"], 5000)
+        engine = self.engine(backend, poll_interval=5.0)
+        starts: dict[str, float] = {}
+        await self._started_by(engine, "again", starts)
+        async with engine:
+            await asyncio.sleep(0.2)
+            due = now_ms() + 300
+            assert await backend.ack(q, [Ack(c.id, c.claim_token, AckOutcome.RETRY, None, "x", due)]) == []
+            await eventually(all_started(starts, [res.activity_id]), 3.0, "the retry to start")
+        assert -0.005 <= starts[res.activity_id] - due / 1000.0 < self.WAKE_BOUND
+
+    async def test_two_type_disjoint_engines_are_each_woken_for_their_own_work(self, backend: Backend) -> None:
+        starts: dict[str, float] = {}
+        engines = [self.engine(backend, poll_interval=5.0) for _ in range(2)]
+        for engine, activity_type in zip(engines, ("a", "b"), strict=True):
+            await self._started_by(engine, activity_type, starts)
+        async with engines[0], engines[1]:
+            await asyncio.sleep(0.2)
+            for activity_type in ("a", "b", "b", "a", "a", "b"):
+                t0 = time.time()
+                (res,) = await backend.enqueue(self.queue, [new(activity_type)])
+                await eventually(all_started(starts, [res.activity_id]), 6.0, f"the {activity_type}")
+                took = starts[res.activity_id] - t0
+                assert took < self.WAKE_BOUND, f"{activity_type} started {took:.3f} s after its enqueue"
+                await asyncio.sleep(0.05)  # both fetchers idle again
 
     # ----------------------------------------------------------- retry, dead letter
     async def test_retry_with_backoff_then_success(self, backend: Backend) -> None:
@@ -552,6 +615,14 @@ class BackendConformance:
         fut = await ex.activity("nobody").execute()
         with pytest.raises(TimeoutError):
             await fut.result(timeout=0.1)
+
+    async def test_result_with_zero_timeout_reads_a_stored_result(self, backend: Backend) -> None:
+        """``timeout`` bounds a wait; ``timeout=0`` still looks once (the guarded call's cut-off leaves it time)."""
+        ex = rq.ActivityExecutor(backend, self.queue)
+        fut = await ex.activity("t").execute()
+        (claimed,) = await backend.claim(self.queue, "w", 1, None, 5000)
+        assert await backend.ack(self.queue, [Ack(claimed.id, claimed.claim_token, AckOutcome.COMPLETED, b"7")]) == []
+        assert await fut.result(timeout=0) == 7
 
     async def test_cancel_pending_activity(self, backend: Backend) -> None:
         ex = rq.ActivityExecutor(backend, self.queue)

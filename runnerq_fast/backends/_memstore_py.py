@@ -16,6 +16,7 @@ import itertools
 from collections import deque
 from collections.abc import Sequence
 
+from runnerq_fast.backends._wakeups import WorkSignal
 from runnerq_fast.models import (
     READY_STATUSES,
     TERMINAL_STATUSES,
@@ -134,7 +135,7 @@ class QueueState:
         self.processing: dict[str, Row] = {}
         self.rows: dict[str, Row] = {}
         self.events: deque[ActivityEvent] = deque(maxlen=10_000)
-        self.wake = asyncio.Event()
+        self.wake = WorkSignal()  # set by work made ready, cleared per type by claims
         # rows by status (the "processing" entry is ``processing`` itself)
         self.by_status: dict[str, dict[str, Row]] = {
             s: {} for s in ("pending", "scheduled", "retrying", *TERMINAL_STATUSES)
@@ -195,6 +196,8 @@ class StoreCore:
         seq = next(self._seq)
         row.heap_seq = seq
         heapq.heappush(q.scheduled, (row.ready_at_ms, seq, row.id))
+        if q.scheduled[0][1] == seq:
+            q.wake.set()  # a new earliest due time: waiting fetchers time their wait again
 
     def _make_ready(self, q: QueueState, row: Row, now: int) -> None:
         if row.ready_at_ms > now:

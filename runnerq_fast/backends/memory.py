@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import contextlib
 import heapq
 import time
 import uuid
@@ -44,9 +43,18 @@ from runnerq_fast.models import (
     OnDuplicate,
     QueueStats,
     QueueSummary,
+    ReadyWork,
     ReapReport,
+    WorkerInfo,
 )
-from runnerq_fast.storage import Backend, refuse_connection
+from runnerq_fast.storage import (
+    Backend,
+    check_hold,
+    check_prune,
+    check_prune_events,
+    check_worker_ttl,
+    refuse_connection,
+)
 
 if speedups.enabled:  # the module, not its names: import-linter sees the package, not a compiled module
     from runnerq_fast.backends import _memstore
@@ -90,6 +98,9 @@ class MemoryBackend(StoreCore, Backend):
         StoreCore.__init__(self)
         self.url = url
         self._idem: dict[tuple[str, str, str], tuple[str, int]] = {}
+        self._holds: dict[tuple[str, str], tuple[str, int]] = {}  # (queue, purpose) -> (holder, expiry ms)
+        # worker registry: (queue, worker_id) -> (entry, expiry epoch ms)
+        self._workers: dict[tuple[str, str], tuple[WorkerInfo, int]] = {}
         self._closed = False
 
     async def close(self) -> None:
@@ -185,7 +196,7 @@ class MemoryBackend(StoreCore, Backend):
     ) -> list[ClaimedActivity]:
         now = _now_ms()
         q = self._queue(queue)
-        q.wake.clear()
+        q.wake.clear(activity_types)
         self._promote_due(q, now)
         if activity_types is None:
             heaps = [h for h in q.by_type.values() if h]
@@ -286,12 +297,26 @@ class MemoryBackend(StoreCore, Backend):
                 requeued.append(row.id)
         return ReapReport(requeued, dead, cancelled)
 
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Wait for work made ready since the last claim, at most until the earliest scheduled activity is due.
+
+        The due time is the head of the queue's scheduled heap, of any type (a
+        claim promotes every due activity, so the head is never overdue for
+        long); an earlier one arriving wakes the wait to time it again.
+        """
         q = self._queue(queue)
-        if q.wake.is_set() or self._closed:
+        if self._closed or q.wake.is_set(activity_types):
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(q.wake.wait(), timeout)
+        sched = q.scheduled
+        if sched:
+            # +1 ms: the store's clock has millisecond steps
+            due = (sched[0][0] + 1) / 1000.0 - time.time()
+            if due <= 0:
+                return
+            timeout = min(timeout, due)
+        await q.wake.wait(activity_types, timeout)
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:
@@ -372,6 +397,40 @@ class MemoryBackend(StoreCore, Backend):
                     yield ev
         finally:
             self._subscribers[queue].discard(inbox)
+
+    # ------------------------------------------------------ worker registry
+    async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
+        now = _now_ms()
+        self._workers[(info.queue, info.worker_id)] = (info, now + check_worker_ttl(ttl_ms))
+        for key, (_, expires) in list(self._workers.items()):
+            if expires <= now:
+                del self._workers[key]
+
+    async def deregister_worker(self, queue: str, worker_id: str) -> None:
+        self._workers.pop((queue, worker_id), None)
+
+    async def list_workers(self, queue: str | None = None) -> list[WorkerInfo]:
+        now = _now_ms()
+        return [
+            info
+            for key, (info, expires) in sorted(self._workers.items())
+            if expires > now and (queue is None or key[0] == queue)
+        ]
+
+    async def ready_work(self, queue: str) -> ReadyWork:
+        q = self._queues.get(queue)
+        if q is None:
+            return ReadyWork({}, None)
+        now = _now_ms()
+        by_type: dict[str, int] = {}
+        oldest: int | None = None
+        for status in READY_STATUSES:
+            for r in q.by_status[status].values():
+                if r.ready_at_ms <= now:
+                    by_type[r.activity_type] = by_type.get(r.activity_type, 0) + 1
+                    if oldest is None or r.ready_at_ms < oldest:
+                        oldest = r.ready_at_ms
+        return ReadyWork(by_type, oldest)
 
     # ------------------------------------------------- listings with filters
     async def list_queues(self) -> list[QueueSummary]:
@@ -622,26 +681,77 @@ class MemoryBackend(StoreCore, Backend):
         q, rows, skipped = self._action(queue, flt, "delete", limit)
         now = _now_ms()
         for row in rows:
-            rid = row.id
-            del self._rows[rid]
-            del q.rows[rid]
-            q.by_status[row.status].pop(rid, None)
-            order = self._order(q)
-            at = bisect.bisect_left(order, (row.created_at_ms, rid))
-            if at < len(order) and order[at][1] == rid:
-                del order[at]
-            q.type_rows.get(row.activity_type, {}).pop(rid, None)
-            if row.parent_id is not None:
-                q.children.get(row.parent_id, {}).pop(rid, None)
-            self._events.pop(rid, None)
-            self._results.pop(rid, None)
-            if row.idempotency_key is not None:
-                ikey = (queue, row.activity_type, row.idempotency_key)
-                held = self._idem.get(ikey)
-                if held is not None and held[0] == rid:
-                    del self._idem[ikey]
-            self._stream_only(q, queue, rid, "deleted", now)
+            self._forget(q, queue, row)
+            self._stream_only(q, queue, row.id, "deleted", now)
         return ActionResult("delete", [r.id for r in rows], skipped)
+
+    def _forget(self, q: QueueState, queue: str, row: Row) -> None:
+        """Remove a finished ``row`` with its index entries, events, result and idempotency key."""
+        rid = row.id
+        del self._rows[rid]
+        del q.rows[rid]
+        q.by_status[row.status].pop(rid, None)
+        order = self._order(q)
+        at = bisect.bisect_left(order, (row.created_at_ms, rid))
+        if at < len(order) and order[at][1] == rid:
+            del order[at]
+        q.type_rows.get(row.activity_type, {}).pop(rid, None)
+        if row.parent_id is not None:
+            q.children.get(row.parent_id, {}).pop(rid, None)
+        self._events.pop(rid, None)
+        self._results.pop(rid, None)
+        if row.idempotency_key is not None:
+            ikey = (queue, row.activity_type, row.idempotency_key)
+            held = self._idem.get(ikey)
+            if held is not None and held[0] == rid:
+                del self._idem[ikey]
+
+    # ------------------------------------------------------------ retention
+    async def prune(self, queue: str, statuses: Sequence[str], older_than_ms: int, *, limit: int = 1000) -> int:
+        wanted = check_prune(statuses, older_than_ms, limit)
+        q = self._queues.get(queue)
+        if q is None:
+            return 0
+        before = _now_ms() - older_than_ms
+        picked: list[Row] = []
+        for status in wanted:
+            # a status's rows are kept in the order they entered it: for a finished status, finish order
+            for row in q.by_status[status].values():
+                if len(picked) >= limit or (row.finished_at_ms or 0) >= before:
+                    break
+                picked.append(row)
+        for row in picked:
+            self._forget(q, queue, row)
+        return len(picked)
+
+    async def prune_events(self, queue: str, older_than_ms: int, *, limit: int = 1000) -> int:
+        check_prune_events(older_than_ms, limit)
+        q = self._queues.get(queue)
+        if q is None:
+            return 0
+        before = _now_ms() - older_than_ms
+        gone = 0
+        for rid in q.rows:  # every activity of the queue: the memory store has no index by event time
+            events = self._events.get(rid)
+            if not events or events[0].at_ms >= before:
+                continue
+            keep = 0
+            while keep < len(events) and events[keep].at_ms < before and gone < limit:
+                keep += 1
+                gone += 1
+            del events[:keep]
+            if gone >= limit:
+                break
+        return gone
+
+    async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
+        check_hold(purpose, ttl_ms)
+        now = _now_ms()
+        current = self._holds.get((queue, purpose))
+        if current is not None and current[0] != holder and current[1] > now:
+            return False
+        self._holds[(queue, purpose)] = (holder, now + ttl_ms)
+        return True
 
     def _stream_only(self, q: QueueState, queue: str, activity_id: str, kind: str, now: int) -> None:
         """An event for the live stream only (the activity's own timeline is gone)."""

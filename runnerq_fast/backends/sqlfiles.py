@@ -128,10 +128,6 @@ class Migration:
 def load_migrations(package: str) -> list[Migration]:
     """The migrations in ``package``'s ``migrations/`` folder, ordered by version.
 
-    Versions are assigned per feature, so a build may lack some numbers
-    (0006 without 0005): each pending migration is applied whatever the
-    order in which versions arrived, so none may depend on a later number.
-
     Parameters
     ----------
     package : str
@@ -140,7 +136,10 @@ def load_migrations(package: str) -> list[Migration]:
     Raises
     ------
     ValueError
-        If two files share a version or there is no 0001 (the initial schema).
+        If two files share a version, or there is no 0001. A gap is allowed:
+        numbers are reserved per feature, so a later one may be present
+        before an earlier one is written; each applies once, in order, and
+        one added later below an applied one is still applied.
     """
     found: dict[int, Migration] = {}
     for entry in resources.files(package).joinpath("migrations").iterdir():
@@ -153,5 +152,5 @@ def load_migrations(package: str) -> list[Migration]:
         found[version] = Migration(version, match["name"], entry.read_text(encoding="utf-8"))
     versions = sorted(found)
     if versions and versions[0] != 1:
-        raise ValueError(f"the first migration must be 0001, got {versions}")
+        raise ValueError(f"migration versions must start at 0001, got {versions}")
     return [found[v] for v in versions]

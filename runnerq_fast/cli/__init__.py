@@ -9,6 +9,9 @@ Every command that touches a backend takes ``--backend URL`` or reads the
     runnerq-fast serve --backend sqlite:///app.db --port 8080
     runnerq-fast enqueue send_email --payload '{"to": "a@b.c"}' --priority high --wait 10
     runnerq-fast stats --queue default --json
+    runnerq-fast queues
+    runnerq-fast prune --queue default --older-than 24h --status completed
+    runnerq-fast workers --queue default     # live engines (the worker registry)
     runnerq-fast inspect 3f2a...
     runnerq-fast retry --status dead_letter --type send_email
     runnerq-fast cancel 3f2a... 41bc...
@@ -27,9 +30,12 @@ One module per group of commands, sharing :mod:`runnerq_fast.cli._common`
 * :mod:`~runnerq_fast.cli.serving`: ``serve`` (the HTTP service)
 * :mod:`~runnerq_fast.cli.activities`: ``enqueue``, ``inspect``, and the actions ``cancel``,
   ``retry``, ``run-now``, ``set-priority``, ``delete``
-* :mod:`~runnerq_fast.cli.store`: ``migrate``, ``stats``
+* :mod:`~runnerq_fast.cli.store`: ``migrate``, ``stats``, ``queues``
+* :mod:`~runnerq_fast.cli.retention`: ``prune``
+* :mod:`~runnerq_fast.cli.workers`: ``workers``
 * :mod:`~runnerq_fast.cli.schedules`: ``schedules``
 * :mod:`~runnerq_fast.cli.tools`: ``bench``, ``demo``, ``demo-shop``
+* :mod:`~runnerq_fast.cli.loadtest`: ``loadtest`` (the locust harness)
 
 A new command is a ``@click.command()`` function in the module of its group,
 added to :func:`cli` below.
@@ -42,7 +48,7 @@ from typing import NoReturn
 import click
 
 import runnerq_fast as rq
-from runnerq_fast.cli import activities, running, schedules, serving, store, tools
+from runnerq_fast.cli import activities, loadtest, retention, running, schedules, serving, store, tools, workers
 from runnerq_fast.cli.running import load_engine
 
 __all__ = ["cli", "load_engine", "main"]
@@ -69,10 +75,14 @@ for _command in (
     activities.delete,
     store.migrate,
     store.stats,
+    store.queues,
+    retention.prune,
+    workers.workers,
     schedules.schedules,
     tools.bench,
     tools.demo,
     tools.demo_shop,
+    loadtest.loadtest,
 ):
     cli.add_command(_command)
 

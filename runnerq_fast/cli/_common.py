@@ -18,6 +18,7 @@ import msgspec
 from rich.console import Console
 
 import runnerq_fast as rq
+from runnerq_fast.config import check_name
 from runnerq_fast.engine import run_with_uvloop
 from runnerq_fast.urls import redact_text
 
@@ -148,9 +149,26 @@ def log_level_option(default: str) -> Callable[[F], F]:
     return deco
 
 
+def check_queue_name(ctx: click.Context | None, param: click.Parameter | None, value: Any) -> Any:
+    """Click callback: refuse a queue name no backend can hold (exit 2), the rules of ``queue_name``.
+
+    ``value`` may be one name, a tuple of names (a repeatable option) or None (not given).
+    """
+    names = value if isinstance(value, tuple) else (value,)
+    for name in names:
+        if name is None:
+            continue
+        try:
+            check_name(name, "the queue name")
+        except rq.ConfigError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return value
+
+
 def queue_option(fn: F) -> F:
     """The shared ``--queue NAME`` option."""
-    return click.option("--queue", "queue", default="default", show_default=True, help="Queue name.")(fn)
+    return click.option("--queue", "queue", default="default", show_default=True, help="Queue name.",
+                        callback=check_queue_name)(fn)
 
 
 if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older releases are not subscriptable
@@ -215,4 +233,4 @@ def json_value(data: bytes | str | None) -> Any:
 def json_text(data: bytes | str | None) -> str:
     if data is None:
         return "null"
-    return data.decode() if isinstance(data, bytes) else data
+    return data.decode(errors="replace") if isinstance(data, bytes) else data  # a corrupt row's bytes too

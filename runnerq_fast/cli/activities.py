@@ -315,10 +315,18 @@ def _act(
         raise BadInput(f"--limit must be within 1-{filters.MAX_ACTION_LIMIT}, got {limit}")
     url = require_backend(backend_url)
 
-    async def go() -> rq.ActionResult:
+    async def go() -> tuple[rq.ActionResult, list[str]]:
         backend = await open_store(url)
         try:
-            return await call(rq.QueueAdmin(backend, queue), flt, limit)
+            res = await call(rq.QueueAdmin(backend, queue), flt, limit)
+            # ids the action neither changed nor skipped may simply not exist: say which, not "changed 0"
+            missing = []
+            for aid in flt.ids or ():
+                if aid not in res.changed:
+                    snap = await backend.get_activity(aid)
+                    if snap is None or snap.queue != queue:
+                        missing.append(aid)
+            return res, missing
         except rq.InvalidActivityError as exc:
             raise BadInput(str(exc)) from None
         except asyncpg.UndefinedTableError:
@@ -326,13 +334,16 @@ def _act(
         finally:
             await backend.close()
 
-    result = run(go())
+    result, missing = run(go())
     if as_json:
         click.echo(msgspec.json.encode(result).decode())
-        return
-    click.echo(f"{_DONE[name]} {len(result.changed)}, skipped {result.skipped} (not in a state {name} applies to)")
-    for aid in result.changed:
-        click.echo(aid)
+    else:
+        click.echo(f"{_DONE[name]} {len(result.changed)}, skipped {result.skipped} (not in a state {name} "
+                   "applies to)")
+        for aid in result.changed:
+            click.echo(aid)
+    if missing:
+        raise Fail(f"no activity {', '.join(map(repr, missing))} in queue {queue!r}")
 
 
 @click.command()

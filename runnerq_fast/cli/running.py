@@ -20,6 +20,7 @@ from runnerq_fast.cli._common import (
     BadInput,
     Fail,
     backend_option,
+    check_queue_name,
     configure_logging,
     log_level_option,
     run,
@@ -221,7 +222,7 @@ def run_supervised_child(args: WorkerArgs, link: ChildLink) -> None:
 @backend_option
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), help="Activities run at once (max_workers).")
 @click.option("--activity-types", metavar="A,B", help='Comma-separated types to claim, or "*" for any type.')
-@click.option("--queue", help="Queue to serve (default: the engine's).")
+@click.option("--queue", help="Queue to serve (default: the engine's).", callback=check_queue_name)
 @click.option("--lease-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Lease of a claimed activity, seconds (heartbeat renews it).")
 @click.option("--shutdown-grace", type=click.FloatRange(min=0), metavar="SECONDS",

@@ -25,6 +25,7 @@ from runnerq_fast.cli._common import (
     BadInput,
     Fail,
     backend_option,
+    check_queue_name,
     configure_logging,
     err,
     log_level_option,
@@ -80,7 +81,7 @@ def _bind(host: str, port: int) -> socket.socket:
               help="Bearer token required by enqueue and actions.")
 @click.option("--insecure", is_flag=True, help="Allow a non-loopback address without a token.")
 @click.option("--read-only", is_flag=True, help="Serve GET requests only.")
-@click.option("--queue", "queues", multiple=True, metavar="NAME",
+@click.option("--queue", "queues", multiple=True, metavar="NAME", callback=check_queue_name,
               help="Serve only this queue (repeatable; default: any queue).")
 @click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
               help="Allow this browser origin (repeatable; default: CORS off).")

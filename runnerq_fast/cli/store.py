@@ -1,6 +1,10 @@
-"""Commands about the store: ``migrate`` its schema, ``stats`` of a queue."""
+"""Commands about the store: ``migrate`` its schema, ``stats`` of a queue, the list of ``queues``."""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import asyncpg
 import click
@@ -17,11 +21,12 @@ from runnerq_fast.cli._common import (
     log_level_option,
     open_store,
     out,
-    queue_option,
     require_backend,
     run,
 )
 from runnerq_fast.urls import redact_text, redact_url
+
+T = TypeVar("T")
 
 
 @click.command()
@@ -46,31 +51,93 @@ def migrate(backend_url: str | None, log_level: str) -> None:
     err.print(f"migrations applied on {name} backend {redact_url(url)}")
 
 
+def _counts_json(queue: str, counts: rq.QueueStats) -> dict[str, object]:
+    return {"queue": queue, **msgspec.structs.asdict(counts), "total": counts.total}
+
+
+async def _read(url: str, what: Callable[[rq.Backend], Awaitable[T]]) -> T:
+    """``what(backend)`` on ``url`` opened read-only (no migration, no file created)."""
+    backend = await open_store(url, read_only=True)
+    try:
+        return await what(backend)
+    except asyncpg.UndefinedTableError:
+        raise Fail(NO_SCHEMA.format(url=redact_url(url))) from None
+    finally:
+        await backend.close()
+
+
+def _queues_table(summaries: list[rq.QueueSummary], title: str) -> Table:
+    table = Table(title=title)
+    table.add_column("queue")
+    table.add_column("total", justify="right")
+    table.add_column("by status (non-zero)")
+    table.add_column("oldest ready", justify="right")
+    now_ms = time.time() * 1000
+    for s in summaries:
+        counts = ", ".join(f"{status} {n:,}" for status, n in msgspec.structs.asdict(s.counts).items() if n)
+        age = "" if s.oldest_ready_ms is None else f"{max(0.0, now_ms - s.oldest_ready_ms) / 1000:,.1f} s ago"
+        table.add_row(s.queue, f"{s.counts.total:,}", counts, age)
+    return table
+
+
+def _summary_json(s: rq.QueueSummary) -> dict[str, object]:
+    return {**_counts_json(s.queue, s.counts), "by_type": s.by_type, "oldest_ready_ms": s.oldest_ready_ms}
+
+
 @click.command()
-@queue_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (a list, one object per queue) instead of a table.")
+@backend_option
+@log_level_option("warning")
+def queues(as_json: bool, backend_url: str | None, log_level: str) -> None:
+    """List the queues of the store with their counts by status and their oldest ready activity."""
+    configure_logging(log_level)
+    url = require_backend(backend_url)
+    summaries = run(_read(url, lambda b: b.list_queues()))
+    if as_json:
+        click.echo(msgspec.json.encode([_summary_json(s) for s in summaries]).decode())
+        return
+    if not summaries:
+        err.print("no queues in this store yet (a queue appears with its first activity)")
+        return
+    out.print(_queues_table(summaries, f"{len(summaries)} queue(s)"))
+
+
+@click.command()
+@click.option("--queue", "queue", default=None, metavar="NAME",
+              help="Queue name. Without it: the only queue of the store, or every queue when there are several.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @backend_option
 @log_level_option("warning")
-def stats(queue: str, as_json: bool, backend_url: str | None, log_level: str) -> None:
-    """Count the activities of a queue by status."""
+def stats(queue: str | None, as_json: bool, backend_url: str | None, log_level: str) -> None:
+    """Count the activities of a queue by status.
+
+    Without --queue it says which queues the store has: it shows the only
+    one, or a table of every queue (JSON: {"queues": [...]}) when there are several.
+    """
     configure_logging(log_level)
     url = require_backend(backend_url)
-
-    async def go() -> rq.QueueStats:
-        backend = await open_store(url, read_only=True)
-        try:
-            return await backend.stats(queue)
-        except asyncpg.UndefinedTableError:
-            raise Fail(NO_SCHEMA.format(url=redact_url(url))) from None
-        finally:
-            await backend.close()
-
-    counts = run(go())
+    if queue is None:
+        summaries = run(_read(url, lambda b: b.list_queues()))
+        if len(summaries) > 1:
+            if as_json:
+                click.echo(msgspec.json.encode({"queues": [_summary_json(s) for s in summaries]}).decode())
+                return
+            err.print(f"this store has {len(summaries)} queues; pass --queue NAME for one of them")
+            out.print(_queues_table(summaries, f"{len(summaries)} queues"))
+            return
+        if summaries:
+            queue = summaries[0].queue
+            err.print(f"queue {queue!r}: the only queue in this store")
+        else:
+            queue = "default"
+            err.print("no queues in this store yet (a queue appears with its first activity)")
+    name = queue
+    counts = run(_read(url, lambda b: b.stats(name)))
     data = msgspec.structs.asdict(counts)
     if as_json:
-        click.echo(msgspec.json.encode({"queue": queue, **data, "total": counts.total}).decode())
+        click.echo(msgspec.json.encode(_counts_json(name, counts)).decode())
         return
-    table = Table(title=f"queue {queue!r}")
+    table = Table(title=f"queue {name!r}")
     table.add_column("status")
     table.add_column("count", justify="right")
     for status, count in data.items():

@@ -46,6 +46,10 @@ from runnerq_fast.urls import redact_text, redact_url
 @click.option("--queue", help="Queue name (default: a fresh bench-<random> queue).")
 @click.option("--idle-samples", type=click.IntRange(min=0), default=200, show_default=True,
               help="Single enqueues on an idle engine for the idle latency (0 skips).")
+@click.option("--typed-samples", type=click.IntRange(min=0), default=100, show_default=True,
+              help="Single enqueues with two type-disjoint engines on the queue, for either in turn (0 skips).")
+@click.option("--due-samples", type=click.IntRange(min=0), default=40, show_default=True,
+              help="Delayed activities (30-150 ms) timed from their due time to their start (0 skips).")
 @click.option("--output-json", type=click.Path(dir_okay=False, writable=True, path_type=Path), metavar="FILE",
               help="Write every figure, the configuration and the machine as JSON.")
 @click.option("--no-progress", is_flag=True, help="Do not draw progress bars.")
@@ -57,6 +61,8 @@ def bench(
     concurrency: int | None,
     queue: str | None,
     idle_samples: int,
+    typed_samples: int,
+    due_samples: int,
     output_json: Path | None,
     no_progress: bool,
     log_level: str,
@@ -65,13 +71,16 @@ def bench(
 
     Enqueues N no-op activities on a fresh queue in batches, drains them with
     one WorkerEngine, then measures the latency of single activities on the
-    idle engine. Nothing is deleted.
+    idle engine, of single activities with a second engine of another type
+    on the queue, and of delayed activities from their due time. Nothing is
+    deleted.
     """
     configure_logging(log_level)
     url = require_backend(backend_url)
     try:
         config = BenchConfig(backend_url=url, n=n, batch_size=batch_size, concurrency=concurrency,
-                             queue_name=queue, idle_samples=idle_samples)
+                             queue_name=queue, idle_samples=idle_samples, typed_samples=typed_samples,
+                             due_samples=due_samples)
     except rq.ConfigError as exc:
         raise BadInput(str(exc)) from None
 
@@ -266,8 +275,15 @@ def _bench_table(r: BenchResult) -> Table:
         (f"idle enqueue→start p50 / p99 ({r.idle_latency.samples} samples)",
          f"{r.idle_latency.p50_ms:.3f} / {r.idle_latency.p99_ms:.3f} ms"),
     ]
-    if r.idle_latency.missed:
-        rows.append(("idle probes that never started", str(r.idle_latency.missed)))
+    if r.typed_idle_latency.samples or r.typed_idle_latency.missed:
+        rows.append((f"idle enqueue→start, two type-disjoint engines, p50 / p99 ({r.typed_idle_latency.samples} "
+                     "samples)", f"{r.typed_idle_latency.p50_ms:.3f} / {r.typed_idle_latency.p99_ms:.3f} ms"))
+    if r.due_latency.samples or r.due_latency.missed:
+        rows.append((f"delayed activity due→start p50 / p99 ({r.due_latency.samples} samples)",
+                     f"{r.due_latency.p50_ms:.3f} / {r.due_latency.p99_ms:.3f} ms"))
+    missed = r.idle_latency.missed + r.typed_idle_latency.missed + r.due_latency.missed
+    if missed:
+        rows.append(("probes that never started", str(missed)))
     for name, value in rows:
         table.add_row(name, value)
     return table

@@ -20,6 +20,8 @@ One engine serves one queue of one backend::
 * A heartbeat that finds a claim gone (not merely acknowledged meanwhile)
   logs it once and tells its handler (``ctx.lease_lost``; an async one is
   cancelled).
+* The pruner (:mod:`~runnerq_fast.engine.pruner`) deletes finished activities
+  past their retention, one pruner per queue across workers.
 * Shutdown stops claiming, gives running handlers ``shutdown_grace`` seconds,
   cancels the rest and releases them to ``pending`` without counting an attempt,
   releases claimed-but-unstarted work, and flushes the acks.
@@ -46,6 +48,8 @@ from runnerq_fast.config import WorkerConfig, WorkerSettings
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
+from runnerq_fast.engine.presence import Presence
+from runnerq_fast.engine.pruner import Pruner
 from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
 from runnerq_fast.errors import ConfigError
@@ -436,10 +440,16 @@ class WorkerEngine:
         self._workers = [asyncio.create_task(worker_loop(out, self._local), name=f"runnerq-worker-{i}")
                          for i in range(cfg.max_workers)]
         self._flusher = asyncio.create_task(self._flush_loop(), name="runnerq-ack-flusher")
+        self._presence = Presence(self._backend, cfg.queue_name, self.worker_id, self._types, cfg.max_workers,
+                                  cfg.effective_heartbeat_interval)
+        await self._presence.beat(0)
         self._tasks = [
             asyncio.create_task(self._heartbeat_loop(), name="runnerq-heartbeat"),
             asyncio.create_task(self._reaper_loop(), name="runnerq-reaper"),
         ]
+        if cfg.prune_interval > 0:
+            self._tasks.append(asyncio.create_task(Pruner(self.backend, cfg, self.worker_id).run(),
+                                                   name="runnerq-pruner"))
         self._fetcher = asyncio.create_task(self._fetch_loop(), name="runnerq-fetcher")
         if self._schedules:
             self._scheduler = asyncio.create_task(run_schedules(self.executor, self.schedules),
@@ -594,6 +604,7 @@ class WorkerEngine:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._presence.leave()
         if out.threads is not None:
             out.threads.shutdown(wait=False, cancel_futures=True)
         self._started = False
@@ -817,15 +828,23 @@ class WorkerEngine:
             out.type_free.set()
 
     async def _idle_wait(self) -> None:
-        """Wait for the backend's new-work wakeup, the poll interval, or a local retry coming due.
+        """Wait for work this engine can claim, the poll interval, or a local retry coming due.
 
-        With per-type limits, a type at its limit freeing a slot also wakes it.
+        The backend wakes it for new work of the types it claims and when the
+        earliest scheduled or retrying activity of those types comes due.
+        With per-type limits only the types with room are waited for, and a
+        type at its limit freeing a slot also wakes it.
         """
         out = self._outcomes
         assert out is not None
         retry_wake = out.retry_wake
         retry_wake.clear()
-        told = asyncio.ensure_future(self.backend.wait_for_work(self.config.queue_name, self.config.poll_interval))
+        types = self._types
+        if out.type_busy is not None:
+            busy = out.type_busy
+            types = [*self._unlimited, *(t for t, limit in out.type_limits.items() if busy[t] < limit)]
+        told = asyncio.ensure_future(
+            self.backend.wait_for_work(self.config.queue_name, self.config.poll_interval, types))
         due = asyncio.ensure_future(retry_wake.wait())
         waits = [told, due]
         if out.type_busy is not None:
@@ -942,6 +961,7 @@ class WorkerEngine:
         interval = cfg.effective_heartbeat_interval
         while True:
             await asyncio.sleep(interval)
+            await self._presence.beat(len(self._inflight))  # the registry entry: one call per tick
             if not self._inflight:
                 continue
             refs = [LeaseRef(a.id, a.claim_token) for a in self._inflight.values()]

@@ -1,6 +1,7 @@
-"""Views of a queue: :class:`QueueInspector` (read-only) and :class:`QueueAdmin` (operator actions)."""
+"""Views of a queue: :class:`QueueInspector` (read-only), :class:`QueueAdmin` (operator actions), :func:`prune`."""
 
 from runnerq_fast.observability.admin import QueueAdmin
 from runnerq_fast.observability.inspector import QueueInspector
+from runnerq_fast.observability.retention import FINISHED_STATUSES, PruneReport, prune
 
-__all__ = ["QueueAdmin", "QueueInspector"]
+__all__ = ["FINISHED_STATUSES", "PruneReport", "QueueAdmin", "QueueInspector", "prune"]

@@ -1,4 +1,4 @@
-"""Operator actions on one queue: :class:`QueueAdmin` (retry, cancel, run now, priority, delete).
+"""Operator actions on one queue: :class:`QueueAdmin` (retry, cancel, run now, priority, delete, prune).
 
 Kept apart from :class:`~runnerq_fast.observability.QueueInspector`, which is
 read-only by design: a dashboard can be handed an inspector without the
@@ -10,12 +10,13 @@ listings.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import msgspec
 
 from runnerq_fast.errors import InvalidActivityError
 from runnerq_fast.models import ActionResult, ActivityFilter
+from runnerq_fast.observability.retention import FINISHED_STATUSES, PruneReport, prune
 from runnerq_fast.storage import Backend
 
 __all__ = ["QueueAdmin"]
@@ -92,3 +93,18 @@ class QueueAdmin:
     ) -> ActionResult:
         """Delete finished activities with their events and idempotency keys."""
         return await self.backend.delete_activities(self.queue_name, _target(ids, flt), limit=limit)
+
+    async def prune(
+        self,
+        *,
+        older_than: float,
+        statuses: Sequence[str] = FINISHED_STATUSES,
+        events_older_than: float | None = None,
+        batch_size: int = 1000,
+    ) -> PruneReport:
+        """Delete finished activities that finished over ``older_than`` seconds ago, in batches.
+
+        See :func:`runnerq_fast.observability.retention.prune` for the parameters and errors.
+        """
+        return await prune(self.backend, self.queue_name, older_than=older_than, statuses=statuses,
+                           events_older_than=events_older_than, batch_size=batch_size)

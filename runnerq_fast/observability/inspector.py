@@ -19,7 +19,10 @@ from runnerq_fast.models import (
     DeadLetterRecord,
     QueueStats,
     QueueSummary,
+    ReadyWork,
+    WorkerInfo,
 )
+from runnerq_fast.observability.workers import UnhandledType, find_unhandled_types
 from runnerq_fast.storage import Backend
 
 __all__ = ["QueueInspector"]
@@ -123,6 +126,18 @@ class QueueInspector:
         return await self.backend.query_activities(
             self.queue_name, ActivityFilter(parent_id=activity_id), limit=limit, cursor=cursor, newest_first=False
         )
+
+    async def workers(self) -> list[WorkerInfo]:
+        """The live workers of this queue (the worker registry), ordered by id."""
+        return await self.backend.list_workers(self.queue_name)
+
+    async def ready_work(self) -> ReadyWork:
+        """What a worker could claim now: counts by activity type and the oldest ready time."""
+        return await self.backend.ready_work(self.queue_name)
+
+    async def unhandled_types(self) -> list[UnhandledType]:
+        """Activity types with ready work and no live worker claiming them, most ready first."""
+        return await find_unhandled_types(self.backend, self.queue_name)
 
     def live_events(self, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         """Async iterator over the queue's events as they happen.

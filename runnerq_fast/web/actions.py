@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -26,8 +25,8 @@ from runnerq_fast.storage import Backend
 from runnerq_fast.web.context import WebContext
 from runnerq_fast.web.filtering import filter_from_body, parse_priority
 from runnerq_fast.web.observability import normalize_id
-from runnerq_fast.web.responses import JsonResponse, ProblemError, read_body
-from runnerq_fast.web.wire import ActionRequest, ActionResponse, PriorityRequest, decode
+from runnerq_fast.web.responses import JsonResponse, ProblemError, decode_body, read_body
+from runnerq_fast.web.wire import ActionRequest, ActionResponse, PriorityRequest
 
 __all__ = ["ACTION_PATHS", "ActionRoutes"]
 
@@ -55,15 +54,6 @@ def _call(backend: Backend, action: str, priority: int | None) -> Callable[..., 
         return await backend.set_priority(queue, flt, priority, limit=limit)
 
     return set_priority
-
-
-def _decode_body(body: bytes, into: type[msgspec.Struct]) -> msgspec.Struct:
-    try:
-        return decode(body, into)  # type: ignore[no-any-return]
-    except msgspec.ValidationError as exc:
-        raise ProblemError(422, f"the body does not match the schema: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise ProblemError(400, f"the body is not valid JSON: {exc}") from None
 
 
 def _response(res: ActionResult) -> Response:
@@ -127,7 +117,7 @@ class ActionRoutes:
     async def set_priority(self, request: Request) -> Response:
         """``POST .../activities/{id}/priority`` with ``{"priority": ...}``: for one that has not started."""
         self.ctx.require_write(request)
-        body = _decode_body(await read_body(request, 64 * 1024), PriorityRequest)
+        body = decode_body(await read_body(request, 64 * 1024), PriorityRequest)
         assert isinstance(body, PriorityRequest)
         try:
             priority = parse_priority(body.priority)
@@ -145,7 +135,7 @@ class ActionRoutes:
         action = ACTION_PATHS.get(name)
         if action is None:
             raise ProblemError(404, f"no action {name!r}; actions: {', '.join(ACTION_PATHS)}")
-        body = _decode_body(await read_body(request, _ACTION_BODY_LIMIT), ActionRequest)
+        body = decode_body(await read_body(request, _ACTION_BODY_LIMIT), ActionRequest)
         assert isinstance(body, ActionRequest)
         flt = filter_from_body(body.filter, body.ids)
         try:

@@ -19,17 +19,20 @@ from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.types import Receive, Scope, Send
 
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.errors import BackendError
+from runnerq_fast.filters import ACTIONS, ALL_STATUSES
 from runnerq_fast.metrics import ACTIVITIES_ENQUEUED
 from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.storage import Backend
 from runnerq_fast.web import wire
 from runnerq_fast.web.actions import ACTION_PATHS, ActionRoutes
+from runnerq_fast.web.console import ConsoleRoutes, wants_html
 from runnerq_fast.web.context import WebContext, WebLimits
+from runnerq_fast.web.dashboard import DashboardRoutes
 from runnerq_fast.web.enqueue import EnqueueRoutes
 from runnerq_fast.web.health import HealthRoutes
 from runnerq_fast.web.metrics import MetricsRoute
@@ -72,22 +75,30 @@ _PAGE_PARAMS = (
 
 
 class _Index:
-    """``GET /``: where things are (the console will live here)."""
+    """``GET /``: the console page for a browser (``Accept: text/html``), else the JSON service index."""
 
-    def __init__(self, ctx: WebContext) -> None:
+    def __init__(self, ctx: WebContext, console: ConsoleRoutes) -> None:
         self.ctx = ctx
+        self.console = console
 
     async def index(self, request: Request) -> Response:
+        if wants_html(request):
+            return self.console.page(request)
         root = request.scope.get("root_path", "")
         return JsonResponse(
             {
                 "service": "runnerq-fast",
+                "console": f"{root}/",
                 "openapi": f"{root}/api/openapi.json",
                 "metrics": f"{root}/metrics",
                 "health": f"{root}/healthz",
                 "read_only": self.ctx.read_only,
+                "token_required": self.ctx.token is not None,
+                "statuses": list(ALL_STATUSES),
+                "actions": {path: sorted(ACTIONS[name]) for path, name in ACTION_PATHS.items()},
                 "queues": list(self.ctx.queues) if self.ctx.queues is not None else None,
-            }
+            },
+            headers={"Vary": "Accept"},
         )
 
 
@@ -99,6 +110,7 @@ def endpoints(
     health: HealthRoutes,
     metrics: MetricsRoute,
     index: _Index,
+    dash: DashboardRoutes,
 ) -> list[Endpoint]:
     """The route table of one app (Starlette routes and OpenAPI operations, in matching order)."""
     j = JSON
@@ -106,7 +118,8 @@ def endpoints(
     done = {200: ("What the action did", wire.ActionResponse, j),
             409: ("The activity is not in a state the action applies to", wire.Problem, wire.PROBLEM_JSON)}
     return [
-        Endpoint("GET", "/", index.index, "Service index", "service", responses={200: ("Where things are", None, j)}),
+        Endpoint("GET", "/", index.index, "Service index (JSON); a browser (Accept: text/html) gets the console",
+                 "service", responses={200: ("Where things are", None, j)}),
         Endpoint("GET", "/healthz", health.healthz, "Liveness: the process is up", "service",
                  responses={200: ("Up", wire.Health, j)}),
         Endpoint("GET", "/readyz", health.readyz, "Readiness: the backend answers", "service",
@@ -143,6 +156,12 @@ def endpoints(
         ),
         Endpoint("GET", "/api/v1/queues", v1.queues, "Every queue with counts by status and by type", "inspection",
                  responses={200: ("Queues", wire.QueuesResponse, j)}),
+        Endpoint("GET", "/api/v1/workers", dash.workers, "Live workers (the worker registry)", "inspection",
+                 responses={200: ("Workers", wire.WorkersResponse, j)},
+                 params=(Param("queue", "query", str, "Only this queue's workers; default: every served queue."),)),
+        Endpoint("GET", "/api/v1/queues/{queue}/dashboard", dash.dashboard,
+                 "One queue's dashboard: counts, 15-minute series, unhandled types, workers (cached ~1 s)",
+                 "inspection", responses={200: ("The dashboard", wire.DashboardView, j)}, params=(_QUEUE_PATH,)),
         Endpoint("GET", "/api/v1/queues/{queue}", v1.queue, "One queue's counts by status and by type",
                  "inspection", responses={200: ("The queue", wire.QueueView, j)}, params=(_QUEUE_PATH,)),
         Endpoint("GET", "/api/v1/queues/{queue}/activities", v1.list_activities,
@@ -249,6 +268,7 @@ def create_app(
     sse_keepalive: float = 15.0,
     sse_buffer: int = 10_000,
     gauge_ttl: float = 2.0,
+    dashboard_ttl: float = 1.0,
 ) -> RunnerQApp:
     """The runnerq-fast HTTP service as one ASGI application.
 
@@ -284,6 +304,9 @@ def create_app(
         Most events buffered per stream client before it is told to resync. Default 10,000.
     gauge_ttl : float
         Seconds a backend reading of the depth gauges is reused. Default 2.
+    dashboard_ttl : float
+        Seconds a queue's ``/dashboard`` body is reused, however many clients
+        poll it. Default 1.
 
     Returns
     -------
@@ -316,7 +339,9 @@ def create_app(
     obs = ObservabilityRoutes(ctx, sse_keepalive=sse_keepalive, sse_buffer=sse_buffer)
     health = HealthRoutes(ctx)
     metrics_route = MetricsRoute(ctx, sink, gauge_ttl)
-    table = endpoints(enq, obs, V1Routes(ctx), ActionRoutes(ctx), health, metrics_route, _Index(ctx))
+    dash = DashboardRoutes(ctx, dashboard_ttl)
+    console = ConsoleRoutes()
+    table = endpoints(enq, obs, V1Routes(ctx), ActionRoutes(ctx), health, metrics_route, _Index(ctx, console), dash)
     openapi_doc: dict[str, Any] = {}
 
     async def openapi(request: Request) -> Response:
@@ -327,16 +352,19 @@ def create_app(
     async def docs_redirect(request: Request) -> Response:
         return RedirectResponse(f"{request.scope.get('root_path', '')}/api/openapi.json")
 
-    routes = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in table]
+    routes: list[BaseRoute] = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in table]
     routes.append(Route("/api/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/api", docs_redirect, methods=["GET"]))
+    routes.append(Mount("/console", console.files, name="console"))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         await ctx.open()
+        await dash.watch_served()
         try:
             yield
         finally:
+            await dash.close()
             await ctx.close()
 
     middleware = []
@@ -366,6 +394,7 @@ def create_app(
     app.state.runnerq = ctx
     app.state.runnerq_streams = obs.streams
     app.state.runnerq_metrics = metrics_route
+    app.state.runnerq_dashboard = dash
     return app
 
 

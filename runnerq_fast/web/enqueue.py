@@ -17,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import parse_qs
 
-import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -33,6 +32,7 @@ from runnerq_fast.web.responses import (
     JSON,
     JsonResponse,
     ProblemError,
+    decode_body,
     header_map,
     problem_bytes,
     read_asgi_body,
@@ -47,7 +47,6 @@ from runnerq_fast.web.wire import (
     EnqueueRequest,
     EnqueueResponse,
     ItemError,
-    decode,
     encode,
     raw_json,
 )
@@ -112,15 +111,6 @@ def _check_json_type(ctype: str | None) -> None:
         raise ProblemError(415, f"send the body as application/json, not {media!r}")
 
 
-def _decode(body: bytes, into: type[Any]) -> Any:
-    try:
-        return decode(body, into)
-    except msgspec.ValidationError as exc:
-        raise ProblemError(422, f"the body does not match the schema: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise ProblemError(400, f"the body is not valid JSON: {exc}") from None
-
-
 def _wait_param(query_string: bytes, max_wait: float) -> float | None:
     if b"wait" not in query_string:
         return None
@@ -183,7 +173,7 @@ class EnqueueRoutes:
         wait = _wait_param(scope.get("query_string", b""), ctx.limits.max_wait)
         _check_json_type(headers.get("content-type"))
         raw = await read_asgi_body(receive, headers.get("content-length"), ctx.limits.max_body_bytes)
-        req: EnqueueRequest = _decode(raw, EnqueueRequest)
+        req: EnqueueRequest = decode_body(raw, EnqueueRequest)
         header_key = headers.get("idempotency-key")
         ex = await ctx.executor(queue)
         try:
@@ -272,7 +262,7 @@ class EnqueueRoutes:
         if request.headers.get("idempotency-key") is not None:
             raise ProblemError(400, "a batch takes an idempotency_key per activity, not an Idempotency-Key header")
         _check_json_type(request.headers.get("content-type"))
-        req: BatchEnqueueRequest = _decode(
+        req: BatchEnqueueRequest = decode_body(
             await read_body(request, ctx.limits.max_batch_body_bytes), BatchEnqueueRequest
         )
         n = len(req.activities)

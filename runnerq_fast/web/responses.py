@@ -6,6 +6,7 @@ A route raises :class:`ProblemError`; the app's exception handlers turn it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -16,7 +17,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope
 
-from runnerq_fast.web.wire import PROBLEM_JSON, ItemError, Problem, encode
+from runnerq_fast.web.wire import PROBLEM_JSON, ItemError, Problem, decode, encode
 
 __all__ = [
     "JSON",
@@ -227,3 +228,33 @@ async def read_body(request: Request, limit: int) -> bytes:
     except ClientDisconnect:
         raise ProblemError(400, "the client disconnected before the body was complete") from None
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+# a \uXXXX escape of a high surrogate not followed by one of a low surrogate, or a low one not preceded by a high one
+_LONE_SURROGATE = re.compile(
+    rb"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+    rb"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def decode_body(body: bytes, into: type[Any]) -> Any:
+    """Decode a request body into the wire Struct ``into``, or raise the problem to answer.
+
+    Raises
+    ------
+    ProblemError
+        422 when the JSON does not match the schema; 400 when it is not valid JSON,
+        with the reason (a lone UTF-16 surrogate escape such as ``"\\ud800"`` is named
+        as such: msgspec calls it "truncated" or "malformed").
+    """
+    try:
+        return decode(body, into)
+    except msgspec.ValidationError as exc:
+        raise ProblemError(422, f"the body does not match the schema: {exc}") from None
+    except msgspec.DecodeError as exc:
+        lone = _LONE_SURROGATE.search(body)
+        if lone is not None:
+            raise ProblemError(400, f"the body is not valid JSON: the escape {lone.group().decode()} at byte "
+                                    f"{lone.start()} is a lone UTF-16 surrogate (no Unicode text holds "
+                                    "one)") from None
+        raise ProblemError(400, f"the body is not valid JSON: {exc}") from None

@@ -24,6 +24,7 @@ from runnerq_fast.models import (
     ActivitySnapshot,
     QueueStats,
     QueueSummary,
+    WorkerInfo,
 )
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "BatchEnqueueResponse",
     "BatchItemOutcome",
     "CountView",
+    "DashboardView",
     "DeadLetterView",
     "EnqueueRequest",
     "EnqueueResponse",
@@ -51,6 +53,10 @@ __all__ = [
     "QueuesResponse",
     "ResultView",
     "RunnerQStats",
+    "SeriesPoint",
+    "UnhandledTypeView",
+    "WorkerView",
+    "WorkersResponse",
     "activity_view",
     "decode",
     "encode",
@@ -60,6 +66,7 @@ __all__ = [
     "raw_json",
     "result_view",
     "runnerq_stats",
+    "worker_view",
 ]
 
 PROBLEM_JSON = "application/problem+json"
@@ -450,6 +457,83 @@ class ActionResponse(msgspec.Struct):
 def queue_view(s: QueueSummary) -> QueueView:
     """The wire form of a queue summary."""
     return QueueView(s.queue, s.counts.total, s.counts, s.by_type, _opt_dt(s.oldest_ready_ms))
+
+
+# --------------------------------------------------------------- dashboard
+class WorkerView(msgspec.Struct):
+    """One live engine of the worker registry.
+
+    ``types`` are the activity types it claims (``["*"]``: any); ``in_flight``
+    the activities it held at its last heartbeat (``last_seen``), out of
+    ``concurrency`` worker slots.
+    """
+
+    id: str
+    queue: str
+    host: str
+    pid: int
+    types: list[str]
+    in_flight: int
+    concurrency: int
+    started_at: datetime
+    last_seen: datetime
+
+
+class WorkersResponse(msgspec.Struct):
+    """The live workers, ordered by queue then id."""
+
+    workers: list[WorkerView]
+
+
+def worker_view(w: WorkerInfo) -> WorkerView:
+    """The wire form of a registry entry."""
+    return WorkerView(w.worker_id, w.queue, w.host, w.pid, list(w.activity_types), w.in_flight, w.concurrency,
+                      ms_to_datetime(w.started_at_ms), ms_to_datetime(w.last_seen_ms))
+
+
+class SeriesPoint(msgspec.Struct):
+    """One bucket of the dashboard's series, starting at ``at`` and ``bucket_seconds`` long.
+
+    ``completed`` and ``failed`` (failed or dead-lettered) count activities
+    that ended in the bucket; ``wait_p50`` / ``wait_p95`` are the median and
+    95th percentile, in seconds, of ready-to-claim waits of activities claimed
+    in it (``null`` when none was), estimated from a sample of at most 64 claims.
+    """
+
+    at: datetime
+    completed: int
+    failed: int
+    wait_p50: float | None
+    wait_p95: float | None
+
+
+class UnhandledTypeView(msgspec.Struct):
+    """An activity type with ``ready`` activities a worker could claim now and no live worker claiming it."""
+
+    type: str
+    ready: int
+
+
+class DashboardView(msgspec.Struct):
+    """One queue's dashboard, read at ``generated_at`` and reused for about a second.
+
+    ``counts`` are activities by status (``total`` their sum);
+    ``oldest_ready_age`` the age in seconds of the oldest activity a worker
+    could claim now (``null``: none); ``series`` the last 15 minutes in
+    ``bucket_seconds`` buckets, oldest first, from when the app began watching
+    the queue (app start for the queues it was given, else the queue's first
+    dashboard request); ``workers`` the number of live workers of the queue.
+    """
+
+    queue: str
+    counts: QueueStats
+    total: int
+    oldest_ready_age: float | None
+    bucket_seconds: int
+    series: list[SeriesPoint]
+    unhandled_types: list[UnhandledTypeView]
+    workers: int
+    generated_at: datetime
 
 
 _DECODERS: dict[type, msgspec.json.Decoder[Any]] = {

@@ -1,4 +1,4 @@
-"""Fixtures for the acceptance tests: worker subprocesses and fresh PostgreSQL databases.
+"""Fixtures for the acceptance tests: worker and serve subprocesses, and fresh PostgreSQL databases.
 
 The PostgreSQL server comes from ``RUNNERQ_TEST_PG`` (default
 ``postgresql://postgres@127.0.0.1:5432/postgres``, the maintenance database);
@@ -26,6 +26,7 @@ import asyncpg
 import pytest
 
 from tests.acceptance.helpers import REPO, WorkerProcess
+from tests.acceptance.serve_helpers import ServeProcess
 
 ADMIN_URL = os.environ.get("RUNNERQ_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 
@@ -43,6 +44,21 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     yield start
     for w in workers:
         w.close()
+
+
+@pytest.fixture
+def start_serve(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
+    """Factory for serve subprocesses; every one is killed at teardown."""
+    servers: list[ServeProcess] = []
+
+    def start(*args: str, port: int | None = None, env: dict[str, str] | None = None) -> ServeProcess:
+        s = ServeProcess(list(args), tmp_path / f"serve-{len(servers)}.log", port, env)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.close()
 
 
 # ------------------------------------------------------------------ PostgreSQL

@@ -133,3 +133,26 @@ def test_cancel_from_the_cli_stops_a_running_activity_in_a_worker(
     kinds = [e["event_type"] for e in events]
     assert kinds.index("cancel_requested") < kinds.index("cancelled") and "retrying" not in kinds
     assert worker.proc.poll() is None  # the worker carries on
+
+
+def test_an_action_on_an_unknown_id_says_so_and_exits_1(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ids.db'}"
+    aid = _enqueue(url, "t", "--delay", "3600")
+    res = run_cli("cancel", aid, "nosuchid", "--backend", url)
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    assert res.stdout.splitlines() == ["cancelled 1, skipped 0 (not in a state cancel applies to)", aid]
+    assert res.stderr == "error: no activity 'nosuchid' in queue 'default'\n"
+    # an id of another queue is not this queue's activity either
+    res = run_cli("run-now", aid, "--queue", "other", "--backend", url)
+    assert res.returncode == 1 and f"no activity {aid!r} in queue 'other'" in res.stderr
+    assert _status(url, aid) == "cancelled"
+
+
+def test_an_empty_or_unusable_queue_name_is_a_usage_error(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    _enqueue(url, "t")  # the store exists: what is refused is the name
+    for args in (["stats", "--queue", ""], ["cancel", "--all", "--queue", " "], ["enqueue", "t", "--queue", ""],
+                 ["stats", "--queue", "q" * 300]):
+        res = run_cli(*args, "--backend", url)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        assert "Invalid value for '--queue'" in res.stderr and "Traceback" not in res.stderr, res.stderr

@@ -52,18 +52,23 @@ def test_unsupported_backend_scheme_is_a_usage_error() -> None:
 def test_bench_on_memory_writes_sane_json(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     res = run_cli("bench", "--backend", "memory://", "-n", "2000", "--idle-samples", "50",
-                  "--output-json", str(out))
+                  "--typed-samples", "20", "--due-samples", "8", "--output-json", str(out))
     assert res.returncode == 0, res.stderr
     assert "drain (process)" in res.stdout
     data = json.loads(out.read_text())
     assert data["backend"] == "memory"
     assert data["n"] == 2000
     assert data["completed"] == 2000
-    assert data["backend_stats"]["completed"] == 2000 + 50
+    assert data["backend_stats"]["completed"] == 2000 + 50 + 20 + 8
     assert data["process_per_s"] > 0 and data["enqueue_per_s"] > 0
     assert data["backlog_latency"]["samples"] == 2000
     assert data["idle_latency"]["samples"] == 50 and data["idle_latency"]["missed"] == 0
     assert 0 < data["idle_latency"]["p50_ms"] <= data["idle_latency"]["p99_ms"]
+    assert data["typed_idle_latency"]["samples"] == 20 and data["typed_idle_latency"]["missed"] == 0
+    assert data["due_latency"]["samples"] == 8 and data["due_latency"]["missed"] == 0
+    # from the due time, not the enqueue: far below the 30 ms shortest delay and the 1 s poll
+    assert 0 <= data["due_latency"]["min_ms"] <= data["due_latency"]["p50_ms"] < 500
+    assert "two type-disjoint engines" in res.stdout and "due→start" in res.stdout
     assert data["queue_name"].startswith("bench-")
     assert data["concurrency"] == data["engine_config"]["max_workers"] == rq.WorkerConfig().max_workers
     assert isinstance(data["speedups_enabled"], bool)

@@ -166,14 +166,15 @@ async def _events(url: str, activity_id: str) -> list[rq.ActivityEvent]:
 def test_bench_on_postgres_writes_sane_json(fresh_pg_url: str, tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     res = run_cli("bench", "--backend", fresh_pg_url, "-n", "1000", "--batch-size", "250", "--concurrency", "16",
-                  "--idle-samples", "20", "--output-json", str(out))
+                  "--idle-samples", "20", "--typed-samples", "10", "--due-samples", "4", "--output-json", str(out))
     assert res.returncode == 0, res.stderr
     data = json.loads(out.read_text())
     assert data["backend"] == "postgresql"
     assert data["completed"] == 1000 and data["concurrency"] == 16
-    assert data["backend_stats"]["completed"] == 1020
+    assert data["backend_stats"]["completed"] == 1000 + 20 + 10 + 4
     assert data["process_per_s"] > 0 and data["enqueue_per_s"] > 0
     assert data["idle_latency"]["samples"] == 20
+    assert data["typed_idle_latency"]["samples"] == 10 and data["due_latency"]["samples"] == 4
 
 
 def test_example_enqueuer_places_orders_and_one_worker_slot_finishes_them(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -22,21 +22,6 @@ from tests.web_helpers import free_port, sse_events
 
 Q = "/api/v1/queues/web/activities"
 OBS = "/api/observability"
-
-
-@pytest.fixture
-def start_serve(tmp_path: Path) -> Iterator[Callable[..., ServeProcess]]:
-    """Factory for serve subprocesses; every one is killed at teardown."""
-    servers: list[ServeProcess] = []
-
-    def start(*args: str, port: int | None = None, env: dict[str, str] | None = None) -> ServeProcess:
-        s = ServeProcess(list(args), tmp_path / f"serve-{len(servers)}.log", port, env)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.close()
 
 
 def sqlite_url(tmp_path: Path) -> str:

@@ -1,22 +1,26 @@
 """Fault: PostgreSQL restarted under a running worker.
 
-The worker logs the backend errors, reconnects and carries on without losing
-an activity. A :class:`WorkerEngine` runs in this process (so every handler
-run is counted) on a fresh database while the test, through its own backend
-like an API process, enqueues 2000 activities and keeps enqueueing; mid-drain
-the server is restarted with ``pg_ctlcluster ... restart`` (and, in a second
-variant, stopped for longer than the lease, then started). Then:
+The worker reconnects and carries on without losing an activity. The test
+runs its OWN cluster (``initdb``/``pg_ctl`` on a free port, see
+:mod:`tests.faults.servers`; the shared server is never touched). A
+:class:`WorkerEngine` runs in this process (so every handler run is counted)
+while the test, through its own backend like an API process, enqueues 2000
+activities and keeps enqueueing; mid-drain the server is restarted (a fast
+shutdown that terminates every session, then start) and, in a second
+variant, stopped for longer than the lease, then started. Then:
 
 * every activity whose enqueue returned ends ``completed`` (so does anything
   an enqueue that raised did store) within 60 s, and ran at least once;
-* the engine's loops are all still running and it logged the failed backend
-  calls; its LISTEN connection reconnected;
+* an enqueue that failed raised :class:`BackendError`, nothing else;
+* the engine's loops are all still running; each backend logged the outage
+  as one warning when it began and one when it ended, asyncpg's pool logged
+  no traceback, and the LISTEN connection reconnected;
 * duplicates are bounded: at-least-once allows a second run only when the
   first attempt's ack could not land before its lease was reclaimed, and such
   an ack is then rejected, so ``extra runs <= rejected acks``.
 
-Needs a local server managed by ``pg_ctlcluster`` and the right to restart it
-(root); skipped otherwise. Slow: run with ``python -m pytest -m slow``.
+Needs ``initdb``/``pg_ctl`` under ``/usr/lib/postgresql/*/bin``; skipped
+otherwise. Slow: run with ``python -m pytest -m slow``.
 """
 
 from __future__ import annotations
@@ -24,15 +28,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import shutil
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
@@ -40,9 +39,9 @@ import pytest
 import runnerq_fast as rq
 from runnerq_fast.backends.postgres import PostgresBackend
 from runnerq_fast.errors import BackendError
-from tests.pg_fixtures import ADMIN_URL
+from tests.faults.servers import PrivatePostgres, fresh_database, running_postgres
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(180, method="thread")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180, method="thread")]
 
 QUEUE = "fault"
 INITIAL = 2000
@@ -55,77 +54,12 @@ RESTART_AFTER_RUNS = 400
 FEED_AFTER_RESTART = 2.0
 DRAIN_TIMEOUT = 60.0
 
-# What an enqueue may raise while the server restarts. InternalClientError ("cannot switch to state 12;
-# another operation (2) is in progress") is asyncpg's report for a pooled connection that received the
-# server's shutdown FATAL while idle and is handed out before its close is processed (asyncpg#1069).
-_CONNECTION_ERRORS = (
-    OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, TimeoutError, BackendError
-)
-_PG_HOST = urlsplit(ADMIN_URL).hostname or ""
-_PG_PORT = str(urlsplit(ADMIN_URL).port or 5432)
-
-
-def _cluster_version() -> str | None:
-    """The one cluster version under /etc/postgresql (``$(ls /etc/postgresql)``), if any."""
-    root = Path("/etc/postgresql")
-    versions = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
-    return versions[0] if versions else None
-
-
-def _pg_ctl(action: str) -> list[str]:
-    version = _cluster_version()
-    assert version is not None
-    return ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action]
-
-
-def _pg_ready() -> bool:
-    return subprocess.run(["pg_isready", "-q", "-h", _PG_HOST, "-p", _PG_PORT], check=False).returncode == 0
-
-
-def _ensure_postgres_running(timeout: float = 30.0) -> None:
-    """Start the cluster if it is down and wait until it accepts connections."""
-    if _pg_ready():
-        return
-    subprocess.run(_pg_ctl("start"), check=False, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, timeout=timeout)
-    deadline = time.monotonic() + timeout
-    while not _pg_ready():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"PostgreSQL did not come back within {timeout} s")
-        time.sleep(0.2)
 
 
 @pytest.fixture
-def restartable_postgres(pg_url: str) -> Iterator[None]:
-    """Skip unless this test may restart the local cluster; make sure it runs again afterwards.
-
-    Depends on ``pg_url`` so its teardown runs first: the server is up again
-    before the fresh database is dropped.
-    """
-    if _PG_HOST not in ("127.0.0.1", "localhost", "::1"):
-        pytest.skip(f"PostgreSQL at {_PG_HOST!r} is not a local cluster")
-    if _cluster_version() is None or shutil.which("pg_ctlcluster") is None or shutil.which("pg_isready") is None:
-        pytest.skip("pg_ctlcluster / pg_isready not available")
-    if os.geteuid() != 0:
-        pytest.skip("restarting the cluster needs root")
-    try:
-        yield
-    finally:
-        _ensure_postgres_running()
-
-
-async def _pg_ctl_async(action: str, log_path: Path) -> None:
-    """Run ``pg_ctlcluster ACTION`` without blocking the event loop (the engine keeps running).
-
-    Output goes to a file, not a pipe: the started postmaster may inherit the
-    pipe and never close it, so reading it to EOF would hang.
-    """
-    with log_path.open("ab") as out:
-        proc = await asyncio.create_subprocess_exec(
-            *_pg_ctl(action), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
-        )
-        returncode = await proc.wait()
-    assert returncode == 0, f"pg_ctlcluster {action} failed ({returncode}): {log_path.read_text(errors='replace')}"
+def private_postgres() -> Iterator[PrivatePostgres]:
+    with running_postgres() as server:
+        yield server
 
 
 async def _statuses(url: str, ids: list[str] | None) -> Counter[str]:
@@ -145,16 +79,17 @@ async def _statuses(url: str, ids: list[str] | None) -> Counter[str]:
 
 @pytest.mark.parametrize("fault", ["restart", "outage_longer_than_lease"])
 async def test_worker_survives_postgres_restart(
-    fault: str, pg_url: str, restartable_postgres: None, caplog: pytest.LogCaptureFixture, tmp_path: Path
+    fault: str, private_postgres: PrivatePostgres, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """``restart``: ``pg_ctlcluster restart`` (a fast shutdown, then start), down for ~1-3 s.
+    """``restart``: a fast shutdown (every session terminated), then start, down for ~1-3 s.
 
     ``outage_longer_than_lease``: stop, stay down for twice the 2 s lease,
     start; leases of activities whose acks could not land expire, so the
     reaper may run them again (the at-least-once duplicates the bound allows).
     """
     lease = 10.0 if fault == "restart" else 2.0
-    caplog.set_level(logging.INFO, logger="runnerq_fast")
+    caplog.set_level(logging.INFO)
+    pg_url = await fresh_database(private_postgres)
     runs: Counter[str] = Counter()
 
     engine = rq.WorkerEngine(
@@ -185,7 +120,7 @@ async def test_worker_survives_postgres_restart(
             while True:
                 try:
                     ids = await executor.enqueue_many([("tick", {"n": len(accepted) + k}) for k in range(n)])
-                except _CONNECTION_ERRORS as exc:
+                except BackendError as exc:  # the only exception an outage may surface
                     enqueue_errors[type(exc).__name__] += 1
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 0.5)
@@ -214,13 +149,10 @@ async def test_worker_survives_postgres_restart(
         accepted_before = len(accepted)
 
         fault_started = time.monotonic()
-        ctl_log = tmp_path / "pg_ctlcluster.log"
-        if fault == "restart":
-            await _pg_ctl_async("restart", ctl_log)
-        else:
-            await _pg_ctl_async("stop", ctl_log)
+        await asyncio.to_thread(private_postgres.stop, "fast")  # the engine keeps running meanwhile
+        if fault != "restart":
             await asyncio.sleep(2 * lease)
-            await _pg_ctl_async("start", ctl_log)
+        await asyncio.to_thread(private_postgres.start)
         restart_seconds = time.monotonic() - fault_started
 
         await asyncio.sleep(FEED_AFTER_RESTART)
@@ -254,11 +186,16 @@ async def test_worker_survives_postgres_restart(
         dead = [t.get_name() for t in loops if t.done()]
         assert not dead, f"engine tasks ended: {dead}"
 
-        # it logged the backend errors, and its LISTEN connection came back
+        # each backend logged the outage once when it began and once when it ended, asyncpg's pool logged
+        # no traceback, and the LISTEN connection came back
         warnings = [r for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("runnerq_fast")]
         messages = [(r.name, r.getMessage()) for r in warnings]
         engine_errors = [m for name, m in messages if name == "runnerq_fast.engine" and "failed" in m]
-        assert engine_errors, "the engine logged no failed backend call:\n" + "\n".join(m for _, m in messages)
+        down = [m for name, m in messages if name == "runnerq_fast.resilience" and "is unreachable or failing" in m]
+        up = [m for name, m in messages if name == "runnerq_fast.resilience" and "answers again" in m]
+        assert 1 <= len(down) <= 2 and len(up) == len(down), (down, up)  # two backends: the engine's, the API's
+        assert not [r for r in caplog.records if r.name == "asyncpg.pool"]
+        assert not [r for r in caplog.records if r.exc_info is not None and r.name.startswith("asyncpg")]
         backend = engine.backend
         assert isinstance(backend, PostgresBackend) and backend.listener is not None
         assert backend.listener.connects >= 2, "the LISTEN connection did not reconnect"
@@ -286,7 +223,8 @@ async def test_worker_survives_postgres_restart(
             feeder.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await feeder
-        _ensure_postgres_running()
+        with contextlib.suppress(RuntimeError):  # running already
+            private_postgres.start()
         await engine.stop()
         if api is not None:
             await api.close()

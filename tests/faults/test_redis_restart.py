@@ -18,13 +18,9 @@ Needs ``redis-server`` on PATH; skipped otherwise. Slow: ``-m slow``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shutil
 import signal
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,57 +30,11 @@ import pytest
 import runnerq_fast as rq
 from runnerq_fast.backends.redis import RedisBackend
 from tests.conformance import FAST, eventually
+from tests.faults.servers import RedisServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120, method="thread")]
 
 QUEUE = "fault"
-
-
-class RedisServer:
-    """A private redis-server process on a free port, restartable with the same data directory."""
-
-    def __init__(self, directory: Path, *args: str) -> None:
-        self.directory = directory
-        self.args = args
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        cmd = [
-            "redis-server",
-            "--port",
-            str(self.port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(self.directory),
-            "--daemonize",
-            "no",
-            "--logfile",
-            str(self.directory / "redis.log"),
-            *self.args,
-        ]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2) as c:
-                c.sendall(b"PING\r\n")
-                if c.recv(64).startswith(b"+PONG"):
-                    return
-            time.sleep(0.05)
-        raise RuntimeError(f"redis-server on port {self.port} did not start")
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            self.proc.wait(10)
-        self.proc = None
 
 
 @pytest.fixture

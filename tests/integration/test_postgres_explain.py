@@ -16,6 +16,7 @@ The default run uses 60,000 rows (a few seconds to build); the ``slow`` variant 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -245,3 +246,54 @@ async def test_action_pick_and_queue_summary_reads_stay_small(conn: asyncpg.Conn
     plan = await _explain(conn, Q["queue_names"], [])
     rows, _, kinds, _pages = _read(plan)
     assert "Seq Scan" not in kinds and rows <= 10
+
+
+def _rows_of(plan: dict[str, Any], relations: set[str]) -> int:
+    return sum(int(n.get("Actual Rows", 0)) * int(n.get("Actual Loops", 1)) + int(n.get("Rows Removed by Filter", 0))
+               for n in _nodes(plan["Plan"]) if n.get("Relation Name") in relations)
+
+
+COUNTERS = {"runnerq_counts", "runnerq_count_deltas"}
+
+
+async def test_stats_and_the_queue_summary_read_counters_never_activity_rows(
+    conn: asyncpg.Connection, big_db: tuple[str, int]
+) -> None:
+    """Issue 15: ``stats`` read every row of every queue (72,623 rows to count one queue's 2,516)."""
+    await conn.execute(Q["fold_counts"])  # half the deltas folded, the other half not: both are read
+    await conn.execute(FILL.replace("md5(i::text)", f"md5('{uuid.uuid4().hex}' || i)"), QUEUE, 50)
+    probes: list[tuple[str, list[Any]]] = [("stats", [QUEUE]), ("counts_by_type", [[QUEUE, "other"]])]
+    for name, args in probes:
+        plan = await _explain(conn, Q[name], args)
+        _rows, _indexes, kinds, _pages = _read(plan)
+        assert kinds == [], f"{name} reads runnerq_activities: {kinds}"
+        # 10 types x 8 statuses of counters, as many deltas, for both queues: never the number of activities
+        assert _rows_of(plan, COUNTERS) <= 4 * 10 * 8, json.dumps(plan["Plan"], indent=1)[:4000]
+    counts = {r[0]: r[1] for r in await conn.fetch(Q["stats"], QUEUE)}
+    actual = {r[0]: r[1] for r in await conn.fetch(
+        "SELECT status, count(*) FROM runnerq_activities WHERE queue_name = $1 GROUP BY status", QUEUE)}
+    assert counts == actual and sum(counts.values()) >= big_db[1] + 50
+
+
+async def test_a_prune_batch_reads_the_rows_it_deletes(conn: asyncpg.Connection, big_db: tuple[str, int]) -> None:
+    n = big_db[1]
+    half_ms = n * 1000  # rows finished every 2 s: the older half of the store
+    for statuses in (["completed"], ["failed", "dead_letter", "cancelled"]):
+        plan = await _explain(conn, Q["prune_pick"], [QUEUE, statuses, half_ms, 1000])
+        rows, indexes, kinds, _pages = _read(plan)
+        assert "Seq Scan" not in kinds and indexes == {"runnerq_activities_finished_idx"}, (kinds, indexes)
+        assert rows <= 2 * 1000 + 60, json.dumps(plan["Plan"], indent=1)[:4000]
+async def test_ready_work_reads_the_backlog_never_the_finished_rows(conn: asyncpg.Connection) -> None:
+    backlog = await conn.fetchval("SELECT count(*) FROM runnerq_activities WHERE queue_name = $1 "
+                                  "AND status IN ('pending', 'scheduled', 'retrying')", QUEUE)
+    plan = await _explain(conn, Q["ready_by_type"], [QUEUE])
+    rows, indexes, kinds, _pages = _read(plan)
+    assert "Seq Scan" not in kinds, kinds
+    assert indexes and indexes <= {"runnerq_activities_dequeue_idx", STATUS_IDX}, indexes
+    assert rows <= backlog + 50, f"read {rows} rows for a backlog of {backlog}"
+
+
+async def test_the_idle_fetchers_next_due_read_is_one_probe_per_type(conn: asyncpg.Connection) -> None:
+    # t8 has scheduled rows, t9 retrying ones, t4 none: each type costs one index probe, whatever the store holds
+    _check(await _explain(conn, Q["next_due"], [QUEUE, ["t8", "t9", "t4"]]), "runnerq_activities_due_type_idx", 3)
+    _check(await _explain(conn, Q["next_due_any"], [QUEUE]), "runnerq_activities_due_idx", 1)

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import runnerq_fast as rq
 from runnerq_fast.backends.redis import RedisBackend
 from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
-from runnerq_fast.models import Ack, AckOutcome
+from runnerq_fast.models import Ack, AckOutcome, WorkerInfo
 from tests.conformance import new
 from tests.redis_fixtures import REDIS_URL
 
@@ -118,6 +118,37 @@ async def test_finished_results_expire_and_dead_letters_stay(redis_url: str, red
         await backend.close()
 
 
+
+async def test_an_expired_result_keeps_its_idempotency_key_and_a_prune_releases_it(
+    redis_url: str, redis_namespace: str
+) -> None:
+    """The reaper's ``result_ttl`` removal keeps the key until ``idempotency_ttl`` (issue 11, item 10), as
+    ``<id>\\x1f<status>``; ``prune`` of a still-stored holder releases its key (issue 15)."""
+    backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.2)
+    try:
+        ex = rq.ActivityExecutor(backend, "ttl-key")
+        first = await ex.activity("t").idempotency_key("k1").execute()
+        (c,) = await backend.claim("ttl-key", "w", 1, None, 5000)
+        await backend.ack("ttl-key", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        await asyncio.sleep(0.25)
+        await backend.requeue_expired("ttl-key", 100)  # the reaper removes the finished one
+        assert await backend.get_activity(first.activity_id) is None
+        key = f"{redis_namespace}:{{ttl-key}}:idem:1:t:k1"
+        assert await backend.client.get(key) == f"{first.activity_id}\x1fcompleted".encode()
+        again = await ex.activity("t").idempotency_key("k1").execute()
+        assert not again.created and again.activity_id == first.activity_id
+
+        second = await ex.activity("t").idempotency_key("k2").execute()
+        (c,) = await backend.claim("ttl-key", "w", 1, None, 5000)
+        await backend.ack("ttl-key", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        assert await backend.prune("ttl-key", ["completed"], 0) == 1
+        assert await backend.client.exists(f"{redis_namespace}:{{ttl-key}}:idem:1:t:k2") == 0
+        fresh = await ex.activity("t").idempotency_key("k2").execute()
+        assert fresh.created and fresh.activity_id != second.activity_id
+    finally:
+        await backend.close()
+
+
 async def test_wait_for_work_wakes_on_enqueue_not_on_timeout(redis_backend: RedisBackend) -> None:
     q = "wake"
     await redis_backend.client.delete(f"{redis_backend._ns}:{{{q}}}:wake")
@@ -127,6 +158,18 @@ async def test_wait_for_work_wakes_on_enqueue_not_on_timeout(redis_backend: Redi
     await redis_backend.enqueue(q, [new("t")])
     await asyncio.wait_for(waiter, 3.0)  # far sooner than the 10 s timeout
     assert waiter.done() and waiter.exception() is None
+
+
+async def test_wait_for_work_is_woken_only_by_work_of_the_types_it_claims(redis_backend: RedisBackend) -> None:
+    q = "typed-wake"
+    waiter = asyncio.create_task(redis_backend.wait_for_work(q, 10.0, ["a"]))
+    await asyncio.sleep(0.1)
+    await redis_backend.enqueue(q, [new("b")])  # its token is in wake:b (and wake), never taken by this waiter
+    await asyncio.sleep(0.2)
+    assert not waiter.done()
+    await redis_backend.enqueue(q, [new("a")])
+    await asyncio.wait_for(waiter, 3.0)
+    assert await redis_backend.client.llen(f"{redis_backend._ns}:{{{q}}}:wake:b") == 1
 
 
 async def test_wait_for_work_ends_when_a_scheduled_activity_is_due(redis_backend: RedisBackend) -> None:
@@ -239,3 +282,18 @@ def test_hiredis_packing_matches_redis_py(args: tuple[Any, ...]) -> None:
     assert b"".join(_HiredisPackingConnection().pack_command(*args)) == b"".join(Connection().pack_command(*args))
     both = [args, ("PING",)]
     assert b"".join(_HiredisPackingConnection().pack_commands(both)) == b"".join(Connection().pack_commands(both))
+
+
+async def test_registry_keys_share_the_hash_tag_and_a_lost_queue_set_comes_back_on_the_next_heartbeat(
+    redis_backend: RedisBackend, redis_namespace: str
+) -> None:
+    info = WorkerInfo(worker_id="w1", queue="tagged", host="h", pid=1, activity_types=("t",), in_flight=0,
+                      concurrency=1, started_at_ms=1, last_seen_ms=2)
+    await redis_backend.register_worker(info, 60_000)
+    names = {k.decode() async for k in redis_backend.client.scan_iter(match=f"{redis_namespace}:*")}
+    assert {f"{redis_namespace}:{{tagged}}:workers", f"{redis_namespace}:{{tagged}}:workers:exp",
+            f"{redis_namespace}:wqueues"} <= names
+    await redis_backend.client.delete(f"{redis_namespace}:wqueues")  # as after a restart that lost the set
+    assert await redis_backend.list_workers() == []
+    await redis_backend.register_worker(info, 60_000)
+    assert await redis_backend.list_workers() == [info]

@@ -136,7 +136,7 @@ async def test_the_reaper_removes_expired_results_with_their_index_entries(
         await b.close()
 
 
-async def test_corrupt_or_missing_hash_in_a_listing_is_skipped_with_a_warning(
+async def test_a_corrupt_hash_is_listed_with_its_reason_and_a_missing_one_is_skipped(
     redis_backend: RedisBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
     b, q = redis_backend, "corrupt"
@@ -148,11 +148,16 @@ async def test_corrupt_or_missing_hash_in_a_listing_is_skipped_with_a_warning(
         page = await b.query_activities(q, F(), limit=10)
         typed = await b.query_activities(q, F(priorities=(2,)), limit=10)
         listed = await b.list_activities(q, "pending")
-    assert [s.id for s in page.items] == [ids[4], ids[0]] and page.next_cursor is None
-    assert [s.id for s in typed.items] == [ids[4], ids[0]]
-    assert [s.id for s in listed] == [ids[4], ids[0]]
+    corrupt = {s.id: s.corrupt for s in page.items}
+    assert list(corrupt) == [ids[4], ids[2], ids[1], ids[0]] and page.next_cursor is None
+    assert corrupt[ids[1]] == "corrupt row: priority is 'not a number', not an integer"
+    assert "activity_type is missing" in (corrupt[ids[2]] or "")
+    assert corrupt[ids[0]] is None and corrupt[ids[4]] is None
+    # a priority that is no number matches no priority; the hash without a type has its priority
+    assert [s.id for s in typed.items] == [ids[4], ids[2], ids[0]]
+    assert [(s.id, s.corrupt) for s in listed] == list(corrupt.items())
     warned = " ".join(r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
-    assert ids[1] in warned and ids[2] in warned and ids[3] not in warned
+    assert ids[1] in warned and ids[3] not in warned
     assert (await b.count_activities(q, F(metadata=(("k", "v"),)))).count == 0
 
 

@@ -170,20 +170,23 @@ async def test_closed_backend_refuses_calls(tmp_path: Path) -> None:
 
 # --------------------------------------------------------------- migrations
 def test_migration_script_splits_into_its_statements() -> None:
-    m, m2, *_ = load_migrations("runnerq_fast.backends.sqlite")
+    m, m2, m3 = load_migrations("runnerq_fast.backends.sqlite")[:3]
     statements = _split_script(m.sql)
     assert all(sqlite3.complete_statement(s) for s in statements)
     kinds = [s.split("(")[0].split()[:3] for s in statements]
     assert ["CREATE", "TABLE", "runnerq_activities"] in kinds and len(statements) == 7
     later = [s.split("(")[0].split()[:3] for s in _split_script(m2.sql)]
     assert later.count(["ALTER", "TABLE", "runnerq_activities"]) == 2 and len(later) == 5
+    retention = [s.split("(")[0].split()[:3] for s in _split_script(m3.sql)]
+    assert retention == [["CREATE", "INDEX", "runnerq_activities_finished_idx"],
+                         ["CREATE", "INDEX", "runnerq_events_at_idx"], ["CREATE", "TABLE", "runnerq_holds"]]
 
 
 async def test_a_file_at_migration_1_is_upgraded_and_keeps_its_rows(tmp_path: Path) -> None:
     """A database written before migration 0002 (no parent_id, no listing indexes) opens, upgrades, lists."""
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    (m1, *_) = load_migrations("runnerq_fast.backends.sqlite")
+    m1 = load_migrations("runnerq_fast.backends.sqlite")[0]
     conn.execute("BEGIN")
     conn.execute("CREATE TABLE runnerq_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
                  "applied_at INTEGER NOT NULL)")
@@ -199,6 +202,7 @@ async def test_a_file_at_migration_1_is_upgraded_and_keeps_its_rows(tmp_path: Pa
     try:
         snap = await b.get_activity("a1")
         assert snap is not None and snap.status == "failed" and snap.parent_id is None
+        assert (await b.stats("q")).failed == 1
         page = await b.query_activities("q", ActivityFilter(statuses=("failed",)))
         assert [s.id for s in page.items] == ["a1"]
         assert (await b.retry_activities("q", ActivityFilter(ids=("a1",)))).changed == ["a1"]

@@ -1,4 +1,4 @@
-"""The web conformance (tests/web_conformance.py) on SQLite, PostgreSQL and Redis."""
+"""The web conformance (tests/web_conformance.py, tests/web_dashboard_conformance.py) on SQLite, PostgreSQL, Redis."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from runnerq_fast.backends.postgres import PostgresBackend
 from runnerq_fast.backends.redis import RedisBackend
 from runnerq_fast.backends.sqlite import SqliteBackend
 from tests.web_conformance import WebConformance
+from tests.web_dashboard_conformance import DashboardWebConformance
 
 
-class TestSqliteWeb(WebConformance):
+class TestSqliteWeb(WebConformance, DashboardWebConformance):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[SqliteBackend]:
         b = await SqliteBackend.open(f"sqlite:///{tmp_path / 'web.db'}")
@@ -21,13 +22,13 @@ class TestSqliteWeb(WebConformance):
         await b.close()
 
 
-class TestPostgresWeb(WebConformance):
+class TestPostgresWeb(WebConformance, DashboardWebConformance):
     @pytest.fixture
     async def backend(self, pg_backend: PostgresBackend) -> AsyncIterator[PostgresBackend]:
         yield pg_backend
 
 
-class TestRedisWeb(WebConformance):
+class TestRedisWeb(WebConformance, DashboardWebConformance):
     @pytest.fixture
     async def backend(self, redis_backend: RedisBackend) -> AsyncIterator[RedisBackend]:
         yield redis_backend

@@ -122,3 +122,14 @@ def test_make_context_builds_a_context_from_plain_values() -> None:
     fresh = make_context()
     assert fresh.metadata == {} and not fresh.is_cancelled and len(fresh.activity_id) == 32
     assert isinstance(fresh.executor.backend, RecordingBackend)
+
+
+async def test_result_takes_the_future_or_its_id_and_refuses_anything_else() -> None:
+    async with TestEngine(build_app()) as t:
+        fut = await t.executor.activity("signup").payload({"email": "f@b.c"}).execute()
+        assert await t.result(fut, timeout=2) == {"ok": True}
+        assert await t.result(fut.activity_id, timeout=2) == {"ok": True}
+        with pytest.raises(TypeError, match="an activity id is a str, got int"):
+            await t.result(42, timeout=2)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="an activity id is a str, got ActivityFuture"):
+            t.executor.future(fut)  # type: ignore[arg-type]

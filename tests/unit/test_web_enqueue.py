@@ -351,3 +351,22 @@ async def test_unknown_routes_and_methods_are_problems() -> None:
 
 async def test_httpx_version_supports_asgi_transport() -> None:
     assert hasattr(httpx, "ASGITransport")
+
+
+async def test_a_lone_surrogate_escape_is_named_as_such_and_a_real_pair_is_stored() -> None:
+    backend = rq.MemoryBackend()
+    h = {"content-type": "application/json"}
+    async with asgi_client(create_app(backend)) as c:
+        for body, escape in ((rb'{"type": "t", "payload": "\ud800"}', r"\ud800"),
+                             (rb'{"type": "t\udc00", "payload": 1}', r"\udc00"),
+                             (rb'{"activities": [{"type": "t", "metadata": {"k": "\uDBFF"}}]}', r"\uDBFF")):
+            path = f"{Q}/batch" if body.startswith(b'{"activities"') else Q
+            r = await c.post(path, content=body, headers=h)
+            assert r.status_code == 400, r.text
+            assert r.json()["detail"].endswith(f"the escape {escape} at byte {body.index(escape.encode())} is a "
+                                               "lone UTF-16 surrogate (no Unicode text holds one)")
+        assert await stored(backend) == 0
+        ok = await c.post(Q, content=rb'{"type": "t", "payload": "\ud83d\ude00"}', headers=h)
+        assert ok.status_code == 201, ok.text
+        snap = await backend.get_activity(ok.json()["id"])
+        assert snap is not None and decode_json(snap.payload) == "\N{GRINNING FACE}"

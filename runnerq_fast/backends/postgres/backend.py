@@ -26,6 +26,8 @@ from asyncpg.pool import PoolConnectionProxy
 
 from runnerq_fast import filters
 from runnerq_fast.backends._waiters import discard_waiter
+from runnerq_fast.backends._wakeups import WorkSignal
+from runnerq_fast.backends.postgres import faults
 from runnerq_fast.backends.postgres.listener import Listener
 from runnerq_fast.backends.postgres.rows import ack_params, claimed_from_rows, enqueue_params, lease_params
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
@@ -50,14 +52,32 @@ from runnerq_fast.models import (
     OnDuplicate,
     QueueStats,
     QueueSummary,
+    ReadyWork,
     ReapReport,
+    WorkerInfo,
 )
-from runnerq_fast.storage import Backend
+from runnerq_fast.resilience import Fault
+from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events, check_worker_ttl
 from runnerq_fast.urls import redact_text, redact_url
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
 
 log = logging.getLogger(__name__)
+
+
+class _PoolFloorFilter(logging.Filter):
+    """Drops asyncpg's "Failed to restore the pool connection floor" traceback, logged every 1-60 s of an outage.
+
+    The backend reports an outage itself, one warning when its calls start
+    failing and one when they succeed again (:class:`~runnerq_fast.resilience.StoreHealth`).
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Failed to restore the pool connection floor")
+
+
+_POOL_FLOOR_FILTER = _PoolFloorFilter()
+logging.getLogger("asyncpg.pool").addFilter(_POOL_FLOOR_FILTER)
 
 WORK_CHANNEL = "runnerq_work"
 """NOTIFY channel meaning "work may be ready"; the payload is the queue name."""
@@ -70,6 +90,9 @@ _STREAM_PAGE = 1000
 _Conn = asyncpg.Connection | PoolConnectionProxy
 _CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
 
+
+_FOLD_AT = 2_000
+"""Delta rows a :meth:`PostgresBackend.stats` may read before it folds them into the counters."""
 
 _MAX_STATEMENT_ITEMS = 100_000
 """Most activities one enqueue statement writes (an event batch names at most 2**20 - 1)."""
@@ -274,7 +297,7 @@ class PostgresBackend(Backend):
         self._notifier = _WorkNotifier(notify_interval, pool)
         self._stream_poll = stream_poll_interval
         self._listener: Listener | None = None
-        self._work: dict[str, asyncio.Event] = {}
+        self._work: dict[str, WorkSignal] = {}
         self._streams: dict[str, set[asyncio.Event]] = {}
         self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
         self._lookup_task: asyncio.Task[None] | None = None
@@ -363,6 +386,9 @@ class PostgresBackend(Backend):
             raise
         return self
 
+    def _store_fault(self, exc: Exception) -> Fault | None:
+        return faults.classify(exc)
+
     async def check_autovacuum(self) -> bool | None:
         """Warn unless the server runs autovacuum; return whether it does.
 
@@ -425,10 +451,10 @@ class PostgresBackend(Backend):
         return self._notifier.trailing_sent
 
     # -------------------------------------------------------- notifications
-    def _work_event(self, queue: str) -> asyncio.Event:
+    def _work_event(self, queue: str) -> WorkSignal:
         ev = self._work.get(queue)
         if ev is None:
-            ev = self._work[queue] = asyncio.Event()
+            ev = self._work[queue] = WorkSignal()
         return ev
 
     def _wake_streams(self, queue: str | None) -> None:
@@ -638,7 +664,7 @@ class PostgresBackend(Backend):
         ev = self._work.get(queue)
         if ev is None:
             ev = self._work_event(queue)
-        ev.clear()  # a notification during the query sets it again
+        ev.clear(activity_types)  # a notification during the query sets it again
         if limit <= 0:
             return []
         token = uuid.uuid4().hex
@@ -743,12 +769,33 @@ class PostgresBackend(Backend):
                      len(cancelled))
         return ReapReport(requeued, dead, cancelled)
 
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Wait for a ``runnerq_work`` notification, at most until the next scheduled or retrying activity is due.
+
+        The due time is read once per wait (query ``next_due``, of the
+        caller's types, one index probe per type: migration 0007); an enqueue of a delayed activity and a retry also
+        notify, so a wait times itself again when an earlier one arrives. If
+        the query fails the wait lasts ``timeout`` (the claim reports the
+        outage).
+        """
         ev = self._work_event(queue)
-        if ev.is_set() or self._closed:
+        if self._closed or ev.is_set(activity_types):
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ev.wait(), timeout)
+        try:
+            if activity_types is None:
+                due = await self._pool.fetchval(Q["next_due_any"], queue)
+            else:
+                due = await self._pool.fetchval(Q["next_due"], queue, list(activity_types))
+        except _CONNECT_ERRORS as exc:
+            log.debug("reading the next due time of queue %r failed: %s", queue, exc)
+            due = None
+        if due is not None:
+            if due <= 0:
+                return
+            timeout = min(timeout, due + 0.001)  # + 1 ms: the claim compares with the server's clock
+        await ev.wait(activity_types, timeout)
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:
@@ -783,7 +830,26 @@ class PostgresBackend(Backend):
     # ------------------------------------------------------------ inspection
     async def stats(self, queue: str) -> QueueStats:
         rows = await self._pool.fetch(Q["stats"], queue)
-        return QueueStats(**{r[0]: r[1] for r in rows})
+        if sum(r[2] for r in rows) > _FOLD_AT:
+            await self.fold_counts()
+        return QueueStats(**{r[0]: r[1] for r in rows if r[1]})
+
+    async def fold_counts(self) -> int:
+        """Fold the count deltas the triggers appended into the counters (migration 0003).
+
+        The engine's pruner does it every pass and :meth:`stats` once it reads
+        more than a few thousand deltas; counts are exact either way.
+
+        Returns
+        -------
+        int
+            Delta rows folded.
+        """
+        return int(await self._pool.fetchval(Q["fold_counts"]))
+
+    async def maintain(self) -> None:
+        """Fold the count deltas (:meth:`fold_counts`)."""
+        await self.fold_counts()
 
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50
@@ -839,6 +905,29 @@ class PostgresBackend(Backend):
                 wakers.discard(wake)
                 if not wakers:
                     del self._streams[queue]
+
+    # ------------------------------------------------------ worker registry
+    async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
+        await self._pool.execute(
+            Q["register_worker"], info.queue, info.worker_id, info.host, info.pid, list(info.activity_types),
+            info.in_flight, info.concurrency, info.started_at_ms, info.last_seen_ms, check_worker_ttl(ttl_ms),
+        )
+
+    async def deregister_worker(self, queue: str, worker_id: str) -> None:
+        await self._pool.execute(Q["deregister_worker"], queue, worker_id)
+
+    async def list_workers(self, queue: str | None = None) -> list[WorkerInfo]:
+        return [
+            WorkerInfo(
+                worker_id=r[0], queue=r[1], host=r[2], pid=r[3], activity_types=tuple(r[4]), in_flight=r[5],
+                concurrency=r[6], started_at_ms=r[7], last_seen_ms=r[8],
+            )
+            for r in await self._pool.fetch(Q["list_workers"], queue)
+        ]
+
+    async def ready_work(self, queue: str) -> ReadyWork:
+        rows = await self._pool.fetch(Q["ready_by_type"], queue)
+        return ReadyWork({r[0]: r[1] for r in rows}, min((r[2] for r in rows), default=None))
 
     # ------------------------------------------------- listings with filters
     async def list_queues(self) -> list[QueueSummary]:
@@ -964,7 +1053,30 @@ class PostgresBackend(Backend):
         return await self._act("set_priority", queue, flt, limit, filters.check_priority(priority))
 
     async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
-        return await self._act("delete", queue, flt, limit)
+        return await self._act("delete", queue, flt, limit, False)  # False: a "deleted" event goes to the stream
+
+    # ------------------------------------------------------------ retention
+    async def prune(self, queue: str, statuses: Sequence[str], older_than_ms: int, *, limit: int = 1000) -> int:
+        wanted = check_prune(statuses, older_than_ms, limit)
+        if not wanted:
+            return 0
+        async with self._pool.acquire() as conn, conn.transaction():
+            ids = [r[0] for r in await conn.fetch(Q["prune_pick"], queue, wanted, older_than_ms, limit)]
+            if not ids:
+                return 0
+            row = await conn.fetchrow(Q["delete_many"], queue, ids, True)
+            assert row is not None
+            if row[1]:
+                await conn.execute(Q["delete_empty_events"], list(row[1]))
+        return len(row[0])
+
+    async def prune_events(self, queue: str, older_than_ms: int, *, limit: int = 1000) -> int:
+        check_prune_events(older_than_ms, limit)
+        return int(await self._pool.fetchval(Q["prune_events"], queue, older_than_ms, limit))
+
+    async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
+        check_hold(purpose, ttl_ms)
+        return await self._pool.fetchrow(Q["hold"], queue, purpose, holder, ttl_ms) is not None
 
 
 def _parents(items: Sequence[NewActivity]) -> list[str | None] | None:

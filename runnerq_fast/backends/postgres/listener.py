@@ -148,7 +148,8 @@ class Listener:
                 try:
                     await self._open()
                 except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-                    log.warning("LISTEN reconnect failed (%s); retrying in %.2f s", exc, backoff)
+                    # the loss was logged once above; each failed attempt is detail
+                    log.debug("LISTEN reconnect failed (%s); retrying in %.2f s", exc, backoff)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, self._max_backoff)
                     continue

@@ -50,7 +50,8 @@ INSERT INTO runnerq_migrations (version, name) VALUES ($1::integer, $2::text);
 -- name: enqueue
 -- $1 queue, then one array per NewActivity field (same length, item order),
 -- $11 whether to send the rate-limited runnerq_work notification in this
--- statement (only when some row is ready now), $12 parent ids (NULL when no
+-- statement (for any row: a delayed one makes waiting fetchers time their
+-- wait again, see next_due), $12 parent ids (NULL when no
 -- item has one: unnest pads it with NULLs). Returns one row: created count.
 WITH input AS (
     SELECT *
@@ -83,9 +84,30 @@ WITH input AS (
     ORDER BY event_type  -- 'enqueued' takes the lower event id, so it comes first in a timeline
 ), notes AS (
     SELECT pg_notify('runnerq_work', $1::text)
-    FROM (SELECT 1 FROM ins WHERE $11::boolean AND status = 'pending' LIMIT 1) s
+    FROM (SELECT 1 FROM ins WHERE $11::boolean LIMIT 1) s
 )
 SELECT count(*) AS created, (SELECT count(*) FROM notes) AS notified FROM ins;
+
+-- name: next_due
+-- Seconds from now until the earliest scheduled or retrying activity of
+-- queue $1 of one of the types $2 is due (negative: overdue; NULL: none).
+-- An idle fetcher reads it once per wait, so it wakes at that time however
+-- long its poll interval: one probe of runnerq_activities_due_type_idx per type.
+SELECT extract(epoch FROM min(d.ready_at) - now())::float8
+FROM unnest($2::text[]) AS t(activity_type)
+CROSS JOIN LATERAL (
+    SELECT a.ready_at
+    FROM runnerq_activities a
+    WHERE a.queue_name = $1::text AND a.activity_type = t.activity_type AND a.status IN ('scheduled', 'retrying')
+    ORDER BY a.ready_at
+    LIMIT 1
+) d;
+
+-- name: next_due_any
+-- next_due for a fetcher of every type: one probe of runnerq_activities_due_idx.
+SELECT extract(epoch FROM min(ready_at) - now())::float8
+FROM runnerq_activities
+WHERE queue_name = $1::text AND status IN ('scheduled', 'retrying');
 
 -- name: notify_work
 -- The trailing, rate-limited "work may be ready" notification.
@@ -242,7 +264,7 @@ WITH input AS (
     SELECT pg_notify('runnerq_results', $1::text) FROM (SELECT 1 FROM done WHERE status <> 'retrying' LIMIT 1) s
     UNION ALL
     SELECT pg_notify('runnerq_work', $1::text)
-    FROM (SELECT 1 FROM done WHERE status = 'retrying' AND ready_at <= now() LIMIT 1) s
+    FROM (SELECT 1 FROM done WHERE status = 'retrying' LIMIT 1) s  -- a later retry: fetchers time their wait
 )
 SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
 
@@ -379,7 +401,28 @@ FROM runnerq_activities
 WHERE id = ANY ($1::uuid[]) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: stats
-SELECT status, count(*) AS n FROM runnerq_activities WHERE queue_name = $1::text GROUP BY status;
+-- $1 queue: counts by status from the maintained counters (migration 0003):
+-- runnerq_counts plus the deltas not folded yet, in one snapshot; never a
+-- row of runnerq_activities. The third column: delta rows read (the backend
+-- folds them once there are many).
+SELECT status, sum(n)::bigint, count(*) FILTER (WHERE folded IS FALSE)
+FROM (SELECT status, n, TRUE AS folded FROM runnerq_counts WHERE queue_name = $1::text
+      UNION ALL
+      SELECT status, n, FALSE FROM runnerq_count_deltas WHERE queue_name = $1::text) c
+GROUP BY status;
+
+-- name: fold_counts
+-- Move every delta into runnerq_counts (a concurrent fold waits on the delta
+-- rows this one deletes, then finds them gone: nothing is counted twice).
+-- Returns the delta rows folded.
+WITH d AS (
+    DELETE FROM runnerq_count_deltas RETURNING queue_name, activity_type, status, n
+), s AS (
+    INSERT INTO runnerq_counts AS c (queue_name, activity_type, status, n)
+    SELECT queue_name, activity_type, status, sum(n) FROM d GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+    ON CONFLICT (queue_name, activity_type, status) DO UPDATE SET n = c.n + excluded.n
+)
+SELECT count(*) FROM d;
 
 -- name: list_activities
 -- $1 queue, $2 status (NULL: any), $3 offset, $4 limit; newest first.
@@ -473,13 +516,14 @@ WITH RECURSIVE q AS (
 SELECT queue_name FROM q WHERE queue_name IS NOT NULL;
 
 -- name: counts_by_type
--- $1 queues: counts by (queue, type, status). Reads every row of those queues
--- (an index-only scan of runnerq_activities_type_created_idx where the
--- visibility map allows): the queue summary may, listings never do.
-SELECT queue_name, activity_type, status, count(*)
-FROM runnerq_activities
-WHERE queue_name = ANY ($1::text[])
-GROUP BY queue_name, activity_type, status;
+-- $1 queues: counts by (queue, type, status) from the maintained counters,
+-- as stats (never a row of runnerq_activities).
+SELECT queue_name, activity_type, status, sum(n)::bigint
+FROM (SELECT queue_name, activity_type, status, n FROM runnerq_counts WHERE queue_name = ANY ($1::text[])
+      UNION ALL
+      SELECT queue_name, activity_type, status, n FROM runnerq_count_deltas WHERE queue_name = ANY ($1::text[])) c
+GROUP BY queue_name, activity_type, status
+HAVING sum(n) <> 0;
 
 -- name: oldest_ready
 -- $1 queues: per queue, the ready time (epoch ms) of the oldest activity a
@@ -1300,9 +1344,13 @@ SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS not
 -- $1 queue, $2 ids: finished activities, with their idempotency key rows
 -- (only where the key still names them). Their positions in the event batch
 -- rows become NULL, so ids of other activities' events stay as they are
--- (batch id * 2^20 + position) and the GIN index forgets them; one
--- "deleted" batch row goes to the live stream. Returns the deleted ids and
--- the event batches left without any activity (delete_empty_events).
+-- (batch id * 2^20 + position) and the GIN index forgets them; unless $3
+-- (pruning: nothing goes to the stream), one "deleted" batch row goes to the
+-- live stream. Each batch row is rewritten with a join of its ids against
+-- the deleted ones (not "= ANY" per element: a prune batch of 1,000 against
+-- claim and ack rows of 1,000 ids each was a million comparisons per row).
+-- Returns the deleted ids and the event batches left without any activity
+-- (delete_empty_events).
 WITH del AS (
     DELETE FROM runnerq_activities a
     WHERE a.id = ANY ($2::uuid[]) AND a.queue_name = $1::text
@@ -1316,14 +1364,16 @@ WITH del AS (
       AND k.activity_id = del.id
 ), evs AS (
     UPDATE runnerq_events e
-    SET activity_ids = ARRAY(SELECT CASE WHEN u.aid = ANY (g.ids) THEN NULL ELSE u.aid END
-                             FROM unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord) ORDER BY u.ord)
+    SET activity_ids = ARRAY(SELECT CASE WHEN d.id IS NULL THEN u.aid END
+                             FROM unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
+                             LEFT JOIN unnest(g.ids) AS d(id) ON d.id = u.aid
+                             ORDER BY u.ord)
     FROM gone g
     WHERE e.activity_ids && g.ids
     RETURNING e.id, cardinality(array_remove(e.activity_ids, NULL)) = 0 AS empty
 ), ev AS (
     INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids)
-    SELECT $1::text, 'deleted', now(), g.ids FROM gone g WHERE cardinality(g.ids) > 0
+    SELECT $1::text, 'deleted', now(), g.ids FROM gone g WHERE cardinality(g.ids) > 0 AND NOT $3::boolean
 )
 SELECT (SELECT ids FROM gone) AS ids,
        coalesce((SELECT array_agg(id) FROM evs WHERE empty), '{}') AS empty_batches;
@@ -1332,3 +1382,83 @@ SELECT (SELECT ids FROM gone) AS ids,
 -- $1 event batch ids: batch rows that name no activity any more.
 DELETE FROM runnerq_events
 WHERE id = ANY ($1::bigint[]) AND cardinality(array_remove(activity_ids, NULL)) = 0;
+
+-- name: prune_pick
+-- $1 queue, $2 finished statuses, $3 age in milliseconds, $4 limit: ids of
+-- activities that finished before now - $3, oldest first per status, locked
+-- for the delete that follows in the same transaction (delete_many with
+-- $3 = true). One ordered range scan of runnerq_activities_finished_idx per
+-- status (migration 0003) that stops at the limit: it reads the rows it
+-- returns, whatever the size of the rest of the queue.
+SELECT p.id
+FROM unnest($2::text[]) AS s(status)
+CROSS JOIN LATERAL (
+    SELECT a.id FROM runnerq_activities a
+    WHERE a.queue_name = $1::text AND a.status = s.status
+      AND a.status IN ('completed', 'failed', 'dead_letter', 'cancelled')
+      AND a.finished_at < now() - $3::bigint * interval '1 millisecond'
+    ORDER BY a.finished_at
+    LIMIT $4::integer
+    FOR UPDATE SKIP LOCKED
+) p
+LIMIT $4::integer;
+
+-- name: prune_events
+-- $1 queue, $2 age in milliseconds, $3 limit: event batch rows of the queue
+-- recorded before now - $2 (runnerq_events_at_idx). Returns how many went.
+WITH old AS (
+    SELECT ctid AS row_ctid FROM runnerq_events
+    WHERE queue_name = $1::text AND at < now() - $2::bigint * interval '1 millisecond'
+    LIMIT $3::integer
+), gone AS (
+    DELETE FROM runnerq_events WHERE ctid = ANY (ARRAY(SELECT row_ctid FROM old)) RETURNING 1
+)
+SELECT count(*) FROM gone;
+
+-- name: hold
+-- $1 queue, $2 purpose, $3 holder, $4 ttl in milliseconds: take the hold if
+-- it is free or expired, renew it if $3 holds it. One row when $3 holds it now.
+INSERT INTO runnerq_holds AS h (queue_name, purpose, holder, expires_at)
+VALUES ($1::text, $2::text, $3::text, now() + $4::bigint * interval '1 millisecond')
+ON CONFLICT (queue_name, purpose) DO UPDATE
+SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE h.holder = excluded.holder OR h.expires_at <= now()
+RETURNING 1;
+-- name: register_worker
+-- One engine's registry entry (its heartbeat), dropping expired entries first:
+-- $1 queue, $2 worker id, $3 host, $4 pid, $5 types, $6 in flight, $7 concurrency,
+-- $8 started, $9 last seen (epoch ms), $10 time to live (ms, from now() on the server).
+WITH expired AS (
+    DELETE FROM runnerq_workers WHERE expires_at <= now()
+)
+INSERT INTO runnerq_workers (queue_name, worker_id, host, pid, activity_types, in_flight, concurrency,
+                             started_at, last_seen, expires_at)
+VALUES ($1::text, $2::text, $3::text, $4::integer, $5::text[], $6::integer, $7::integer,
+        'epoch'::timestamptz + $8::bigint * interval '1 millisecond',
+        'epoch'::timestamptz + $9::bigint * interval '1 millisecond',
+        now() + $10::bigint * interval '1 millisecond')
+ON CONFLICT (queue_name, worker_id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, activity_types = excluded.activity_types,
+    in_flight = excluded.in_flight, concurrency = excluded.concurrency, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, expires_at = excluded.expires_at;
+
+-- name: deregister_worker
+DELETE FROM runnerq_workers WHERE queue_name = $1::text AND worker_id = $2::text;
+
+-- name: list_workers
+-- Live entries of queue $1, or of every queue when $1 is NULL.
+SELECT worker_id, queue_name, host, pid, activity_types, in_flight, concurrency,
+       floor(extract(epoch FROM started_at) * 1000)::bigint,
+       floor(extract(epoch FROM last_seen) * 1000)::bigint
+FROM runnerq_workers
+WHERE expires_at > now() AND ($1::text IS NULL OR queue_name = $1::text)
+ORDER BY queue_name, worker_id;
+
+-- name: ready_by_type
+-- $1 queue: per type, how many activities a worker could claim now and the oldest
+-- ready time (epoch ms) among them. Reads the rows of runnerq_activities_dequeue_idx
+-- (pending, scheduled, retrying: the backlog), never finished ones.
+SELECT activity_type, count(*), floor(extract(epoch FROM min(ready_at)) * 1000)::bigint
+FROM runnerq_activities
+WHERE queue_name = $1::text AND status IN ('pending', 'scheduled', 'retrying') AND ready_at <= now()
+GROUP BY activity_type;

@@ -38,6 +38,7 @@ def load_migrations() -> list[Migration]:
     Raises
     ------
     ValueError
-        If two files share a version or the versions have a gap.
+        If two files share a version or there is no 0001 (see
+        :func:`runnerq_fast.backends.sqlfiles.load_migrations`).
     """
     return sqlfiles.load_migrations(_PACKAGE)

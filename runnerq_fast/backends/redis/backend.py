@@ -6,8 +6,11 @@ reloaded when the server answers ``NOSCRIPT`` (e.g. after a restart). Every
 key of a queue is under one hash tag (see :mod:`.keys`), so a queue works on
 Redis Cluster.
 
-Wakeups: fetchers block in ``BLPOP`` on the queue's wake list (bounded by the
-next scheduled activity's due time); result waiters are woken by one
+Wakeups: fetchers block in ``BLPOP`` on the wake lists of the types they claim
+(one list per type, and one for fetchers of every type), so a token goes only
+to a fetcher that can claim the work; the wait is timed on the client to the
+next scheduled activity's due time (the server's ``BLPOP`` timeout is only as
+precise as its ``hz``). Result waiters are woken by one
 ``PSUBSCRIBE`` connection per backend; live events are read from the queue's
 stream with ``XREAD BLOCK``. Connection loss is retried with backoff by the
 client and by each background loop, which logs it and carries on.
@@ -29,20 +32,25 @@ from urllib.parse import urlsplit
 import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from runnerq_fast.backends import rowcheck
 from runnerq_fast.backends._waiters import discard_waiter
-from runnerq_fast.backends.redis import keys
+from runnerq_fast.backends.redis import faults, keys
 from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
+from runnerq_fast.backends.redis.registry import RedisRegistry
+from runnerq_fast.backends.redis.retention import RedisRetention
+from runnerq_fast.backends.rowcheck import as_int, as_text
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
     LEASE_EXPIRED_UNCHARGED,
     TERMINAL_STATUSES,
     Ack,
+    AckOutcome,
     ActivityEvent,
     ActivityResult,
     ActivitySnapshot,
@@ -55,6 +63,7 @@ from runnerq_fast.models import (
     QueueStats,
     ReapReport,
 )
+from runnerq_fast.resilience import Fault
 from runnerq_fast.storage import Backend, refuse_connection
 from runnerq_fast.urls import redact_text, redact_url
 
@@ -83,6 +92,10 @@ _SCRIPTS = (
     "delete",
     "summary",
     "query",
+    "prune",
+    "hold",
+    "workers",
+    "ready",
 )
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
@@ -118,13 +131,25 @@ def load_script(name: str, helpers: Sequence[str] = _HELPERS) -> str:
 def _s(value: bytes | str | None) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    return value.decode()
+    return value.decode(errors="replace")  # text this library wrote is UTF-8; a damaged field shows as such
 
 
-def _i(value: bytes | None) -> int | None:
-    return None if value is None else int(value)
 
 
+def _claim_corrupt(flat: Sequence[bytes], j: int) -> str:
+    """The reason a claimed activity (``flat[j : j + 10]``, see ``lua/claim.lua``) does not decode."""
+    names = ("activity_type", "payload", "priority", "retry_count", "max_retries", "timeout_ms", "metadata",
+             "created_at_ms", "ready_at_ms")
+    fields: dict[str, object] = {n: as_int(v) for n, v in zip(names, flat[j + 1 : j + 10], strict=True)}
+    fields["activity_type"] = as_text(flat[j + 1])
+    fields["payload"], fields["metadata"] = flat[j + 2], flat[j + 7]
+    return rowcheck.reason(fields) or f"{rowcheck.PREFIX}a claimed field does not decode"
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark a background BLPOP's failure as seen (its waiter, if any, logs it)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _now_ms() -> int:
@@ -132,38 +157,23 @@ def _now_ms() -> int:
 
 
 def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySnapshot:
-    status = h[b"s"].decode()
-    return ActivitySnapshot(
-        id=activity_id,
-        queue=queue,
-        activity_type=h[b"t"].decode(),
-        status=status,
-        priority=int(h[b"pr"]),
-        payload=h[b"p"],
-        metadata=h[b"m"],
-        retry_count=int(h[b"rc"]),
-        max_retries=int(h[b"mr"]),
-        timeout_ms=int(h[b"to"]),
-        created_at_ms=int(h[b"c"]),
-        ready_at_ms=int(h[b"r"]),
-        started_at_ms=_i(h.get(b"sa")),
-        finished_at_ms=_i(h.get(b"fa")),
-        lease_expires_at_ms=_i(h.get(b"l")) if status == "processing" else None,
-        last_error=_s(h.get(b"e")),
-        idempotency_key=_s(h.get(b"ik")),
-        parent_id=_s(h.get(b"pa")),
-    )
+    """The snapshot of an activity hash read whole (``corrupt`` set if it does not decode)."""
+    return snapshot(queue, activity_id, [h.get(f.encode()) for f in SNAPSHOT_FIELDS])
 
 
 def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[ActivityEvent]:
-    """The events kept in an activity hash (fields ``x:<event id>``), oldest first."""
+    """The events kept in an activity hash (fields ``x:<event id>``), oldest first; corrupt ones are left out."""
     out = []
     for field, value in h.items():
         if field[:2] != b"x:":
             continue
         parts = value.split(b"\x1f", 2)
-        detail = parts[2].decode() if len(parts) > 2 else None
-        out.append(ActivityEvent(int(field[2:]), activity_id, queue, parts[0].decode(), int(parts[1]), detail))
+        event_id, at = as_int(field[2:]), as_int(parts[1]) if len(parts) > 1 else None
+        if type(event_id) is not int or type(at) is not int:
+            log.warning("skipping corrupt event %r of activity %s: %r", field, activity_id, value[:80])
+            continue
+        detail = parts[2].decode(errors="replace") if len(parts) > 2 else None
+        out.append(ActivityEvent(event_id, activity_id, queue, parts[0].decode(errors="replace"), at, detail))
     out.sort(key=lambda e: e.id)
     return out
 
@@ -206,7 +216,7 @@ class _HiredisPackingConnection(aioredis.Connection):
         return [b"".join(self.pack_command(*cmd)[0] for cmd in commands)]
 
 
-class RedisBackend(RedisOperations, Backend):
+class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
     """Backend storing activities in Redis (7.0 or later).
 
     Open it with :meth:`open` (or ``rq.connect("redis://host:port/db")``).
@@ -246,6 +256,8 @@ class RedisBackend(RedisOperations, Backend):
         self._subscribed = asyncio.Event()
         self._closed = False
         self._lookups: set[asyncio.Task[None]] = set()
+        #: a BLPOP still blocked after its caller's wait ended, by (queue, wake lists): the next wait reuses it
+        self._blocked: dict[tuple[str, tuple[str, ...]], asyncio.Task[Any]] = {}
 
     @classmethod
     async def open(
@@ -254,6 +266,7 @@ class RedisBackend(RedisOperations, Backend):
         result_ttl: float = DEFAULT_RESULT_TTL,
         max_connections: int = 64,
         namespace: str = keys.DEFAULT_NAMESPACE,
+        pool_timeout: float = 20.0,
     ) -> RedisBackend:
         """Connect, check the eviction policy and load the scripts.
 
@@ -264,9 +277,14 @@ class RedisBackend(RedisOperations, Backend):
         result_ttl : float
             Seconds a finished activity and its result are kept (default 86,400).
         max_connections : int
-            Size of the connection pool (blocking calls each hold one).
+            Size of the connection pool (blocking calls each hold one). A
+            call that finds every connection busy waits for one (a
+            ``BlockingConnectionPool``) instead of failing. Default 64.
         namespace : str
             First part of every key (default ``rq``); no ``{``, ``}`` or ``:``.
+        pool_timeout : float
+            Seconds a call waits for a free connection before it fails with
+            :class:`BackendError` (default 20 s).
 
         Raises
         ------
@@ -292,19 +310,25 @@ class RedisBackend(RedisOperations, Backend):
         if not result_ttl > 0:
             raise ConfigError(f"result_ttl must be a positive number of seconds, got {result_ttl!r}")
         extra: dict[str, Any] = {"connection_class": _HiredisPackingConnection} if scheme == "redis" else {}
+        if not pool_timeout > 0:
+            raise ConfigError(f"pool_timeout must be a positive number of seconds, got {pool_timeout!r}")
         try:
-            client = aioredis.Redis.from_url(
+            # A burst of callers waits for a connection instead of failing with MaxConnectionsError.
+            pool = aioredis.BlockingConnectionPool.from_url(
                 url,
                 **extra,
                 decode_responses=False,
                 max_connections=max_connections,
+                timeout=pool_timeout,
                 socket_connect_timeout=5,
                 socket_keepalive=True,
                 health_check_interval=30,
-                # opening tries once: a server that is down or speaks no TLS is reported at once
+                # redis-py never retries by itself: it cannot tell an enqueue from a read. The backend's
+                # calls retry what is safe to retry (runnerq_fast.resilience, classified by .faults).
                 retry=Retry(NoBackoff(), 0),
-                retry_on_error=[RedisConnectionError, RedisTimeoutError],
             )
+            client = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
+            client.set_retry(Retry(NoBackoff(), 0))
         except ValueError as exc:
             raise ConfigError(f"invalid Redis URL {redact_url(url)!r}: {redact_text(str(exc), url)}") from exc
         backend = cls(url, client, result_ttl, namespace)
@@ -312,12 +336,9 @@ class RedisBackend(RedisOperations, Backend):
             await client.ping()
             await backend.check_eviction_policy()
             await backend._load_scripts()
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError, BackendError) as exc:
             await client.aclose()
             raise BackendError(f"cannot use Redis at {redact_url(url)}: {redact_text(str(exc), url)}") from exc
-        client.set_retry(
-            Retry(ExponentialBackoff(cap=1.0, base=0.05), 3, supported_errors=(RedisConnectionError, RedisTimeoutError))
-        )
         backend._listener = asyncio.create_task(backend._listen(), name="runnerq-redis-results")
         return backend
 
@@ -326,6 +347,9 @@ class RedisBackend(RedisOperations, Backend):
         """The redis-py client (for tests and tools)."""
         client: aioredis.Redis = self._r
         return client
+
+    def _store_fault(self, exc: Exception) -> Fault | None:
+        return faults.classify(exc)
 
     async def check_eviction_policy(self) -> str | None:
         """Warn unless the server's ``maxmemory-policy`` is ``noeviction``.
@@ -352,7 +376,7 @@ class RedisBackend(RedisOperations, Backend):
         if self._closed:
             return
         self._closed = True
-        tasks = [t for t in (self._listener, *self._lookups) if t is not None]
+        tasks = [t for t in (self._listener, *self._lookups, *self._blocked.values()) if t is not None]
         for t in tasks:
             t.cancel()
         if tasks:
@@ -502,22 +526,30 @@ class RedisBackend(RedisOperations, Backend):
             args += activity_types
         flat = await self._run("claim", queue, args)
         out: list[ClaimedActivity] = []
+        corrupt: list[Ack] = []
         for j in range(0, len(flat), 10):
-            out.append(
-                ClaimedActivity(
-                    flat[j].decode(),
-                    flat[j + 1].decode(),
-                    flat[j + 2],
-                    int(flat[j + 3]),
-                    int(flat[j + 4]),
-                    int(flat[j + 5]),
-                    int(flat[j + 6]),
-                    flat[j + 7],
-                    token,
-                    int(flat[j + 8]),
-                    int(flat[j + 9]),
+            try:
+                out.append(
+                    ClaimedActivity(
+                        flat[j].decode(),
+                        flat[j + 1].decode(),
+                        flat[j + 2],
+                        int(flat[j + 3]),
+                        int(flat[j + 4]),
+                        int(flat[j + 5]),
+                        int(flat[j + 6]),
+                        flat[j + 7],
+                        token,
+                        int(flat[j + 8]),
+                        int(flat[j + 9]),
+                    )
                 )
-            )
+            except (ValueError, UnicodeDecodeError):
+                corrupt.append(Ack(flat[j].decode(), token, AckOutcome.DEAD_LETTER, None, _claim_corrupt(flat, j)))
+        if corrupt:  # dead-lettered alone: the others keep their claim and their attempt
+            for a in corrupt:
+                log.error("dead-lettering activity %s of queue %r: %s", a.id, queue, a.error)
+            await self.ack(queue, corrupt)
         return out
 
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
@@ -572,23 +604,50 @@ class RedisBackend(RedisOperations, Backend):
             *_, dropped = await self._run("reaper", queue, [0, self._ttl_ms, _EXPIRED_BATCH, LEASE_EXPIRED_UNCHARGED])
         return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled])
 
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
-        """Block in ``BLPOP`` on the wake list, at most until the next scheduled activity is due.
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Block in ``BLPOP`` on the wake lists of ``activity_types``, at most until the next scheduled activity is due.
 
-        Connection errors are logged and end the wait early (a spurious return).
+        The lists are ``wake:<type>`` for each type (``wake`` when
+        ``activity_types`` is ``None``). The due time is the head of the
+        queue's ``sched`` set (any type: a claim promotes every due one), and
+        the wait ends at it on the client's clock: the ``BLPOP`` is then left
+        blocked and the next wait on the same lists takes it over, token and
+        all. Connection errors are logged and end the wait early (a spurious
+        return).
         """
         if self._closed:
             return
+        ns = self._ns
+        if activity_types is None:
+            lists: tuple[str, ...] = (keys.wake(ns, queue),)
+        else:
+            lists = tuple(keys.wake_of_type(ns, queue, t) for t in activity_types)
         try:
-            head = await _guarded(self._r.zrange(keys.sched(self._ns, queue), 0, 0, withscores=True))
+            head = await _guarded(self._r.zrange(keys.sched(ns, queue), 0, 0, withscores=True))
             if head:
-                due = (float(head[0][1]) - _now_ms()) / 1000.0
+                due = (float(head[0][1]) + 1 - _now_ms()) / 1000.0  # + 1 ms: Redis's clock has ms steps
                 if due <= 0:
                     return
                 timeout = min(timeout, due)
-            await _guarded(self._r.blpop([keys.wake(self._ns, queue)], timeout=max(timeout, 0.001)))
+            if not lists:
+                await asyncio.sleep(timeout)  # no type has room (per-type limits): only the due time or the poll
+                return
+            slot = (queue, lists)
+            task = self._blocked.get(slot)
+            if task is None:
+                task = asyncio.ensure_future(_guarded(self._r.blpop(list(lists), timeout=max(timeout, 0.001))))
+                task.add_done_callback(_retrieve)
+                self._blocked[slot] = task
+            await asyncio.wait((task,), timeout=timeout)
+            if task.done():
+                if self._blocked.get(slot) is task:
+                    del self._blocked[slot]
+                task.result()
         except (RedisError, OSError) as exc:
-            log.warning("waiting for work on Redis failed (%s: %s)", type(exc).__name__, exc)
+            self._store_health.failed(exc)  # one warning per outage, not one per wait
+            log.debug("waiting for work on Redis failed (%s: %s)", type(exc).__name__, exc)
             await asyncio.sleep(min(timeout, 0.5))
 
     # --------------------------------------------------------------- results
@@ -612,7 +671,9 @@ class RedisBackend(RedisOperations, Backend):
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._subscribed.wait()), 1.0)
+                first = 1.0 if timeout is None else min(1.0, timeout)  # never past the caller's timeout
+                # not shielded: a shielded wait left pending at its timeout outlives a closed loop
+                await asyncio.wait_for(self._subscribed.wait(), first)
             while True:
                 res = await self.get_result(activity_id)
                 if res is not None:
@@ -655,7 +716,9 @@ class RedisBackend(RedisOperations, Backend):
                 raise
             except Exception as exc:
                 self._subscribed.clear()
-                log.warning(
+                if faults.classify(exc) not in (None, Fault.ANSWERED):
+                    self._store_health.failed(exc)  # one warning per outage
+                (log.warning if delay == 0.05 else log.debug)(
                     "Redis result subscriber lost its connection (%s: %s); reconnecting in %.2f s",
                     type(exc).__name__,
                     exc,
@@ -687,7 +750,7 @@ class RedisBackend(RedisOperations, Backend):
                     ActivityResult(i, v[0].decode(), v[1], _s(v[2])) if v[0] is not None else None
                     for i, v in zip(ids, replies, strict=True)
                 ]
-        except (RedisError, OSError) as exc:
+        except (RedisError, OSError, BackendError) as exc:
             log.warning("result lookup failed (%s); waiters look again within 5 s", exc)
             return
         for i, res in zip(ids, results, strict=True):
@@ -712,22 +775,14 @@ class RedisBackend(RedisOperations, Backend):
         return QueueStats(**dict(zip(keys.STATUSES, counts, strict=True)))
 
     async def _snapshots(self, queue: str, ids: Sequence[str]) -> list[ActivitySnapshot]:
-        """Snapshots of ``ids`` in order; ids whose hash is gone or unreadable are left out."""
+        """Snapshots of ``ids`` in order; ids whose hash is gone are left out, corrupt ones have ``corrupt`` set."""
         if not ids:
             return []
         async with self._r.pipeline(transaction=False) as pipe:
             for i in ids:
                 pipe.hmget(keys.activity(self._ns, queue, i), list(SNAPSHOT_FIELDS))
             rows = await _guarded(pipe.execute())
-        out = []
-        for i, v in zip(ids, rows, strict=True):
-            if v[0] is None:
-                continue
-            try:
-                out.append(snapshot(queue, i, v))
-            except (TypeError, ValueError, AttributeError, UnicodeDecodeError) as exc:
-                log.warning("skipping unreadable activity %r of queue %r (%s: %s)", i, queue, type(exc).__name__, exc)
-        return out
+        return [snapshot(queue, i, v) for i, v in zip(ids, rows, strict=True) if v[0] is not None]
 
     async def list_activities(
         self, queue: str, status: str | None, offset: int = 0, limit: int = 50
@@ -783,7 +838,10 @@ class RedisBackend(RedisOperations, Backend):
             for s in snaps:
                 pipe.hget(keys.activity(self._ns, queue, s.id), "da")
             when = await _guarded(pipe.execute())
-        return [DeadLetterRecord(s, s.last_error, int(w or 0)) for s, w in zip(snaps, when, strict=True)]
+        return [
+            DeadLetterRecord(s, s.last_error, w if type(w := as_int(da)) is int else 0)
+            for s, da in zip(snaps, when, strict=True)
+        ]
 
     async def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
         """Live events of ``queue`` read from its stream; ``after_id`` resumes after that event.
@@ -803,7 +861,8 @@ class RedisBackend(RedisOperations, Backend):
             try:
                 reply = await _guarded(self._r.xread({key: f"0-{last}"}, count=_STREAM_PAGE, block=1000))
             except (RedisError, OSError) as exc:
-                log.warning("reading the Redis event stream failed (%s); retrying in %.2f s", exc, delay)
+                self._store_health.failed(exc)  # one warning per outage, not one per read
+                log.debug("reading the Redis event stream failed (%s); retrying in %.2f s", exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue

@@ -5,7 +5,12 @@ another (tests use a fresh one per test; several applications can share a
 server). Below, ``rq`` stands for the namespace.
 
 All keys of one queue share the hash tag ``{<queue>}``, so a queue lives in one
-Redis Cluster slot and every Lua script touches one slot only. The scripts get
+Redis Cluster slot and every Lua script touches one slot only. ``<queue>`` is
+the queue name with ``%``, ``{`` and ``}`` escaped as ``%25``, ``%7B`` and
+``%7D`` (:func:`tag`; a name without them is its own tag): the first ``}`` of
+a key always ends the tag, so distinct queues never share a key or split
+over slots, and whatever follows the prefix (activity types, idempotency keys,
+ids) is a suffix that cannot reach into another queue's keys. The scripts get
 the prefix as ``KEYS[1]`` and build the per-activity names from it; their
 headers (``lua/*.lua``) name every key they touch.
 
@@ -30,19 +35,31 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P dead``                     ZSET    dead-lettered ids, score = dead-letter time (ms)
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
-``P wake``                     LIST    wake tokens for fetchers blocked in ``BLPOP``
-``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = len(type))
+``P wake``                     LIST    wake tokens for fetchers of every type blocked in ``BLPOP``
+``P wake:<type>``              LIST    wake tokens for fetchers of ``<type>`` blocked in ``BLPOP``
+``P hold:<purpose>``           STRING  holder of a named hold (``hold``), expiring by ``PX``
+``P idem:<n>:<type>:<key>``    STRING  id holding an idempotency key (``<n>`` = bytes in type); once the
+                                      reaper removed the holder, ``<id>\\x1f<final status>``
+                                      until the key's own ttl (``idempotency_ttl``); prune and delete
+                                      release it
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
+``P workers``                  HASH    worker registry: worker id -> its ``WorkerInfo`` (JSON)
+``P workers:exp``              ZSET    worker ids, score = when the entry expires (ms, server clock)
 ``rq:queues``                  SET     every queue name seen (outside any hash tag)
+``rq:wqueues``                 SET     every queue that had a registry entry (outside any hash tag)
 =============================  ======  ==================================================
 
 The ``st:``, ``ty:``, ``kids:`` and ``counts`` entries change in the same script
 call as the status they index (``rq_move`` in ``lua/_common.lua``), so they
 never drift. Finished activities do not expire by themselves: the reaper
-removes each (hash, index entries, counts) once its ``result_ttl`` passed.
+removes completed, failed and cancelled ones (hash, index entries, counts,
+idempotency key) once their ``result_ttl`` passed, and a prune
+(``lua/prune.lua``) removes finished ones older than a retention, dead letters too.
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -62,25 +79,50 @@ __all__ = [
     "status_set",
     "stream",
     "suspects",
+    "tag",
     "type_set",
     "types",
+    "untag",
     "wake",
+    "wake_of_type",
+    "worker_queues",
 ]
 
 DEFAULT_NAMESPACE = "rq"
 """Namespace of every key unless the backend is opened with another."""
 
+_ESCAPED = re.compile("%25|%7B|%7D")
+_UNESCAPE = {"%25": "%", "%7B": "{", "%7D": "}"}
+
 STATUSES = ("pending", "scheduled", "processing", "retrying", "completed", "failed", "dead_letter", "cancelled")
+
+
+def tag(queue: str) -> str:
+    """The hash tag of ``queue``: its name with ``%``, ``{`` and ``}`` escaped (``%25``, ``%7B``, ``%7D``).
+
+    Injective, and the result holds no brace, so the tag is exactly what
+    stands between the braces of every key of the queue.
+    """
+    if "%" not in queue and "{" not in queue and "}" not in queue:
+        return queue
+    return queue.replace("%", "%25").replace("{", "%7B").replace("}", "%7D")
+
+
+def untag(text: str) -> str:
+    """Inverse of :func:`tag`."""
+    if "%" not in text:
+        return text
+    return _ESCAPED.sub(lambda m: _UNESCAPE[m.group(0)], text)
 
 
 def prefix(ns: str, queue: str) -> str:
     """``rq:{<queue>}:``, the prefix of every key of ``queue`` (passed as ``KEYS[1]``)."""
-    return f"{ns}:{{{queue}}}:"
+    return f"{ns}:{{{tag(queue)}}}:"
 
 
 def activity(ns: str, queue: str, activity_id: str) -> str:
     """HASH of one activity."""
-    return f"{ns}:{{{queue}}}:a:{activity_id}"
+    return prefix(ns, queue) + "a:" + activity_id
 
 
 def status_set(ns: str, queue: str, status: str) -> str:
@@ -89,12 +131,12 @@ def status_set(ns: str, queue: str, status: str) -> str:
     ``processing`` has none (the name is only passed to ``lua/query.lua``, which
     reads :func:`lease` instead): see :func:`count_key`.
     """
-    return f"{ns}:{{{queue}}}:st:{status}"
+    return f"{prefix(ns, queue)}st:{status}"
 
 
 def lease(ns: str, queue: str) -> str:
     """ZSET of the processing ids, scored by lease deadline (ms)."""
-    return f"{ns}:{{{queue}}}:lease"
+    return prefix(ns, queue) + "lease"
 
 
 def count_key(ns: str, queue: str, status: str) -> str:
@@ -104,52 +146,57 @@ def count_key(ns: str, queue: str, status: str) -> str:
 
 def type_set(ns: str, queue: str, activity_type: str) -> str:
     """ZSET of every activity of ``activity_type``, in ``(created, id)`` order (lex members, score 0)."""
-    return f"{ns}:{{{queue}}}:ty:{activity_type}"
+    return f"{prefix(ns, queue)}ty:{activity_type}"
 
 
 def children(ns: str, queue: str, parent_id: str) -> str:
     """ZSET of the activities ``parent_id`` enqueued, in ``(created, id)`` order (lex members, score 0)."""
-    return f"{ns}:{{{queue}}}:kids:{parent_id}"
+    return f"{prefix(ns, queue)}kids:{parent_id}"
 
 
 def counts(ns: str, queue: str) -> str:
     """HASH ``<status>\\x1f<type>`` -> number of activities."""
-    return f"{ns}:{{{queue}}}:counts"
+    return prefix(ns, queue) + "counts"
 
 
 def dead_letter(ns: str, queue: str) -> str:
     """ZSET of dead-lettered ids, scored by dead-letter time (ms)."""
-    return f"{ns}:{{{queue}}}:dead"
+    return prefix(ns, queue) + "dead"
 
 
 def suspects(ns: str, queue: str, activity_type: str) -> str:
     """ZSET of the ready suspect activities of ``activity_type`` (only ``claim_suspect`` takes them)."""
-    return f"{ns}:{{{queue}}}:susp:{activity_type}"
+    return prefix(ns, queue) + "susp:" + activity_type
 
 
 def types(ns: str, queue: str) -> str:
     """SET of the activity types that ever had a ready set."""
-    return f"{ns}:{{{queue}}}:types"
+    return prefix(ns, queue) + "types"
 
 
 def sched(ns: str, queue: str) -> str:
     """ZSET of not-yet-due activities, scored by ready time (ms)."""
-    return f"{ns}:{{{queue}}}:sched"
+    return prefix(ns, queue) + "sched"
 
 
 def stream(ns: str, queue: str) -> str:
     """STREAM of the queue's live events."""
-    return f"{ns}:{{{queue}}}:events"
+    return prefix(ns, queue) + "events"
 
 
 def wake(ns: str, queue: str) -> str:
     """LIST of wake tokens for ``wait_for_work``."""
-    return f"{ns}:{{{queue}}}:wake"
+    return prefix(ns, queue) + "wake"
+
+
+def wake_of_type(ns: str, queue: str, activity_type: str) -> str:
+    """LIST of wake tokens for ``wait_for_work`` callers that claim ``activity_type``."""
+    return prefix(ns, queue) + "wake:" + activity_type
 
 
 def done_channel(ns: str, queue: str) -> str:
     """Pub/sub channel announcing ids that reached a terminal status."""
-    return f"{ns}:{{{queue}}}:done"
+    return prefix(ns, queue) + "done"
 
 
 def queues(ns: str) -> str:
@@ -163,5 +210,10 @@ def done_pattern(ns: str) -> str:
 
 
 def queue_of_channel(ns: str, channel: str) -> str:
-    """Inverse of :func:`done_channel`."""
-    return channel[len(ns) + 2 : -6]
+    """Inverse of :func:`done_channel` (the tag between the braces, unescaped)."""
+    return untag(channel[len(ns) + 2 : -6])
+
+
+def worker_queues(ns: str) -> str:
+    """SET of every queue that had a worker registry entry (outside any hash tag)."""
+    return f"{ns}:wqueues"

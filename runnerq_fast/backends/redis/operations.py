@@ -33,8 +33,10 @@ from typing import Any
 import msgspec
 
 from runnerq_fast import filters
+from runnerq_fast.backends import rowcheck
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.backends.redis.guard import guarded
+from runnerq_fast.backends.rowcheck import as_int, as_text
 from runnerq_fast.codec import decode_json
 from runnerq_fast.models import (
     ActionResult,
@@ -87,63 +89,52 @@ def parse_member(m: bytes) -> tuple[int, str]:
     return int(m[:15]), m[16:].decode()
 
 
-def _opt_int(v: bytes | None) -> int | None:
-    return None if v is None else int(v)
-
-
-def _opt_str(v: bytes | None) -> str | None:
-    return None if v is None else v.decode()
-
-
 def snapshot(queue: str, activity_id: str, v: Sequence[bytes | None]) -> ActivitySnapshot:
     """An :class:`ActivitySnapshot` from ``HMGET`` of :data:`SNAPSHOT_FIELDS`.
 
-    Raises
-    ------
-    TypeError, ValueError, AttributeError, UnicodeDecodeError
-        If a field the snapshot needs is missing or unreadable (a corrupt hash).
+    A hash whose fields do not decode (a corrupt hash) gives a snapshot with
+    ``corrupt`` set, see :mod:`runnerq_fast.backends.rowcheck`; this never raises.
     """
     (s, t, pr, m, pa, p, rc, mr, to, c, r, sa, fa, lease, e, ik) = v
-    if s is None or t is None or p is None or m is None:
-        raise ValueError("a required field is missing")
-    status = s.decode()
-    return ActivitySnapshot(
-        id=activity_id,
-        queue=queue,
-        activity_type=t.decode(),
-        status=status,
-        priority=int(pr),  # type: ignore[arg-type]
-        payload=p,
-        metadata=m,
-        retry_count=int(rc),  # type: ignore[arg-type]
-        max_retries=int(mr),  # type: ignore[arg-type]
-        timeout_ms=int(to),  # type: ignore[arg-type]
-        created_at_ms=int(c),  # type: ignore[arg-type]
-        ready_at_ms=int(r),  # type: ignore[arg-type]
-        started_at_ms=_opt_int(sa),
-        finished_at_ms=_opt_int(fa),
-        lease_expires_at_ms=_opt_int(lease) if status == "processing" else None,
-        last_error=_opt_str(e),
-        idempotency_key=_opt_str(ik),
-        parent_id=_opt_str(pa),
+    status = as_text(s)
+    return rowcheck.snapshot(
+        {
+            "id": activity_id,
+            "queue": queue,
+            "activity_type": as_text(t),
+            "status": status,
+            "priority": as_int(pr),
+            "payload": p,
+            "metadata": m,
+            "retry_count": as_int(rc),
+            "max_retries": as_int(mr),
+            "timeout_ms": as_int(to),
+            "created_at_ms": as_int(c),
+            "ready_at_ms": as_int(r),
+            "started_at_ms": as_int(sa),
+            "finished_at_ms": as_int(fa),
+            "lease_expires_at_ms": as_int(lease) if status == "processing" else None,
+            "last_error": as_text(e),
+            "idempotency_key": as_text(ik),
+            "parent_id": as_text(pa),
+        }
     )
 
 
 def _matches(flt: ActivityFilter, created: int, v: Sequence[bytes | None]) -> bool:
     """Whether the row (``HMGET`` starting with :data:`CHECK_FIELDS`) matches every condition of ``flt``.
 
-    Raises ``ValueError`` and friends for an unreadable row.
+    A field that does not decode matches no condition on it; undecodable metadata raises
+    ``msgspec.DecodeError`` (or ``UnicodeDecodeError``) when a condition needs it.
     """
     s, t, pr, m, pa = v[0], v[1], v[2], v[3], v[4]
-    if s is None or t is None:
-        raise ValueError("status or type missing")
-    if flt.statuses is not None and s.decode() not in flt.statuses:
+    if flt.statuses is not None and as_text(s) not in flt.statuses:
         return False
-    if flt.activity_types is not None and t.decode() not in flt.activity_types:
+    if flt.activity_types is not None and as_text(t) not in flt.activity_types:
         return False
-    if flt.parent_id is not None and (pa is None or pa.decode() != flt.parent_id):
+    if flt.parent_id is not None and as_text(pa) != flt.parent_id:
         return False
-    if flt.priorities is not None and int(pr) not in flt.priorities:  # type: ignore[arg-type]
+    if flt.priorities is not None and as_int(pr) not in flt.priorities:
         return False
     if flt.created_after_ms is not None and created < flt.created_after_ms:
         return False
@@ -345,13 +336,7 @@ class RedisOperations:
                     created, aid = parse_member(stop)
                     return ActivityPage(items, filters.encode_cursor(created, aid, newest_first))
                 _, aid = parse_member(found.member)
-                try:
-                    items.append(snapshot(queue, aid, found.values))
-                except (TypeError, ValueError, AttributeError, UnicodeDecodeError) as exc:
-                    log.warning(
-                        "skipping unreadable activity %r of queue %r (%s: %s)", aid, queue, type(exc).__name__, exc
-                    )
-                    continue
+                items.append(snapshot(queue, aid, found.values))
                 last = found.member
         return ActivityPage(items, None)
 

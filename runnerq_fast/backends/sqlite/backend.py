@@ -25,7 +25,7 @@ import sqlite3
 import time
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
@@ -33,9 +33,11 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit
 import msgspec
 
 from runnerq_fast import filters
-from runnerq_fast.backends import keyset
+from runnerq_fast.backends import keyset, rowcheck
 from runnerq_fast.backends._waiters import discard_waiter
+from runnerq_fast.backends._wakeups import WorkSignal
 from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
+from runnerq_fast.backends.sqlite import faults
 from runnerq_fast.codec import decode_json
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import (
@@ -59,9 +61,12 @@ from runnerq_fast.models import (
     OnDuplicate,
     QueueStats,
     QueueSummary,
+    ReadyWork,
     ReapReport,
+    WorkerInfo,
 )
-from runnerq_fast.storage import Backend
+from runnerq_fast.resilience import Fault
+from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events, check_worker_ttl
 from runnerq_fast.urls import redact_url
 
 __all__ = ["SqliteBackend", "apply_migrations", "sqlite_path"]
@@ -73,6 +78,7 @@ Q = load_queries(_PACKAGE)
 T = TypeVar("T")
 
 _STREAM_PAGE = 1000
+_CLAIM_ROUNDS = 4  # claim statements per claim at most when corrupt rows (dead-lettered) take places
 _REUSABLE = frozenset({"failed", "dead_letter", "cancelled"})
 _SYNCHRONOUS = ("off", "normal", "full", "extra")
 _json = msgspec.json.encode
@@ -207,11 +213,12 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
     return applied_now
 
 
+_SNAPSHOT_FIELDS = ActivitySnapshot.__struct_fields__[:18]  # all but `corrupt`, in the order of the row
+
+
 def _snapshot(r: Sequence[Any]) -> ActivitySnapshot:
-    return ActivitySnapshot(
-        r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11], r[12], r[13], r[14], r[15], r[16],
-        r[17],
-    )
+    """The snapshot of a listing row (``corrupt`` set if a column holds a value of the wrong type)."""
+    return rowcheck.snapshot(dict(zip(_SNAPSHOT_FIELDS, r, strict=False)))
 
 
 def _event(r: Sequence[Any]) -> ActivityEvent:
@@ -271,7 +278,7 @@ class SqliteBackend(Backend):
         self._thread = thread
         self._poll = poll_interval
         self._stream_poll = stream_poll_interval
-        self._work: dict[str, asyncio.Event] = {}
+        self._work: dict[str, WorkSignal] = {}
         self._idle_fetchers = 0
         #: ``PRAGMA data_version`` checks made so far (for tests and tuning).
         self.version_checks = 0
@@ -365,6 +372,9 @@ class SqliteBackend(Backend):
         _OPEN.setdefault(self._key, weakref.WeakSet()).add(self)
         return self
 
+    def _store_fault(self, exc: Exception) -> Fault | None:
+        return faults.classify(exc)
+
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise BackendError(f"SQLite backend {self.path!r} is closed")
@@ -381,11 +391,11 @@ class SqliteBackend(Backend):
         conn.execute("BEGIN IMMEDIATE")
         try:
             out = fn(conn, *args)
+            conn.execute("COMMIT")  # a COMMIT refused (busy) leaves the transaction open: roll it back too
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
         return out
 
     async def migrate(self) -> None:
@@ -419,10 +429,10 @@ class SqliteBackend(Backend):
             self._thread.shutdown(wait=False)
 
     # -------------------------------------------------------- notifications
-    def _work_event(self, queue: str) -> asyncio.Event:
+    def _work_event(self, queue: str) -> WorkSignal:
         ev = self._work.get(queue)
         if ev is None:
-            ev = self._work[queue] = asyncio.Event()
+            ev = self._work[queue] = WorkSignal()
         return ev
 
     def _wake_work(self, queue: str) -> None:
@@ -554,8 +564,8 @@ class SqliteBackend(Backend):
             return results
         if not items:
             return []
-        results, ready = await self._write(_enqueue, queue, items, _now_ms())
-        if ready:
+        results, created = await self._write(_enqueue, queue, items, _now_ms())
+        if created:  # a delayed activity too: waiting fetchers time their wait again
             self._wake_work(queue)
             self._tell_siblings()
         self._wake_streams()
@@ -593,7 +603,7 @@ class SqliteBackend(Backend):
         activity_types: Sequence[str] | None,
         lease_ms: int,
     ) -> list[ClaimedActivity]:
-        self._work_event(queue).clear()  # a wakeup during the query sets it again
+        self._work_event(queue).clear(activity_types)  # a wakeup during the query sets it again
         if limit <= 0:
             return []
         token = uuid.uuid4().hex
@@ -622,12 +632,12 @@ class SqliteBackend(Backend):
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         if not acks:
             return []
-        rejected, retry_ready, finished = await self._write(_ack, queue, acks, _now_ms())
-        if retry_ready:
+        rejected, retried, finished = await self._write(_ack, queue, acks, _now_ms())
+        if retried:  # now or later: waiting fetchers claim or time their wait again
             self._wake_work(queue)
         if finished and self._waiters:
             self._schedule_lookup()
-        if finished or retry_ready:
+        if finished or retried:
             self._tell_siblings()
         self._wake_streams()
         if rejected:
@@ -668,15 +678,38 @@ class SqliteBackend(Backend):
                      len(cancelled))
         return ReapReport(requeued, dead, cancelled)
 
-    async def wait_for_work(self, queue: str, timeout: float) -> None:
+    async def wait_for_work(
+        self, queue: str, timeout: float, activity_types: Sequence[str] | None = None
+    ) -> None:
+        """Wait for a wakeup, at most until the next scheduled or retrying activity of the caller's types is due.
+
+        The due time is read once per wait (query ``next_due``); a delayed
+        enqueue or a retry through this process wakes the wait to time it
+        again, one by another process is noticed at the next
+        ``PRAGMA data_version`` check. If the read fails the wait lasts
+        ``timeout``.
+        """
         ev = self._work_event(queue)
-        if ev.is_set() or self._closed:
+        if self._closed or ev.is_set(activity_types):
             return
         self._ensure_watch()
         self._idle_fetchers += 1
         try:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(ev.wait(), timeout)
+            try:
+                if activity_types is None:
+                    row = await self._call(self._fetchone, Q["next_due_any"], (queue,))
+                else:
+                    types = _json(list(activity_types)).decode()
+                    row = await self._call(self._fetchone, Q["next_due"], (queue, types))
+            except (sqlite3.Error, BackendError) as exc:
+                log.debug("reading the next due time of queue %r failed: %s", queue, exc)
+                row = None
+            if row is not None and row[0] is not None:
+                due = (int(row[0]) + 1) / 1000.0 - time.time()  # + 1 ms: the store's clock has millisecond steps
+                if due <= 0:
+                    return
+                timeout = min(timeout, due)
+            await ev.wait(activity_types, timeout)
         finally:
             self._idle_fetchers -= 1
 
@@ -753,6 +786,26 @@ class SqliteBackend(Backend):
         finally:
             self._streams.discard(wake)
 
+    # ------------------------------------------------------ worker registry
+    async def register_worker(self, info: WorkerInfo, ttl_ms: int) -> None:
+        now = _now_ms()
+        params = (
+            info.queue, info.worker_id, info.host, info.pid, msgspec.json.encode(list(info.activity_types)).decode(),
+            info.in_flight, info.concurrency, info.started_at_ms, info.last_seen_ms, now + check_worker_ttl(ttl_ms),
+        )
+        await self._write(_register_worker, params, now)
+
+    async def deregister_worker(self, queue: str, worker_id: str) -> None:
+        await self._write(_execute, Q["deregister_worker"], (queue, worker_id))
+
+    async def list_workers(self, queue: str | None = None) -> list[WorkerInfo]:
+        rows = await self._call(self._fetchall, Q["list_workers"], (_now_ms(), queue))
+        return [_worker(r) for r in rows]
+
+    async def ready_work(self, queue: str) -> ReadyWork:
+        rows = await self._call(self._fetchall, Q["ready_by_type"], (queue, _now_ms()))
+        return ReadyWork({r[0]: r[1] for r in rows}, min((r[2] for r in rows), default=None))
+
     # ------------------------------------------------- listings with filters
     async def list_queues(self) -> list[QueueSummary]:
         return await self._call(self._in_read, _list_queues, _now_ms())
@@ -817,6 +870,24 @@ class SqliteBackend(Backend):
 
     async def delete_activities(self, queue: str, flt: ActivityFilter, *, limit: int = 10_000) -> ActionResult:
         return await self._act(queue, flt, "delete", limit)
+
+    # ------------------------------------------------------------ retention
+    async def prune(self, queue: str, statuses: Sequence[str], older_than_ms: int, *, limit: int = 1000) -> int:
+        wanted = check_prune(statuses, older_than_ms, limit)
+        if not wanted:
+            return 0
+        n: int = await self._write(_prune, queue, wanted, _now_ms() - older_than_ms, limit)
+        return n
+
+    async def prune_events(self, queue: str, older_than_ms: int, *, limit: int = 1000) -> int:
+        check_prune_events(older_than_ms, limit)
+        n: int = await self._write(_prune_events, queue, _now_ms() - older_than_ms, limit)
+        return n
+
+    async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
+        check_hold(purpose, ttl_ms)
+        held: bool = await self._write(_hold, queue, purpose, holder, ttl_ms, _now_ms())
+        return held
 
 
 # ------------------------------------------------- work done on the thread
@@ -893,7 +964,7 @@ def _enqueue(
     rows: list[tuple[Any, ...]] = []
     events: list[tuple[Any, ...]] = []
     creating: set[str] = set()
-    ready = False
+    created = False
     for it in items:
         if it.idempotency_key is not None:
             holder = _idempotent_holder(conn, queue, it, now, creating)
@@ -908,7 +979,7 @@ def _enqueue(
             creating.add(it.id)
         later = it.run_at_ms > now
         status = "scheduled" if later else "pending"
-        ready = ready or not later
+        created = True
         rows.append((
             it.id, queue, it.activity_type, status, it.priority, it.max_retries, it.timeout_ms,
             it.payload.decode(), it.metadata.decode(), now, it.run_at_ms if later else now, it.idempotency_key,
@@ -921,7 +992,7 @@ def _enqueue(
     if rows:
         conn.executemany(Q["insert_activity"], rows)
         conn.executemany(Q["insert_event"], events)
-    return results, ready
+    return results, created
 
 
 def _idempotent_holder(
@@ -966,12 +1037,33 @@ def _claim(
     now: int,
     query: str = "claim",
 ) -> list[Any]:
-    rows = conn.execute(Q[query], (token, worker_id, now, now + lease_ms, queue, types, limit)).fetchall()
+    rows: list[Any] = []
+    for _ in range(_CLAIM_ROUNDS):  # a corrupt row is dead-lettered; its place goes to the next one
+        got = conn.execute(Q[query], (token, worker_id, now, now + lease_ms, queue, types, limit - len(rows)))
+        bad = 0
+        for r in got.fetchall():
+            why = rowcheck.reason(
+                {"activity_type": r[1], "payload": r[2], "priority": r[3], "retry_count": r[4], "max_retries": r[5],
+                 "timeout_ms": r[6], "metadata": r[7], "created_at_ms": r[8], "ready_at_ms": r[9]}
+            )
+            if why is None:
+                rows.append(r)
+            else:
+                bad += 1
+                _dead_letter_corrupt(conn, queue, r[0], why, now)
+        if not bad or len(rows) >= limit:
+            break
     if not rows:
         return rows
     rows.sort(key=lambda r: (-r[3], -r[4], r[9], r[10]))
     conn.executemany(Q["insert_event"], [(r[0], queue, "claimed", now, worker_id) for r in rows])
     return rows
+
+
+def _dead_letter_corrupt(conn: sqlite3.Connection, queue: str, activity_id: str, why: str, now: int) -> None:
+    log.error("dead-lettering activity %s of queue %r: %s", activity_id, queue, why)
+    conn.execute(Q["dead_letter_corrupt"], (activity_id, why, now))
+    conn.execute(Q["insert_event"], (activity_id, queue, "dead_letter", now, why))
 
 
 def _held(conn: sqlite3.Connection, refs: Sequence[Ack] | Sequence[LeaseRef]) -> dict[str, tuple[str, bool]]:
@@ -985,7 +1077,7 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
     rejected: list[str] = []
     updates: list[tuple[Any, ...]] = []
     events: list[tuple[Any, ...]] = []
-    retry_ready = finished = False
+    retried = finished = False
     for a in acks:
         h = held.get(a.id)
         if h is None or h[0] != a.claim_token:
@@ -1004,14 +1096,14 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
             finished = True
         elif o == AckOutcome.RETRY:
             events.append((a.id, queue, "retrying", now, a.error))
-            retry_ready = retry_ready or a.retry_at_ms <= now
+            retried = True
         else:
             events.append((a.id, queue, "failed" if o == AckOutcome.FAILED else "dead_letter", now, a.error))
             finished = True
     if updates:
         conn.executemany(Q["ack"], updates)
         conn.executemany(Q["insert_event"], events)
-    return rejected, retry_ready, finished
+    return rejected, retried, finished
 
 
 def _extend(
@@ -1060,25 +1152,36 @@ def _release(conn: sqlite3.Connection, queue: str, leases: Sequence[LeaseRef], n
 
 
 def _reap(conn: sqlite3.Connection, queue: str, limit: int, now: int) -> tuple[list[str], list[str], list[str]]:
-    rows = conn.execute(Q["expired"], (queue, now, limit)).fetchall()
+    rows = []
+    corrupt = []
+    for r in conn.execute(Q["expired"], (queue, now, limit)).fetchall():
+        why = rowcheck.reason(
+            {"retry_count": r[1], "max_retries": r[2], "priority": r[4], "timeout_ms": r[5], "created_at_ms": r[6],
+             "ready_at_ms": r[7], "lease_expires_at_ms": r[8]}
+        )
+        if why is None:
+            rows.append(r)
+        else:
+            _dead_letter_corrupt(conn, queue, r[0], why, now)
+            corrupt.append(r[0])
     stop = [r[0] for r in rows if r[3]]
     rows = [r for r in rows if not r[3]]
     if stop:
         conn.executemany(Q["cancel_held"], [(i, now) for i in stop])
         conn.executemany(Q["insert_event"], [(i, queue, "cancelled", now, "lease expired") for i in stop])
     # only a suspect's expiry counts an attempt (it was claimed alone); the others become suspects
-    requeued = [r for r in rows if not (r[4] and r[1] + 1 > r[2])]
-    dead = [r[0] for r in rows if r[4] and r[1] + 1 > r[2]]
+    requeued = [r for r in rows if not (r[9] and r[1] + 1 > r[2])]
+    dead = [r[0] for r in rows if r[9] and r[1] + 1 > r[2]]
     if requeued:
         conn.executemany(Q["reap_requeue"], [(r[0], LEASE_EXPIRED_UNCHARGED) for r in requeued])
         conn.executemany(Q["insert_event"], [
-            (r[0], queue, "requeued", now, "lease expired" if r[4] else LEASE_EXPIRED_UNCHARGED) for r in requeued
+            (r[0], queue, "requeued", now, "lease expired" if r[9] else LEASE_EXPIRED_UNCHARGED) for r in requeued
         ])
     if dead:
         err = "lease expired; retries exhausted"
         conn.executemany(Q["reap_dead"], [(i, now) for i in dead])
         conn.executemany(Q["insert_event"], [(i, queue, "dead_letter", now, err) for i in dead])
-    return [r[0] for r in requeued], dead, stop
+    return [r[0] for r in requeued], dead + corrupt, stop
 
 
 def _cancel(conn: sqlite3.Connection, activity_id: str, now: int) -> bool:
@@ -1206,6 +1309,22 @@ def _count(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, cap: int) 
         _close(cursors)
 
 
+def _register_worker(conn: sqlite3.Connection, params: tuple[Any, ...], now: int) -> None:
+    conn.execute(Q["expire_workers"], (now,))
+    conn.execute(Q["register_worker"], params)
+
+
+def _execute(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> None:
+    conn.execute(sql, params)
+
+
+def _worker(r: Sequence[Any]) -> WorkerInfo:
+    return WorkerInfo(
+        worker_id=r[0], queue=r[1], host=r[2], pid=r[3], activity_types=tuple(msgspec.json.decode(r[4])),
+        in_flight=r[5], concurrency=r[6], started_at_ms=r[7], last_seen_ms=r[8],
+    )
+
+
 def _list_queues(conn: sqlite3.Connection, now: int) -> list[QueueSummary]:
     out: list[QueueSummary] = []
     for (name,) in conn.execute(Q["queue_names"]).fetchall():
@@ -1295,17 +1414,23 @@ def _set_priority(
     return ActionResult("set_priority", [r[0] for r in rows], skipped + len(same))
 
 
-def _delete(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, limit: int, now: int) -> ActionResult:
-    rows, skipped = _select(conn, queue, flt, "delete", limit)
+def _delete_finished(conn: sqlite3.Connection, queue: str, ids: Iterable[str]) -> list[str]:
+    """Delete the finished ones among ``ids`` with their events and idempotency keys; return them."""
     changed: list[str] = []
-    for r in rows:
-        gone = conn.execute(Q["delete_one"], (r[0],)).fetchone()
+    for activity_id in ids:
+        gone = conn.execute(Q["delete_one"], (activity_id,)).fetchone()
         if gone is None:
             continue
         if gone[1] is not None:
-            conn.execute(Q["delete_key"], (queue, gone[0], gone[1], r[0]))
-        conn.execute(Q["delete_events"], (r[0],))
-        changed.append(r[0])
+            conn.execute(Q["delete_key"], (queue, gone[0], gone[1], activity_id))
+        conn.execute(Q["delete_events"], (activity_id,))
+        changed.append(activity_id)
+    return changed
+
+
+def _delete(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, limit: int, now: int) -> ActionResult:
+    rows, skipped = _select(conn, queue, flt, "delete", limit)
+    changed = _delete_finished(conn, queue, (r[0] for r in rows))
     # the one row left of each: "deleted", for the live stream (get_events leaves it out)
     conn.executemany(Q["insert_event"], [(i, queue, "deleted", now, None) for i in changed])
     return ActionResult("delete", changed, skipped)
@@ -1318,3 +1443,22 @@ _ACTIONS: dict[str, Callable[..., ActionResult]] = {
     "set_priority": _set_priority,
     "delete": _delete,
 }
+
+
+# ------------------------------------------------ retention (on the thread)
+def _prune(conn: sqlite3.Connection, queue: str, statuses: list[str], before: int, limit: int) -> int:
+    """One prune batch: up to ``limit`` activities in ``statuses`` finished before ``before`` (ms)."""
+    ids: list[str] = []
+    for status in statuses:
+        if len(ids) >= limit:
+            break
+        ids += [r[0] for r in conn.execute(Q["prune_pick"], (queue, status, before, limit - len(ids)))]
+    return len(_delete_finished(conn, queue, ids))
+
+
+def _prune_events(conn: sqlite3.Connection, queue: str, before: int, limit: int) -> int:
+    return conn.execute(Q["prune_events"], (queue, before, limit)).rowcount
+
+
+def _hold(conn: sqlite3.Connection, queue: str, purpose: str, holder: str, ttl_ms: int, now: int) -> bool:
+    return conn.execute(Q["hold"], (queue, purpose, holder, now + ttl_ms, now)).fetchone() is not None

@@ -80,7 +80,7 @@ WHERE seq IN (
     SELECT seq FROM runnerq_activities
     WHERE queue_name = ?5
       AND status IN ('pending', 'scheduled', 'retrying')
-      AND ready_at <= ?3
+      AND (ready_at <= ?3 OR ready_at >= '')  -- a TEXT or BLOB ready_at (a corrupt row) sorts after every number
       AND (?6 IS NULL OR activity_type IN (SELECT value FROM json_each(?6)))
       AND suspect = 0
     ORDER BY priority DESC, retry_count DESC, ready_at, seq
@@ -112,6 +112,20 @@ RETURNING id, activity_type, payload, priority, retry_count, max_retries, timeou
 SELECT count(*) FROM runnerq_activities
 WHERE queue_name = ?1 AND suspect = 1 AND status IN ('pending', 'scheduled', 'retrying') AND ready_at <= ?2
   AND (?3 IS NULL OR activity_type IN (SELECT value FROM json_each(?3)));
+
+-- name: next_due
+-- ?1 queue, ?2 activity types as a JSON array: the ready time (ms) of the
+-- earliest scheduled or retrying activity of one of those types (NULL: none).
+-- An idle fetcher reads it once per wait, so it wakes at that time however
+-- long its poll interval: one probe of runnerq_activities_due_type_idx per type.
+SELECT min((SELECT min(a.ready_at) FROM runnerq_activities a
+            WHERE a.queue_name = ?1 AND a.activity_type = t.value AND a.status IN ('scheduled', 'retrying')))
+FROM json_each(?2) t;
+
+-- name: next_due_any
+-- next_due for a fetcher of every type: one probe of runnerq_activities_due_idx.
+SELECT min(ready_at) FROM runnerq_activities
+WHERE queue_name = ?1 AND status IN ('scheduled', 'retrying');
 
 -- name: held
 -- ?1 ids as a JSON array: the ones currently processing, with their claim token
@@ -148,11 +162,29 @@ UPDATE runnerq_activities SET status = 'pending', claim_token = NULL, lease_expi
 WHERE id = ?1 AND status = 'processing' AND claim_token = ?2;
 
 -- name: expired
--- ?1 queue, ?2 now (ms), ?3 limit: held activities whose lease has run out.
-SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL, suspect FROM runnerq_activities
+-- ?1 queue, ?2 now (ms), ?3 limit: held activities whose lease has run out, and those whose lease
+-- is TEXT or a BLOB (a corrupt row: such values sort after every number); the other columns are
+-- returned for the caller to check (runnerq_fast/backends/rowcheck.py).
+-- Two ranges of runnerq_activities_lease_idx, merged in lease order.
+SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL,
+       priority, timeout_ms, created_at, ready_at, lease_expires_at, suspect
+FROM runnerq_activities
 WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at <= ?2
-ORDER BY lease_expires_at
+UNION ALL
+SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL,
+       priority, timeout_ms, created_at, ready_at, lease_expires_at, suspect
+FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at >= ''
+ORDER BY 9
 LIMIT ?3;
+
+-- name: dead_letter_corrupt
+-- ?1 id, ?2 reason, ?3 now (ms): a row that cannot be decoded, read by a claim or the reaper, is
+-- dead-lettered alone with the reason (its attempts are not counted: they are unreadable).
+UPDATE runnerq_activities
+SET status = 'dead_letter', last_error = ?2, finished_at = ?3, dead_lettered_at = ?3,
+    claim_token = NULL, lease_expires_at = NULL
+WHERE id = ?1;
 
 -- name: reap_requeue
 -- ?1 id, ?2 the last error of an expiry not counted
@@ -201,6 +233,9 @@ FROM runnerq_activities
 WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: stats
+-- ?1 queue: counts by status from the queue's entries of
+-- runnerq_activities_status_created_idx (a covering index: no table row is
+-- read, and no entry of another queue).
 SELECT status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY status;
 
 -- name: list_activities
@@ -387,3 +422,59 @@ SELECT count(*) FROM (
     WHERE queue_name = ?1 AND activity_type = ?6 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
     LIMIT ?5
 );
+
+-- name: prune_pick
+-- ?1 queue, ?2 one finished status, ?3 finished before (ms), ?4 limit: ids
+-- to prune, with what their idempotency key rows need. A range of
+-- runnerq_activities_finished_idx (migration 0003): it reads only the rows it returns.
+SELECT id, activity_type, idempotency_key FROM runnerq_activities
+WHERE queue_name = ?1 AND status = ?2 AND status IN ('completed', 'failed', 'dead_letter', 'cancelled')
+  AND finished_at < ?3
+LIMIT ?4;
+
+-- name: prune_events
+-- ?1 queue, ?2 recorded before (ms), ?3 limit (runnerq_events_at_idx).
+DELETE FROM runnerq_events
+WHERE id IN (SELECT id FROM runnerq_events WHERE queue_name = ?1 AND at < ?2 LIMIT ?3);
+
+-- name: hold
+-- ?1 queue, ?2 purpose, ?3 holder, ?4 expiry (ms), ?5 now (ms): take the hold
+-- if it is free or expired, renew it if ?3 holds it. One row when ?3 holds it now.
+INSERT INTO runnerq_holds (queue_name, purpose, holder, expires_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (queue_name, purpose) DO UPDATE
+SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE runnerq_holds.holder = excluded.holder OR runnerq_holds.expires_at <= ?5
+RETURNING 1;
+-- name: register_worker
+-- One engine's registry entry (its heartbeat): ?1 queue, ?2 worker id, ?3 host, ?4 pid,
+-- ?5 types (JSON array), ?6 in flight, ?7 concurrency, ?8 started, ?9 last seen,
+-- ?10 expiry (epoch ms).
+INSERT INTO runnerq_workers (queue_name, worker_id, host, pid, activity_types, in_flight, concurrency,
+                             started_at, last_seen, expires_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+ON CONFLICT (queue_name, worker_id) DO UPDATE SET
+    host = excluded.host, pid = excluded.pid, activity_types = excluded.activity_types,
+    in_flight = excluded.in_flight, concurrency = excluded.concurrency, started_at = excluded.started_at,
+    last_seen = excluded.last_seen, expires_at = excluded.expires_at;
+
+-- name: expire_workers
+-- Drop the entries of engines that stopped heartbeating (?1 now, epoch ms).
+DELETE FROM runnerq_workers WHERE expires_at <= ?1;
+
+-- name: deregister_worker
+DELETE FROM runnerq_workers WHERE queue_name = ?1 AND worker_id = ?2;
+
+-- name: list_workers
+-- Live entries (?1 now, epoch ms) of queue ?2, or of every queue when ?2 is NULL.
+SELECT worker_id, queue_name, host, pid, activity_types, in_flight, concurrency, started_at, last_seen
+FROM runnerq_workers
+WHERE expires_at > ?1 AND (?2 IS NULL OR queue_name = ?2)
+ORDER BY queue_name, worker_id;
+
+-- name: ready_by_type
+-- ?1 queue, ?2 now (epoch ms): per type, how many activities a worker could claim now and the
+-- oldest ready time among them. Reads only rows in a ready status (pending, scheduled,
+-- retrying: the backlog), never finished ones.
+SELECT activity_type, count(*), min(ready_at) FROM runnerq_activities
+WHERE queue_name = ?1 AND status IN ('pending', 'scheduled', 'retrying') AND ready_at <= ?2
+GROUP BY activity_type;

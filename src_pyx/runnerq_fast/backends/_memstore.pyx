@@ -7,11 +7,11 @@ heap helpers as C functions. Python callers see the same classes, attributes
 and methods as the reference.
 """
 
-import asyncio
 import heapq
 import itertools
 from collections import deque
 
+from runnerq_fast.backends._wakeups import WorkSignal
 from runnerq_fast.models import (
     READY_STATUSES,
     TERMINAL_STATUSES,
@@ -109,7 +109,7 @@ cdef class QueueState:
         self.processing = {}
         self.rows = {}
         self.events = deque(maxlen=10_000)
-        self.wake = asyncio.Event()
+        self.wake = WorkSignal()  # set by work made ready, cleared per type by claims
         self.by_status = {s: {} for s in ("pending", "scheduled", "retrying", *TERMINAL_STATUSES)}
         self.by_status["processing"] = self.processing
         self.order = []
@@ -151,6 +151,8 @@ cdef class StoreCore:
         seq = next(self._seq)
         row.heap_seq = seq
         _heappush(q.scheduled, (row.ready_at_ms, seq, row.id))
+        if q.scheduled[0][1] == seq:
+            q.wake.set()  # a new earliest due time: waiting fetchers time their wait again
 
     def _make_ready(self, QueueState q, Row row, now):
         self._make_ready_c(q, row, now)

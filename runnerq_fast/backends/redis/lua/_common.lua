@@ -17,7 +17,8 @@
 --   P.."counts"        HASH   "<status>\31<type>" -> number of activities
 --   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
 --   P.."evseq"         STRING last event id of the queue
---   P.."wake"          LIST   wake tokens for blocked fetchers (capped)
+--   P.."wake"          LIST   wake tokens for blocked fetchers of every type (capped)
+--   P.."wake:"..type   LIST   wake tokens for blocked fetchers of one type (capped)
 --   P.."done"          pub/sub channel: comma-separated ids that reached a terminal status
 -- Activity hash fields: t type, p payload, m metadata, pr priority, mr max_retries,
 --   to timeout_ms, ik idempotency key, rc retry_count, c created ms, r ready ms,
@@ -83,6 +84,38 @@ local function rq_member(created, id)
   return string.format('%015d', tonumber(created) or 0) .. ':' .. id
 end
 
+-- A script checks the stored numbers of an activity before it writes anything for it: a corrupt
+-- hash (a field that is no integer, runnerq_fast/backends/rowcheck.py) is dead-lettered alone or
+-- skipped, never an error halfway through a batch. `checks` = {position in h, field name, ...};
+-- returns nil, or the reason "corrupt row: <name> is '<value>', not an integer[; ...]".
+local function rq_corrupt(h, checks)
+  local bad
+  for i = 1, #checks, 2 do
+    local v = h[checks[i]]
+    local digits = v and string.match(v, '^%-?(%d+)$')
+    if not digits or #digits > 18 then
+      local shown = v and ("'" .. string.gsub(string.sub(v, 1, 37), '[^\32-\126]', '?') .. "'") or 'missing'
+      local text = checks[i + 1] .. ' is ' .. shown .. ', not an integer'
+      bad = bad and (bad .. '; ' .. text) or text
+    end
+  end
+  return bad and ('corrupt row: ' .. bad)
+end
+
+-- The index member of a possibly corrupt activity hash: rq_member, unless its creation time is no
+-- integer; then the member is looked up by id in its type's index (a scan, for a damaged hash only).
+local function rq_member_of(created, id, typ)
+  if created and #created == 13 then return '00' .. created .. ':' .. id end -- the usual case, cheaply
+  if created and #created <= 15 and string.find(created, '^%d+$') then return rq_member(created, id) end
+  local cursor = '0'
+  repeat
+    local r = redis.call('ZSCAN', P .. 'ty:' .. typ, cursor, 'MATCH', '*:' .. id, 'COUNT', 1000)
+    cursor = r[1]
+    if r[2][1] then return r[2][1] end
+  until cursor == '0'
+  return rq_member(created, id)
+end
+
 -- Buffered change of the per (status, type) counters, flushed by rq_flush.
 local function rq_count(status, typ, delta)
   local f = status .. '\31' .. typ
@@ -133,13 +166,27 @@ local function rq_move(id, typ, mem, old, new)
   rq_count(new, typ, 1)
 end
 
+-- Types whose blocked fetchers rq_wake() wakes: work of the type became ready, or the type's
+-- activity is the new earliest of P.."sched" (fetchers time their wait by its head).
+local WOKEN = {}
+local SCHED_HEAD -- earliest ready time in P.."sched" as this script left it (read once, lazily)
+
 -- Put a non-terminal activity where a claim finds it; returns true if it is ready now. A suspect
 -- (`suspect` truthy: the su field) that is ready goes to P.."susp:"..type, not P.."ready:"..type.
 local function rq_make_ready(id, typ, priority, retry_count, ready_ms, suspect)
   if ready_ms > NOW then
+    if not SCHED_HEAD then
+      local head = redis.call('ZRANGE', P .. 'sched', 0, 0, 'WITHSCORES')
+      SCHED_HEAD = tonumber(head[2]) or math.huge
+    end
+    if ready_ms < SCHED_HEAD then
+      SCHED_HEAD = ready_ms
+      WOKEN[typ] = true
+    end
     rq_zadd(P .. 'sched', ready_ms, id)
     return false
   end
+  WOKEN[typ] = true
   rq_zadd(P .. (suspect and 'susp:' or 'ready:') .. typ, rq_score(priority, retry_count, ready_ms), id)
   local types = SADDS[P .. 'types']
   if not types then types = {}; SADDS[P .. 'types'] = types end
@@ -147,9 +194,20 @@ local function rq_make_ready(id, typ, priority, retry_count, ready_ms, suspect)
   return true
 end
 
+-- One token for the fetchers of each woken type, and one for those of every type; a fetcher
+-- blocks on the lists of the types it claims, so a token never goes to one that cannot use it.
 local function rq_wake()
-  redis.call('LPUSH', P .. 'wake', '1')
-  redis.call('LTRIM', P .. 'wake', 0, WAKE_TOKENS - 1)
+  local any = false
+  for typ, _ in pairs(WOKEN) do
+    any = true
+    redis.call('LPUSH', P .. 'wake:' .. typ, '1')
+    redis.call('LTRIM', P .. 'wake:' .. typ, 0, WAKE_TOKENS - 1)
+  end
+  if any then
+    redis.call('LPUSH', P .. 'wake', '1')
+    redis.call('LTRIM', P .. 'wake', 0, WAKE_TOKENS - 1)
+  end
+  WOKEN = {}
 end
 
 -- Terminal transition from status `old`; the reaper removes the activity ttl_ms later, except
@@ -178,5 +236,26 @@ local function rq_finish(id, typ, mem, old, status, result, err, ttl_ms, detail)
     rq_zadd(P .. 'dead', NOW, id)
   else
     rq_zadd(P .. 'fin', NOW + tonumber(ttl_ms), id)
+  end
+end
+
+-- Remove finished activity `id` (status `st`, type `typ`, hash field c `created`, parent `pa`,
+-- idempotency key `ik`): its hash (events and result with it), every index entry, its counter,
+-- and its idempotency key while the key still names it: released (prune, delete), or with
+-- `keep_key` (the reaper dropping an expired result) kept until its own ttl as "<id>\31<status>",
+-- so the key still deduplicates for idempotency_ttl.
+local function rq_forget(id, st, typ, created, pa, ik, keep_key)
+  local mem = rq_member(created, id)
+  redis.call('UNLINK', P .. 'a:' .. id)
+  rq_zrem(P .. 'st:' .. st, mem)
+  rq_count(st, typ, -1)
+  rq_zrem(P .. 'ty:' .. typ, mem)
+  if pa then rq_zrem(P .. 'kids:' .. pa, mem) end
+  if st == 'dead_letter' then rq_zrem(P .. 'dead', id) else rq_zrem(P .. 'fin', id) end
+  if ik then
+    local ikey = P .. 'idem:' .. #typ .. ':' .. typ .. ':' .. ik
+    if redis.call('GET', ikey) == id then
+      if keep_key then redis.call('SET', ikey, id .. '\31' .. st, 'KEEPTTL') else redis.call('DEL', ikey) end
+    end
   end
 end

@@ -3,14 +3,14 @@
 -- An accepted ack removes the suspect mark (field su).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
 --   P.."counts", P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
---   P.."wake"; publishes on P.."done".
+--   P.."wake", P.."wake:"..type; publishes on P.."done".
 -- ARGV: result ttl ms, then 7 per ack: id, claim token, outcome (1 completed, 2 retry,
 --   3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
 --   flags (1 = has result, 2 = has error).
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ttl = ARGV[1]
 local rejected, done = {}, {}
-local woke = false
+local ACK_CHECKS = {4, 'priority', 5, 'retry_count'}
 for b = 1, #ARGV - 1, 7 do
   local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local flags = tonumber(ARGV[b + 7])
@@ -28,6 +28,9 @@ for b = 1, #ARGV - 1, 7 do
     if outcome == 5 or (outcome == 2 and h[7]) then
       rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
       done[#done + 1] = id
+    elseif outcome == 2 and rq_corrupt(h, ACK_CHECKS) then -- cannot be retried: dead-lettered with the reason
+      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(h, ACK_CHECKS), ttl)
+      done[#done + 1] = id
     elseif outcome == 2 then
       local rc = tonumber(h[5]) + 1
       local ready = math.max(tonumber(ARGV[b + 6]), NOW)
@@ -38,7 +41,7 @@ for b = 1, #ARGV - 1, 7 do
         redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev)
       end
       rq_move(id, h[3], mem, 'processing', 'retrying')
-      if rq_make_ready(id, h[3], tonumber(h[4]), rc, ready) then woke = true end
+      rq_make_ready(id, h[3], tonumber(h[4]), rc, ready)
     else
       local status = 'completed'
       if outcome == 3 then status = 'failed' elseif outcome == 4 then status = 'dead_letter' end
@@ -49,6 +52,6 @@ for b = 1, #ARGV - 1, 7 do
   end
 end
 rq_flush()
-if woke then rq_wake() end
+rq_wake()
 if #done > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done, ',')) end
 return rejected

@@ -4,18 +4,28 @@
 -- ARGV: limit, lease_ms, claim token, worker id, the ready sets to claim from ("ready:", or
 --   "susp:" for the suspects, claimed one at a time), then the activity types (none = every type).
 -- Returns: 10 per claimed activity, in claim order: id, type, payload, priority,
---   retry_count, max_retries, timeout_ms, metadata, created ms, ready ms.
+--   retry_count, max_retries, timeout_ms, metadata, created ms, ready ms ('' for a missing field:
+--   the caller dead-letters an activity whose fields do not decode, with ack.lua). A due activity
+--   that cannot be scored (rq_corrupt) is dead-lettered here, alone (published on P.."done").
 local limit = tonumber(ARGV[1])
 local deadline = NOW + tonumber(ARGV[2])
 local token, worker = ARGV[3], ARGV[4]
 local from = ARGV[5]
 
+local DUE_CHECKS = {2, 'priority', 3, 'retry_count', 4, 'ready_at_ms'}
+local dead = {}
 local due = redis.call('ZRANGEBYSCORE', P .. 'sched', '-inf', NOW, 'LIMIT', 0, 1000)
 if #due > 0 then
   for _, id in ipairs(due) do
-    local h = redis.call('HMGET', P .. 'a:' .. id, 't', 'pr', 'rc', 'r', 's', 'su')
+    local h = redis.call('HMGET', P .. 'a:' .. id, 't', 'pr', 'rc', 'r', 's', 'c', 'su')
     if h[1] and READY[h[5]] then
-      rq_make_ready(id, h[1], tonumber(h[2]), tonumber(h[3]), tonumber(h[4]), h[6])
+      local bad = rq_corrupt(h, DUE_CHECKS)
+      if bad then
+        rq_finish(id, h[1], rq_member_of(h[6], id, h[1]), h[5], 'dead_letter', nil, bad, 0)
+        dead[#dead + 1] = id
+      else
+        rq_make_ready(id, h[1], tonumber(h[2]), tonumber(h[3]), tonumber(h[4]), h[7])
+      end
     end
   end
   redis.call('ZREM', P .. 'sched', unpack(due))
@@ -57,12 +67,13 @@ for _, c in ipairs(cand) do
     n = n + 1
     local ef, ev = rq_event(id, 'claimed', worker)
     redis.call('HSET', k, 's', 'processing', 'tk', token, 'l', deadline, 'sa', NOW, ef, ev)
-    rq_move(id, typ, rq_member(h[8], id), h[1], 'processing')
+    rq_move(id, typ, rq_member_of(h[8], id, typ), h[1], 'processing')
     rq_zadd(P .. 'lease', deadline, id)
     out[#out + 1] = id
     out[#out + 1] = typ
-    for j = 2, 9 do out[#out + 1] = h[j] end
+    for j = 2, 9 do out[#out + 1] = h[j] or '' end -- a missing field: the caller dead-letters it
   end
 end
 rq_flush()
+if #dead > 0 then redis.call('PUBLISH', P .. 'done', table.concat(dead, ',')) end
 return out

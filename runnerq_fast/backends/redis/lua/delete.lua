@@ -13,17 +13,7 @@ for i = 1, #ARGV do
   local k = P .. 'a:' .. id
   local h = redis.call('HMGET', k, 's', 't', 'c', 'pa', 'ik')
   if h[1] and TERMINAL[h[1]] then
-    local mem = rq_member(h[3], id)
-    redis.call('UNLINK', k)
-    rq_zrem(P .. 'st:' .. h[1], mem)
-    rq_count(h[1], h[2], -1)
-    rq_zrem(P .. 'ty:' .. h[2], mem)
-    if h[4] then rq_zrem(P .. 'kids:' .. h[4], mem) end
-    if h[1] == 'dead_letter' then rq_zrem(P .. 'dead', id) else rq_zrem(P .. 'fin', id) end
-    if h[5] then
-      local ikey = P .. 'idem:' .. #h[2] .. ':' .. h[2] .. ':' .. h[5]
-      if redis.call('GET', ikey) == id then redis.call('DEL', ikey) end
-    end
+    rq_forget(id, h[1], h[2], h[3], h[4], h[5])
     rq_event(id, 'deleted', nil)
     changed[#changed + 1] = id
   elseif h[1] then

@@ -1,15 +1,15 @@
 -- runnerq-fast: enqueue a batch of activities, applying idempotency atomically.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type,
 --   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."ty:"..type,
---   P.."kids:"..parent, P.."counts", P.."events", P.."wake",
---   P.."idem:"..#type..":"..type..":"..key (STRING: holder id, PX = idempotency ttl).
+--   P.."kids:"..parent, P.."counts", P.."events", P.."wake", P.."wake:"..type,
+--   P.."idem:"..#type..":"..type..":"..key (STRING: holder id, PX = idempotency ttl; once the
+--   reaper removed the holder: "<holder id>\31<its final status>", the same ttl).
 -- ARGV: 12 per item: id, type, payload, priority, max_retries, timeout_ms, run_at_ms,
 --   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms, parent id ("" = none).
 -- Returns: 2 per item: outcome (1 created, 2 existing, 3 rejected), activity id.
 local REUSABLE = {failed = true, dead_letter = true, cancelled = true}
 local NOWTEXT = string.format('%d', NOW)
 local out = {}
-local woke = false
 for b = 0, #ARGV - 1, 12 do
   local id, typ = ARGV[b + 1], ARGV[b + 2]
   local priority = tonumber(ARGV[b + 4])
@@ -20,7 +20,13 @@ for b = 0, #ARGV - 1, 12 do
     local ikey = P .. 'idem:' .. #typ .. ':' .. typ .. ':' .. ARGV[b + 9]
     local holder = redis.call('GET', ikey)
     if holder then
-      local hs = redis.call('HGET', P .. 'a:' .. holder, 's')
+      local hs
+      local sep = string.find(holder, '\31', 1, true)
+      if sep then -- the reaper removed the holder: "<id>\31<its final status>" until the key expires
+        holder, hs = string.sub(holder, 1, sep - 1), string.sub(holder, sep + 1)
+      else
+        hs = redis.call('HGET', P .. 'a:' .. holder, 's')
+      end
       if hs then
         if on_dup == 2 or (on_dup == 3 and not REUSABLE[hs]) then
           create = false
@@ -61,11 +67,11 @@ for b = 0, #ARGV - 1, 12 do
     rq_move(id, typ, mem, nil, status)
     rq_zadd(P .. 'ty:' .. typ, 0, mem)
     if parent ~= '' then rq_zadd(P .. 'kids:' .. parent, 0, mem) end
-    if rq_make_ready(id, typ, priority, 0, ready) then woke = true end
+    rq_make_ready(id, typ, priority, 0, ready)
     out[#out + 1] = 1
     out[#out + 1] = id
   end
 end
 rq_flush()
-if woke then rq_wake() end
+rq_wake()
 return out

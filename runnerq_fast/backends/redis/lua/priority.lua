@@ -3,7 +3,7 @@
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type (P.."susp:"..type for a
 --   suspect), P.."events".
 -- ARGV: new priority (1-4), then ids.
--- Returns: {changed ids, number of existing ids skipped (another status, or already at it)};
+-- Returns: {changed ids, number of existing ids skipped (another status, already at it, corrupt)};
 --   an error reply, before any write, for a priority outside 1-4.
 local new = tonumber(ARGV[1])
 if not new or new ~= math.floor(new) or new < 1 or new > 4 then
@@ -14,7 +14,7 @@ for i = 2, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
   local h = redis.call('HMGET', k, 's', 't', 'pr', 'rc', 'r', 'su')
-  if h[1] and READY[h[1]] and tonumber(h[3]) ~= new then
+  if h[1] and READY[h[1]] and tonumber(h[3]) ~= new and not rq_corrupt(h, {4, 'retry_count', 5, 'ready_at_ms'}) then
     local ef, ev = rq_event(id, 'priority_changed', h[3] .. '->' .. new)
     redis.call('HSET', k, 'pr', new, ef, ev)
     local ready = P .. (h[6] and 'susp:' or 'ready:') .. h[2]

@@ -134,7 +134,6 @@ if meta then wanted_fields[5] = 'm' end
 local function check(id)
   local h = redis.call('HMGET', P .. 'a:' .. id, unpack(wanted_fields))
   if not h[1] then return false end -- gone (an expired result): not a match, not unreadable
-  if not h[2] then return nil end
   if statuses and not statuses[h[1]] then return false end
   if types and not types[h[2]] then return false end
   if parent and h[4] ~= parent then return false end

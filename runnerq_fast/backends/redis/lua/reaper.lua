@@ -1,41 +1,49 @@
 -- runnerq-fast: requeue activities whose lease expired, dead-letter the exhausted, cancel those
 -- whose cancellation was requested; then remove finished activities whose result ttl passed,
--- with their index entries and counts (P.."fin", at most ARGV[3] per run). An expiry counts an
--- attempt only against a suspect (field su: claimed alone); any other goes back uncounted, and
--- either way the activity is a suspect from now on (P.."susp:"..type).
+-- with their index entries, counts and idempotency keys (P.."fin", at most ARGV[3] per run). An
+-- expiry counts an attempt only against a suspect (field su: claimed alone); any other goes back
+-- uncounted, and either way the activity is a suspect from now on (P.."susp:"..type).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
 --   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
---   P.."susp:"..type, P.."types", P.."sched", P.."events", P.."wake"; publishes on P.."done".
+--   P.."susp:"..type, P.."types", P.."sched", P.."events", P.."wake", P.."wake:"..type,
+--   P.."idem:"..#type..":"..type..":"..key (a removed holder's key keeps its ttl and becomes
+--   "<id>\31<status>"); publishes on P.."done".
 -- ARGV: limit (expired leases), result ttl ms, limit (expired results), the last error of an
 --   expiry not counted (runnerq_fast.models.LEASE_EXPIRED_UNCHARGED).
--- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}.
+-- Returns: {requeued ids, dead-lettered ids, cancelled ids, expired results dropped}; a corrupt
+--   activity (rq_corrupt) is dead-lettered with its reason, alone.
 local ttl = ARGV[2]
 local uncounted = ARGV[4]
 local FIN_BATCH = tonumber(ARGV[3])
 local requeued, dead, cancelled = {}, {}, {}
-local woke = false
+local REAP_CHECKS = {2, 'retry_count', 3, 'max_retries', 5, 'priority', 6, 'ready_at_ms', 7, 'created_at_ms',
+  9, 'timeout_ms'}
 local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr', 'su')
-  if h[1] == 'processing' then
+  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr', 'to', 'su')
+  local bad = h[1] == 'processing' and rq_corrupt(h, REAP_CHECKS)
+  if bad then
+    rq_finish(id, h[4] or '', rq_member_of(h[7], id, h[4] or ''), 'processing', 'dead_letter', nil, bad, ttl)
+    dead[#dead + 1] = id
+  elseif h[1] == 'processing' then
     local mem = rq_member(h[7], id)
     local rc = tonumber(h[2])
-    if h[9] then rc = rc + 1 end
+    if h[10] then rc = rc + 1 end
     if h[8] then
       rq_finish(id, h[4], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
       cancelled[#cancelled + 1] = id
-    elseif h[9] and rc > tonumber(h[3]) then
+    elseif h[10] and rc > tonumber(h[3]) then
       redis.call('HSET', k, 'rc', rc)
       rq_finish(id, h[4], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
       dead[#dead + 1] = id
     else
-      local err = h[9] and 'lease expired' or uncounted
+      local err = h[10] and 'lease expired' or uncounted
       local ef, ev = rq_event(id, 'requeued', err)
       redis.call('HSET', k, 's', 'pending', 'e', err, 'rc', rc, 'su', '1', ef, ev)
       rq_move(id, h[4], mem, 'processing', 'pending')
-      if rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6]), true) then woke = true end
+      rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6]), true)
       requeued[#requeued + 1] = id
     end
   end
@@ -44,19 +52,14 @@ end
 local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
 for _, id in ipairs(gone) do
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa')
+  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa', 'ik')
   if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
-    local mem = rq_member(h[3], id)
-    redis.call('UNLINK', k)
-    rq_zrem(P .. 'st:' .. h[1], mem)
-    rq_count(h[1], h[2], -1)
-    rq_zrem(P .. 'ty:' .. h[2], mem)
-    if h[4] then rq_zrem(P .. 'kids:' .. h[4], mem) end
+    rq_forget(id, h[1], h[2], h[3], h[4], h[5], true) -- its idempotency key lives on (idempotency ttl)
   end
   rq_zrem(P .. 'fin', id)
 end
 rq_flush()
-if woke then rq_wake() end
+rq_wake()
 local finished = {}
 for _, id in ipairs(dead) do finished[#finished + 1] = id end
 for _, id in ipairs(cancelled) do finished[#finished + 1] = id end

@@ -2,16 +2,16 @@
 -- ready now, retry_count 0 (event retry_requested, detail = old status).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."st:"..status, P.."counts",
 --   P.."fin", P.."dead", P.."ready:"..type (P.."susp:"..type for a suspect), P.."types", P.."events",
---   P.."wake".
+--   P.."wake", P.."wake:"..type.
 -- ARGV: ids.
--- Returns: {changed ids, number of existing ids in another status}.
+-- Returns: {changed ids, number of existing ids in another status or corrupt (rq_corrupt)}.
 local RETRYABLE = {failed = true, dead_letter = true, cancelled = true}
 local changed, skipped = {}, 0
 for i = 1, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
   local h = redis.call('HMGET', k, 's', 't', 'pr', 'c', 'su')
-  if h[1] and RETRYABLE[h[1]] then
+  if h[1] and RETRYABLE[h[1]] and not rq_corrupt(h, {3, 'priority'}) then
     local mem = rq_member(h[4], id)
     local ef, ev = rq_event(id, 'retry_requested', h[1])
     redis.call('HSET', k, 's', 'pending', 'rc', 0, 'r', NOW, ef, ev)

@@ -1,15 +1,15 @@
 -- runnerq-fast: operator run-now: scheduled and retrying activities become pending, ready now
 -- (event run_now, detail = old status).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."sched", P.."ready:"..type, P.."types",
---   P.."st:"..status, P.."counts", P.."events", P.."wake".
+--   P.."st:"..status, P.."counts", P.."events", P.."wake", P.."wake:"..type.
 -- ARGV: ids.
--- Returns: {changed ids, number of existing ids in another status}.
+-- Returns: {changed ids, number of existing ids in another status or corrupt (rq_corrupt)}.
 local changed, skipped = {}, 0
 for i = 1, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
   local h = redis.call('HMGET', k, 's', 't', 'pr', 'rc', 'c')
-  if h[1] == 'scheduled' or h[1] == 'retrying' then
+  if (h[1] == 'scheduled' or h[1] == 'retrying') and not rq_corrupt(h, {3, 'priority', 4, 'retry_count'}) then
     local ef, ev = rq_event(id, 'run_now', h[1])
     redis.call('HSET', k, 's', 'pending', 'r', NOW, ef, ev)
     rq_zrem(P .. 'sched', id)

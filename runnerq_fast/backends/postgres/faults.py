@@ -1,0 +1,56 @@
+"""What an asyncpg exception says about the request that raised it (see :mod:`runnerq_fast.resilience`).
+
+The one place the PostgreSQL backend maps its driver's exceptions; the
+backend's public calls turn a fault into :class:`~runnerq_fast.errors.BackendError`
+and retry it where :class:`~runnerq_fast.resilience.Fault` allows.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+from asyncpg import exceptions as pgx
+
+from runnerq_fast.resilience import Fault
+
+__all__ = ["classify"]
+
+_UNSENT = (
+    pgx.CannotConnectNowError,  # 57P03: the server is starting up or shutting down
+    pgx.TooManyConnectionsError,  # 53300
+    pgx.ClientCannotConnectError,  # 08001
+    pgx.TransactionRollbackError,  # 40001 / 40P01: the store rolled the transaction back
+    # "cannot switch to state N; another operation is in progress": a pooled connection the server
+    # closed (asyncpg#1069), refused before anything is written to it
+    asyncpg.InternalClientError,
+)
+_IN_FLIGHT = (
+    pgx.PostgresConnectionError,  # 08xxx: ConnectionDoesNotExistError ("closed in the middle of operation"), ...
+    pgx.OperatorInterventionError,  # 57P01 admin shutdown, 57P02 crash shutdown, 57014 query cancelled
+    TimeoutError,
+)
+
+
+def classify(exc: Exception) -> Fault | None:
+    """The :class:`Fault` ``exc`` (raised inside a PostgreSQL backend call) means; ``None``: not asyncpg's.
+
+    Connection refusals (``OSError``; asyncpg reports a connection lost
+    mid-request as ``ConnectionDoesNotExistError``) and the errors in
+    ``_UNSENT`` happened before the request reached the server; a connection
+    lost or shut down during a request, or a timeout, may have come after it
+    was applied; any other server error (a missing database, bad SQL) is an
+    answer.
+    """
+    if isinstance(exc, asyncpg.ProtocolError):
+        return Fault.UNKNOWN
+    if isinstance(exc, _UNSENT):
+        return Fault.UNSENT
+    if isinstance(exc, _IN_FLIGHT):
+        return Fault.UNKNOWN
+    if isinstance(exc, OSError):
+        return Fault.UNSENT
+    if isinstance(exc, asyncpg.InterfaceError):
+        # "connection is closed" / "pool is closing" refuse before sending; the rest is misuse (an answer)
+        return Fault.UNSENT if "closed" in str(exc) or "closing" in str(exc) else Fault.ANSWERED
+    if isinstance(exc, asyncpg.PostgresError):
+        return Fault.ANSWERED
+    return None

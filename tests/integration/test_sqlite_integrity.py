@@ -1,0 +1,69 @@
+"""SQLite-specific integrity (issue 11 item 2): a lease or ready time of the wrong type no longer hides a row."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from runnerq_fast.backends.sqlite import SqliteBackend
+from runnerq_fast.backends.sqlite.backend import Q, apply_migrations
+from tests.conformance import new
+
+
+def _set(path: Path, activity_id: str, assignment: str) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute(f"UPDATE runnerq_activities SET {assignment} WHERE id = ?", (activity_id,))
+        conn.commit()
+    finally:
+        conn.close()
+
+
+async def test_a_held_activity_whose_lease_is_text_is_reaped_as_corrupt_alone(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    b = await SqliteBackend.open(f"sqlite:///{path}")
+    try:
+        await b.enqueue("q", [new("t") for _ in range(3)])
+        got = await b.claim("q", "w", 3, None, 60_000)
+        bad = got[1].id
+        _set(path, bad, "lease_expires_at = 'tomorrow'")  # on main: never expired, processing forever
+        report = await b.requeue_expired("q", 100)
+        assert report.dead_lettered == [bad] and report.requeued == []
+        snap = await b.get_activity(bad)
+        assert snap is not None and snap.status == "dead_letter"
+        assert snap.last_error == "corrupt row: lease_expires_at_ms is 'tomorrow', not an integer"
+        stats = await b.stats("q")
+        assert (stats.processing, stats.dead_letter) == (2, 1)
+    finally:
+        await b.close()
+
+
+async def test_a_claim_dead_letters_corrupt_rows_and_gives_their_places_to_the_next(tmp_path: Path) -> None:
+    path = tmp_path / "q.db"
+    b = await SqliteBackend.open(f"sqlite:///{path}")
+    try:
+        ids = [r.activity_id for r in await b.enqueue("q", [new("t") for _ in range(3)])]
+        _set(path, ids[0], "priority = 'high'")  # TEXT sorts before every number: this claim meets it first
+        _set(path, ids[2], "ready_at = 'now'")  # on main: never ready, pending forever
+        got = await b.claim("q", "w", 1, None, 60_000)
+        assert [a.id for a in got] == [ids[1]]
+        assert await b.claim("q", "w", 10, None, 60_000) == []
+        for i in (ids[0], ids[2]):
+            snap = await b.get_activity(i)
+            assert snap is not None and snap.status == "dead_letter" and snap.corrupt is not None
+        stats = await b.stats("q")
+        assert (stats.pending, stats.processing, stats.dead_letter) == (0, 1, 2)
+    finally:
+        await b.close()
+
+
+def test_the_reaper_statement_reads_two_ranges_of_the_lease_index(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "plan.db", isolation_level=None)
+    try:
+        apply_migrations(conn)
+        plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + Q["expired"], ("q", 1, 10))]
+    finally:
+        conn.close()
+    searches = [p for p in plan if p.startswith("SEARCH runnerq_activities USING INDEX runnerq_activities_lease_idx")]
+    assert len(searches) == 2 and all("lease_expires_at" in p for p in searches), plan
+    assert not any(p.startswith("SCAN runnerq_activities") for p in plan), plan
