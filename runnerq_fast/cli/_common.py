@@ -13,6 +13,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
+import asyncpg
 import click
 import msgspec
 from rich.console import Console
@@ -51,13 +52,25 @@ class BadInput(Fail):
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on uvloop (``RUNNERQ_LOOP=asyncio`` forces asyncio) and return its value."""
+    """Run ``coro`` on uvloop (``RUNNERQ_LOOP=asyncio`` forces asyncio) and return its value.
+
+    Raises
+    ------
+    Fail
+        For a :class:`~runnerq_fast.BackendError` the command did not handle: one line naming the
+        store and the cause (a PostgreSQL database without the schema says to run ``migrate``).
+    """
     box: list[T] = []
 
     async def main() -> None:
         box.append(await coro)
 
-    run_with_uvloop(main())
+    try:
+        run_with_uvloop(main())
+    except rq.BackendError as exc:
+        if isinstance(exc.__cause__, asyncpg.UndefinedTableError):
+            raise Fail(f"no runnerq-fast schema: {exc}; create it with `runnerq-fast migrate --backend URL`") from None
+        raise Fail(str(exc)) from None
     return box[0]
 
 

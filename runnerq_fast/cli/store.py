@@ -16,6 +16,7 @@ from runnerq_fast.cli._common import (
     NO_SCHEMA,
     Fail,
     backend_option,
+    check_queue_name,
     configure_logging,
     err,
     log_level_option,
@@ -103,7 +104,7 @@ def queues(as_json: bool, backend_url: str | None, log_level: str) -> None:
 
 
 @click.command()
-@click.option("--queue", "queue", default=None, metavar="NAME",
+@click.option("--queue", "queue", default=None, metavar="NAME", callback=check_queue_name,
               help="Queue name. Without it: the only queue of the store, or every queue when there are several.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @backend_option

@@ -26,6 +26,7 @@ from runnerq_fast.cli._common import (
     BadInput,
     Fail,
     backend_option,
+    check_queue_name,
     configure_logging,
     err,
     log_level_option,
@@ -43,7 +44,7 @@ from runnerq_fast.urls import redact_text, redact_url
 @click.option("--batch-size", type=click.IntRange(min=1), default=500, show_default=True,
               help="Activities per enqueue_many call.")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), help="Engine max_workers (default: engine default).")
-@click.option("--queue", help="Queue name (default: a fresh bench-<random> queue).")
+@click.option("--queue", callback=check_queue_name, help="Queue name (default: a fresh bench-<random> queue).")
 @click.option("--idle-samples", type=click.IntRange(min=0), default=200, show_default=True,
               help="Single enqueues on an idle engine for the idle latency (0 skips).")
 @click.option("--typed-samples", type=click.IntRange(min=0), default=100, show_default=True,

@@ -13,6 +13,7 @@ from rich.table import Table
 from runnerq_fast.cli._common import (
     Fail,
     backend_option,
+    check_queue_name,
     configure_logging,
     log_level_option,
     open_store,
@@ -38,7 +39,8 @@ def _ago(ms: int, now_ms: int) -> str:
 
 
 @click.command()
-@click.option("--queue", "queue", default=None, help="Only this queue's workers. Default: every queue.")
+@click.option("--queue", "queue", default=None, callback=check_queue_name,
+              help="Only this queue's workers. Default: every queue.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (one object with a workers list) instead of a table.")
 @backend_option
 @log_level_option("warning")

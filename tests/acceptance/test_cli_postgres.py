@@ -208,6 +208,10 @@ def test_looking_at_a_database_creates_nothing_in_it(fresh_pg_url: str) -> None:
     assert shown.returncode == 1 and "runnerq-fast migrate" in shown.stderr, shown.stderr
     looked = run_cli("inspect", "0" * 32, "--backend", fresh_pg_url)
     assert looked.returncode == 1 and "runnerq-fast migrate" in looked.stderr, looked.stderr
+    for command in (["stats", "--queue", "default"], ["queues"], ["workers"]):
+        res = run_cli(*command, "--backend", fresh_pg_url)
+        assert res.returncode == 1 and "Traceback" not in res.stderr, (command, res.stderr)
+        assert "\nerror: no runnerq-fast schema" in "\n" + res.stderr and "runnerq-fast migrate" in res.stderr
 
     async def tables() -> int:
         conn = await asyncpg.connect(fresh_pg_url)
