@@ -60,6 +60,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from runnerq_fast.config import MAX_DELAY_SECONDS
 from runnerq_fast.errors import ConfigError, EventLoopMismatchError, InvalidActivityError
 from runnerq_fast.filters import COUNT_CAP
 from runnerq_fast.models import (
@@ -803,10 +804,14 @@ def check_prune(statuses: Sequence[str], older_than_ms: int, limit: int) -> list
     return wanted
 
 
+_MOST_AGE_MS = round(MAX_DELAY_SECONDS * 1000)  # a larger age overflowed SQLite's and PostgreSQL's integers
+
+
 def check_prune_events(older_than_ms: int, limit: int) -> None:
     """Validate the arguments of :meth:`Backend.prune_events` (see :func:`check_prune`)."""
-    if isinstance(older_than_ms, bool) or not isinstance(older_than_ms, int) or older_than_ms < 0:
-        raise InvalidActivityError(f"older_than_ms must be an int >= 0, got {older_than_ms!r}")
+    if isinstance(older_than_ms, bool) or not isinstance(older_than_ms, int) or not 0 <= older_than_ms <= _MOST_AGE_MS:
+        raise InvalidActivityError(f"older_than_ms must be an int in [0, {_MOST_AGE_MS}] (100 years), "
+                                   f"got {older_than_ms!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MOST_PRUNED:
         raise InvalidActivityError(f"limit must be an int in [1, {_MOST_PRUNED}], got {limit!r}")
 

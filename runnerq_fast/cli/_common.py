@@ -8,6 +8,7 @@ backend unreachable); 2 bad usage or input (:class:`BadInput`: nothing was store
 from __future__ import annotations
 
 import logging
+import math
 import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -176,6 +177,16 @@ def check_queue_name(ctx: click.Context | None, param: click.Parameter | None, v
         except rq.ConfigError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
     return value
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses ``nan`` and ``inf`` (a NaN passes every range comparison)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def queue_option(fn: F) -> F:

@@ -18,6 +18,7 @@ from runnerq_fast.cli._common import (
     NO_SCHEMA,
     BadInput,
     Fail,
+    FiniteFloatRange,
     PriorityType,
     backend_option,
     configure_logging,
@@ -49,7 +50,7 @@ from runnerq_fast.urls import redact_url
 @click.option("--idempotency-key", metavar="KEY", help="Deduplicate on KEY within (queue, type).")
 @click.option("--on-duplicate", type=click.Choice([o.name.lower() for o in rq.OnDuplicate]),
               default="return_existing", show_default=True, help="What a taken idempotency key does.")
-@click.option("--wait", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+@click.option("--wait", type=FiniteFloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Wait up to SECONDS for the result and print it as JSON.")
 @queue_option
 @backend_option

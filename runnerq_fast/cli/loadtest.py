@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import click
 
 import runnerq_fast as rq
-from runnerq_fast.cli._common import BadInput, Fail, out, run
+from runnerq_fast.cli._common import BadInput, Fail, FiniteFloatRange, out, run
 from runnerq_fast.urls import redact_text
 
 __all__ = ["DEFAULT_URL", "loadtest"]
@@ -44,10 +44,10 @@ def _locustfile(given: Path | None) -> Path:
 @click.option("--backend", "backend_url", default=DEFAULT_URL, show_default=True, metavar="URL",
               help="Backend URL (sqlite:///, postgresql://, redis://; not memory://: the processes need one store). "
                    "RUNNERQ_BACKEND is not read: load goes to your configured backend only when asked.")
-@click.option("--duration", "-t", type=click.FloatRange(min=1), default=30.0, show_default=True, metavar="SECONDS",
+@click.option("--duration", "-t", type=FiniteFloatRange(min=1), default=30.0, show_default=True, metavar="SECONDS",
               help="Seconds of load.")
 @click.option("--users", "-u", type=click.IntRange(min=1), default=20, show_default=True, help="locust users.")
-@click.option("--rate", type=click.FloatRange(min=0), default=1000.0, show_default=True, metavar="REQ/S",
+@click.option("--rate", type=FiniteFloatRange(min=0), default=1000.0, show_default=True, metavar="REQ/S",
               help="Requests per second over all users (each user: rate / users; a batch is one request); 0: no wait.")
 @click.option("--workers", "-w", type=click.IntRange(min=1), default=2, show_default=True,
               help="Worker processes (runnerq-fast worker --processes).")
@@ -61,11 +61,11 @@ def _locustfile(given: Path | None) -> Path:
               help="A LoadTestShape: step (a fifth of the users more every fifth of the time) or spike.")
 @click.option("--locust-processes", type=click.IntRange(min=1), default=1, show_default=True,
               help="locust processes (locust --processes).")
-@click.option("--drain-timeout", type=click.FloatRange(min=0), default=120.0, show_default=True, metavar="SECONDS",
+@click.option("--drain-timeout", type=FiniteFloatRange(min=0), default=120.0, show_default=True, metavar="SECONDS",
               help="Longest wait for the queue to drain after the load.")
-@click.option("--max-error-rate", type=click.FloatRange(0, 1), default=0.01, show_default=True,
+@click.option("--max-error-rate", type=FiniteFloatRange(0, 1), default=0.01, show_default=True,
               help="Threshold: failed requests / requests.")
-@click.option("--max-p99-ms", type=click.FloatRange(min=0), default=1000.0, show_default=True,
+@click.option("--max-p99-ms", type=FiniteFloatRange(min=0), default=1000.0, show_default=True,
               help="Threshold: enqueue→start p99 in milliseconds.")
 @click.option("--max-lost", type=click.IntRange(min=0), default=0, show_default=True,
               help="Threshold: accepted activities never completed.")

@@ -19,6 +19,7 @@ from runnerq_fast.cli._common import (
     NO_BACKEND,
     BadInput,
     Fail,
+    FiniteFloatRange,
     backend_option,
     check_queue_name,
     configure_logging,
@@ -223,9 +224,9 @@ def run_supervised_child(args: WorkerArgs, link: ChildLink) -> None:
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), help="Activities run at once (max_workers).")
 @click.option("--activity-types", metavar="A,B", help='Comma-separated types to claim, or "*" for any type.')
 @click.option("--queue", help="Queue to serve (default: the engine's).", callback=check_queue_name)
-@click.option("--lease-timeout", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+@click.option("--lease-timeout", type=FiniteFloatRange(min=0, min_open=True), metavar="SECONDS",
               help="Lease of a claimed activity, seconds (heartbeat renews it).")
-@click.option("--shutdown-grace", type=click.FloatRange(min=0), metavar="SECONDS",
+@click.option("--shutdown-grace", type=FiniteFloatRange(min=0), metavar="SECONDS",
               help="Time running activities get to finish on SIGTERM/SIGINT, seconds.")
 @log_level_option("info")
 @click.option("--processes", "-p", type=ProcessesType(),
@@ -234,17 +235,17 @@ def run_supervised_child(args: WorkerArgs, link: ChildLink) -> None:
 @click.option("--max-activities-per-child", type=click.IntRange(min=1), metavar="N",
               help="Supervised: recycle a worker process after it finished N activities (its replacement "
                    "starts first).")
-@click.option("--max-memory-per-child", type=click.FloatRange(min=0, min_open=True), metavar="MB",
+@click.option("--max-memory-per-child", type=FiniteFloatRange(min=0, min_open=True), metavar="MB",
               help="Supervised: recycle a worker process whose resident memory reaches MB mebibytes "
                    "(checked every second, Linux /proc).")
-@click.option("--restart-backoff", type=click.FloatRange(min=0), default=0.5, show_default=True,
+@click.option("--restart-backoff", type=FiniteFloatRange(min=0), default=0.5, show_default=True,
               metavar="SECONDS", help="Supervised: first delay before restarting a crashed worker process; "
                                       "doubles per crash within --restart-window.")
-@click.option("--restart-backoff-max", type=click.FloatRange(min=0), default=30.0, show_default=True,
+@click.option("--restart-backoff-max", type=FiniteFloatRange(min=0), default=30.0, show_default=True,
               metavar="SECONDS", help="Supervised: longest restart delay.")
 @click.option("--restart-limit", type=click.IntRange(min=1), default=5, show_default=True, metavar="N",
               help="Supervised: give up (exit 1) when one worker process crashes N times within --restart-window.")
-@click.option("--restart-window", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+@click.option("--restart-window", type=FiniteFloatRange(min=0, min_open=True), default=60.0, show_default=True,
               metavar="SECONDS", help="Supervised: the sliding window crashes are counted in.")
 @click.option("--metrics-port", type=click.IntRange(min=0, max=65535), metavar="PORT",
               help="Supervised: serve the Prometheus metrics of all worker processes at http://HOST:PORT/metrics.")

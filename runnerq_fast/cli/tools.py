@@ -25,6 +25,7 @@ from runnerq_fast.cli._common import (
     BACKEND_ENV,
     BadInput,
     Fail,
+    FiniteFloatRange,
     backend_option,
     check_queue_name,
     configure_logging,
@@ -123,7 +124,7 @@ def bench(
               help="Activities in all (chained children included).")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=128, show_default=True,
               help="Engine max_workers.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True,
+@click.option("--timeout", type=FiniteFloatRange(min=0, min_open=True), default=120.0, show_default=True,
               metavar="SECONDS", help="Longest the run may take.")
 @click.option("--no-progress", is_flag=True, help="Do not draw the progress bar.")
 @log_level_option("critical")
@@ -229,7 +230,7 @@ def _demo_table(r: rq_demo.DemoReport) -> Table:
 @click.option("--backend", "backend_url", envvar=BACKEND_ENV, show_envvar=True, default="memory://",
               show_default=True, metavar="URL", help="Backend URL (default: the in-process memory store).")
 @click.option("--orders", type=click.IntRange(min=1), default=3, show_default=True, help="Orders to place.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+@click.option("--timeout", type=FiniteFloatRange(min=0, min_open=True), default=60.0, show_default=True,
               metavar="SECONDS", help="Longest the whole run may take.")
 @log_level_option("warning")
 def demo_shop(backend_url: str, orders: int, timeout: float, log_level: str) -> None:

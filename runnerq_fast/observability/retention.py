@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 import msgspec
 
+from runnerq_fast.config import MAX_DELAY_SECONDS
 from runnerq_fast.errors import InvalidActivityError
 from runnerq_fast.storage import Backend, check_prune
 
@@ -56,10 +57,15 @@ class PruneReport(msgspec.Struct, frozen=True):
 
 
 def seconds_to_ms(seconds: float, what: str) -> int:
-    """``seconds`` (a finite number >= 0) as whole milliseconds, else :class:`InvalidActivityError`."""
+    """``seconds`` (a finite number in [0, 100 years]) as whole milliseconds, else :class:`InvalidActivityError`.
+
+    The bound is the retention settings' (:data:`runnerq_fast.config.MAX_DELAY_SECONDS`): a larger age
+    overflowed SQLite's and PostgreSQL's 64-bit integers.
+    """
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) \
-            or seconds < 0:
-        raise InvalidActivityError(f"{what} must be a finite number of seconds >= 0, got {seconds!r}")
+            or not 0 <= seconds <= MAX_DELAY_SECONDS:
+        raise InvalidActivityError(f"{what} must be a finite number of seconds in [0, {MAX_DELAY_SECONDS:.0f}] "
+                                   f"(100 years), got {seconds!r}")
     return round(seconds * 1000)
 
 

@@ -202,12 +202,21 @@ class QueueSeries:
         return out
 
 
+MAX_WATCHES = 16
+"""Queues whose event streams one app follows at once for dashboard series (served queues excepted)."""
+
+WATCH_IDLE = 600.0
+"""Seconds after its last dashboard request that a queue's watch stops (its series is dropped)."""
+
+
 class _Watch:
     """The series of one queue and the task feeding it from the event stream."""
 
     def __init__(self, series: QueueSeries, task: asyncio.Task[None]) -> None:
         self.series = series
         self.task = task
+        self.used = time.monotonic()  # last dashboard request (monotonic seconds)
+        self.pinned = False  # a served queue (watched from app start): never evicted
         self.view: DashboardView | None = None
         self.fresh_until = -float("inf")  # monotonic time until which ``view`` is served
         self.lock = asyncio.Lock()
@@ -248,7 +257,7 @@ class DashboardRoutes:
             return
         backend = await self.ctx.backend()
         for queue in self.ctx.queues:
-            self._watch(backend, queue)
+            self._watch(backend, queue, pin=True)
 
     async def close(self) -> None:
         """Stop watching every queue's events."""
@@ -262,7 +271,7 @@ class DashboardRoutes:
         """``GET /api/v1/workers``: the live workers of ``?queue=``, or of every served queue."""
         name = request.query_params.get("queue")
         backend = await self.ctx.backend()
-        if name:
+        if name is not None:  # "?queue=" names the default queue, as on every route; omit it for every queue
             found = await backend.list_workers(self.ctx.queue(name))
         else:
             served = self.ctx.queues
@@ -283,13 +292,43 @@ class DashboardRoutes:
             view = watch.view
         return JsonResponse(view)
 
-    def _watch(self, backend: Backend, queue: str) -> _Watch:
+    def _watch(self, backend: Backend, queue: str, *, pin: bool = False) -> _Watch:
+        """The watch of ``queue``, started if needed.
+
+        At most :data:`MAX_WATCHES` queues are followed at once (each holds a
+        stream read, a connection on Redis): asking for another evicts the
+        watch least recently asked for, and a watch nobody asked for in
+        :data:`WATCH_IDLE` seconds stops. Watches of served queues (``pin``)
+        stay. Unauthenticated GETs for many made-up names so cost a bounded
+        number of connections.
+        """
+        now = time.monotonic()
         watch = self._watches.get(queue)
         if watch is None or watch.task.done():
+            self._evict(now)
             series = QueueSeries() if watch is None else watch.series
             task = asyncio.create_task(self._follow(backend, queue, series), name=f"runnerq-dashboard-{queue}")
+            pinned = pin or (watch is not None and watch.pinned)
             watch = self._watches[queue] = _Watch(series, task)
+            watch.pinned = pinned
+        watch.used = now
         return watch
+
+    def _evict(self, now: float) -> None:
+        """Stop idle watches, then the least recently used ones, leaving room for one more."""
+        for name, w in list(self._watches.items()):
+            if not w.pinned and now - w.used > WATCH_IDLE:
+                w.task.cancel()
+                del self._watches[name]
+        unpinned = sorted((w.used, name) for name, w in self._watches.items() if not w.pinned)
+        while len(self._watches) >= MAX_WATCHES and unpinned:
+            _, name = unpinned.pop(0)
+            self._watches.pop(name).task.cancel()
+
+    @property
+    def watching(self) -> int:
+        """How many queues' event streams are followed now (running watch tasks)."""
+        return sum(1 for w in self._watches.values() if not w.task.done())
 
     async def _follow(self, backend: Backend, queue: str, series: QueueSeries) -> None:
         """Feed ``series`` from the queue's live events until cancelled; resume after a stream error."""

@@ -15,7 +15,7 @@ import logging
 import math
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -153,7 +153,8 @@ class EnqueueRoutes:
 
     @staticmethod
     def _location(root: str, queue: str, activity_id: str) -> str:
-        return f"{root}/api/v1/queues/{queue}/activities/{activity_id}"
+        # percent-encoded: a header is Latin-1, a queue name any Unicode text (a "€" made a 500 after storing)
+        return f"{root}/api/v1/queues/{quote(queue, safe='')}/activities/{quote(activity_id, safe='')}"
 
     async def handle_one(self, scope: Scope, receive: Receive, queue_name: str) -> tuple[int, dict[str, str], Any]:
         """Enqueue the activity of one request: (status, headers, body Struct).

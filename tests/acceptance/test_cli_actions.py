@@ -156,3 +156,14 @@ def test_an_empty_or_unusable_queue_name_is_a_usage_error(tmp_path: Path) -> Non
         res = run_cli(*args, "--backend", url)
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert "Invalid value for '--queue'" in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def test_a_number_option_refuses_nan_and_inf_before_anything_starts(tmp_path: Path) -> None:
+    """``click.FloatRange`` lets NaN through (every comparison is false): ``loadtest --duration nan`` made a
+    queue and a results folder, then failed with a ValueError (fresh-user run)."""
+    for args in (["loadtest", "--duration", "nan", "--output", str(tmp_path / "out")],
+                 ["worker", "x:y", "--lease-timeout", "inf"], ["worker", "x:y", "--shutdown-grace", "nan"]):
+        res = run_cli(*args)
+        assert res.returncode == 2, (args, res.stderr)
+        assert "is not a finite number" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert not (tmp_path / "out").exists()

@@ -182,3 +182,37 @@ async def test_a_slow_build_is_reused_ten_times_as_long_as_it_took() -> None:
         await asyncio.sleep(1.0)
         await c.get("/api/v1/queues/q/dashboard")
     assert app.state.runnerq_dashboard.builds == 2
+
+
+async def test_dashboards_of_many_queue_names_follow_a_bounded_number_of_streams() -> None:
+    """Unauthenticated GETs for made-up queue names once started one stream reader each, for good: on Redis
+    ~65 names took every pooled connection and enqueues hung (fresh-user run)."""
+    from runnerq_fast.web.dashboard import MAX_WATCHES
+
+    backend = rq.MemoryBackend()
+    ex = rq.ActivityExecutor(backend, "kept")
+    await ex.activity("t").execute()
+    app = create_app(backend)
+    routes = app.state.runnerq_dashboard
+    async with asgi_client(app) as c:
+        assert (await c.get("/api/v1/queues/kept/dashboard")).status_code == 200
+        for i in range(3 * MAX_WATCHES):
+            assert (await c.get(f"/api/v1/queues/made-up-{i}/dashboard")).status_code == 200
+            assert (await c.get("/api/v1/queues/kept/dashboard")).status_code == 200  # in use: never evicted
+        await asyncio.sleep(0)  # let cancelled watchers finish
+        assert routes.watching <= MAX_WATCHES
+        assert "kept" in routes._watches and "made-up-0" not in routes._watches
+        r = await c.post("/api/v1/queues/kept/activities", json={"type": "t"})
+        assert r.status_code == 201
+
+
+async def test_a_pinned_served_queue_is_never_evicted() -> None:
+    from runnerq_fast.web.dashboard import MAX_WATCHES
+
+    app = create_app(rq.MemoryBackend(), queues=["served"] + [f"q{i}" for i in range(2 * MAX_WATCHES)])
+    routes = app.state.runnerq_dashboard
+    async with asgi_client(app) as c:
+        await routes.watch_served()
+        for i in range(2 * MAX_WATCHES):
+            assert (await c.get(f"/api/v1/queues/q{i}/dashboard")).status_code == 200
+        assert not routes._watches["served"].task.done()

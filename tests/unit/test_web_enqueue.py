@@ -370,3 +370,13 @@ async def test_a_lone_surrogate_escape_is_named_as_such_and_a_real_pair_is_store
         assert ok.status_code == 201, ok.text
         snap = await backend.get_activity(ok.json()["id"])
         assert snap is not None and decode_json(snap.payload) == "\N{GRINNING FACE}"
+
+
+async def test_a_queue_name_outside_latin_1_gets_a_percent_encoded_location_and_is_stored_once() -> None:
+    backend = rq.MemoryBackend()
+    async with asgi_client(create_app(backend)) as c:
+        r = await c.post("/api/v1/queues/fu-%E2%82%AC%F0%9F%98%80/activities", json={"type": "t", "payload": 1})
+        assert r.status_code == 201, r.text  # was a 500 raised AFTER the activity was stored
+        assert r.headers["location"] == f"/api/v1/queues/fu-%E2%82%AC%F0%9F%98%80/activities/{r.json()['id']}"
+        assert (await c.get(r.headers["location"])).status_code == 200
+    assert await stored(backend, "fu-\N{EURO SIGN}\N{GRINNING FACE}") == 1
