@@ -141,6 +141,7 @@ async def test_an_expired_result_keeps_its_idempotency_key_and_a_prune_releases_
         second = await ex.activity("t").idempotency_key("k2").execute()
         (c,) = await backend.claim("ttl-key", "w", 1, None, 5000)
         await backend.ack("ttl-key", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        await asyncio.sleep(0.01)  # "older than 0 ms": finished before this millisecond
         assert await backend.prune("ttl-key", ["completed"], 0) == 1
         assert await backend.client.exists(f"{redis_namespace}:{{ttl-key}}:idem:1:t:k2") == 0
         fresh = await ex.activity("t").idempotency_key("k2").execute()
