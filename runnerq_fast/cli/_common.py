@@ -133,7 +133,6 @@ async def open_store(url: str, *, read_only: bool = False) -> rq.Backend:
         raise Fail(redact_text(f"cannot open backend {url}: {type(exc).__name__}: {exc}", url)) from None
 
 
-NO_SCHEMA = "no runnerq-fast schema in {url}; create it with `runnerq-fast migrate --backend URL`"
 
 
 def backend_option(fn: F) -> F:

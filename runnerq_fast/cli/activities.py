@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-import asyncpg
 import click
 import msgspec
 from rich.table import Table
@@ -15,7 +14,6 @@ from rich.table import Table
 import runnerq_fast as rq
 from runnerq_fast import filters
 from runnerq_fast.cli._common import (
-    NO_SCHEMA,
     BadInput,
     Fail,
     FiniteFloatRange,
@@ -34,7 +32,6 @@ from runnerq_fast.cli._common import (
     require_backend,
     run,
 )
-from runnerq_fast.urls import redact_url
 
 
 @click.command()
@@ -168,8 +165,6 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
             if snap is None:
                 return None, [], None
             return snap, await backend.get_events(activity_id), await backend.get_result(activity_id)
-        except asyncpg.UndefinedTableError:
-            raise Fail(NO_SCHEMA.format(url=redact_url(url))) from None
         finally:
             await backend.close()
 
@@ -330,8 +325,6 @@ def _act(
             return res, missing
         except rq.InvalidActivityError as exc:
             raise BadInput(str(exc)) from None
-        except asyncpg.UndefinedTableError:
-            raise Fail(NO_SCHEMA.format(url=redact_url(url))) from None
         finally:
             await backend.close()
 

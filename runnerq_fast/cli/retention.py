@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import re
 
-import asyncpg
 import click
 import msgspec
 
 import runnerq_fast as rq
 from runnerq_fast.cli._common import (
-    NO_SCHEMA,
     BadInput,
-    Fail,
     backend_option,
     configure_logging,
     err,
@@ -25,7 +22,6 @@ from runnerq_fast.cli._common import (
 )
 from runnerq_fast.errors import InvalidActivityError
 from runnerq_fast.observability.retention import FINISHED_STATUSES
-from runnerq_fast.urls import redact_url
 
 _AGE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>s|m|h|d|w)?\s*$")
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -74,8 +70,6 @@ def prune(queue: str, older_than: str, statuses: tuple[str, ...], events_older_t
                                   events_older_than=events_age, batch_size=batch_size, max_batches=max_batches)
         except InvalidActivityError as exc:
             raise BadInput(str(exc)) from None
-        except asyncpg.UndefinedTableError:
-            raise Fail(NO_SCHEMA.format(url=redact_url(url))) from None
         finally:
             await backend.close()
 

@@ -6,14 +6,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import asyncpg
 import click
 import msgspec
 from rich.table import Table
 
 import runnerq_fast as rq
 from runnerq_fast.cli._common import (
-    NO_SCHEMA,
     Fail,
     backend_option,
     check_queue_name,
@@ -61,8 +59,6 @@ async def _read(url: str, what: Callable[[rq.Backend], Awaitable[T]]) -> T:
     backend = await open_store(url, read_only=True)
     try:
         return await what(backend)
-    except asyncpg.UndefinedTableError:
-        raise Fail(NO_SCHEMA.format(url=redact_url(url))) from None
     finally:
         await backend.close()
 

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
-import asyncpg
 import click
 import msgspec
 from rich.table import Table
 
 from runnerq_fast.cli._common import (
-    Fail,
     backend_option,
     check_queue_name,
     configure_logging,
@@ -22,11 +19,9 @@ from runnerq_fast.cli._common import (
     run,
 )
 from runnerq_fast.models import WorkerInfo
-from runnerq_fast.urls import redact_url
 
 _LEFT = frozenset({"worker id", "queue", "host", "types"})
 
-NO_REGISTRY = "no worker registry in {url}; create it with `runnerq-fast migrate --backend URL`"
 
 
 def _ago(ms: int, now_ms: int) -> str:
@@ -58,12 +53,6 @@ def workers(queue: str | None, as_json: bool, backend_url: str | None, log_level
         backend = await open_store(url, read_only=True)
         try:
             return await backend.list_workers(queue)
-        except asyncpg.UndefinedTableError:
-            raise Fail(NO_REGISTRY.format(url=redact_url(url))) from None
-        except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):
-                raise
-            raise Fail(NO_REGISTRY.format(url=redact_url(url))) from None
         finally:
             await backend.close()
 
