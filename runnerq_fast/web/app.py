@@ -12,6 +12,7 @@ import importlib.metadata
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -46,6 +47,7 @@ from runnerq_fast.web.responses import (
     http_exception_handler,
     internal_error_handler,
     problem_exception_handler,
+    problem_response,
 )
 from runnerq_fast.web.v1 import V1Routes
 
@@ -226,6 +228,21 @@ _PREFIX = "/api/v1/queues/"
 _SUFFIX = "/activities"
 
 
+_NOT_UTF8 = "the request path is not UTF-8 once percent-decoded (an escape such as %FF); percent-encode names as UTF-8"
+
+
+def _path_is_utf8(scope: Scope) -> bool:
+    """Whether the request's raw path percent-decodes to valid UTF-8 (True when the server gave no ``raw_path``)."""
+    raw = scope.get("raw_path")
+    if not raw:
+        return True
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 class RunnerQApp(Starlette):
     """The Starlette app, with ``POST /api/v1/queues/{queue}/activities`` served directly.
 
@@ -239,6 +256,10 @@ class RunnerQApp(Starlette):
     direct_enqueue: EnqueueRoutes | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and "\ufffd" in scope["path"] and not _path_is_utf8(scope):
+            # the server decoded an escape such as %FF to U+FFFD: refuse it rather than name a queue "q\ufffd"
+            await problem_response(400, _NOT_UTF8, instance=scope["path"])(scope, receive, send)
+            return
         enq = self.direct_enqueue
         if enq is not None and scope["type"] == "http" and scope["method"] == "POST":
             path: str = scope["path"]

@@ -380,3 +380,31 @@ async def test_a_queue_name_outside_latin_1_gets_a_percent_encoded_location_and_
         assert r.headers["location"] == f"/api/v1/queues/fu-%E2%82%AC%F0%9F%98%80/activities/{r.json()['id']}"
         assert (await c.get(r.headers["location"])).status_code == 200
     assert await stored(backend, "fu-\N{EURO SIGN}\N{GRINNING FACE}") == 1
+
+
+@pytest.mark.parametrize("path", [
+    "/api/v1/queues/q%FF/activities",            # the direct single-enqueue path
+    "/api/v1/queues/q%C3/activities/batch",      # a routed one: a truncated UTF-8 sequence
+    "/api/v1/queues/q%FF",
+    "/api/v1/queues/q/activities/%FF%FE",
+])
+async def test_a_path_that_is_not_utf8_once_percent_decoded_is_refused_not_stored_as_u_fffd(path: str) -> None:
+    backend = rq.MemoryBackend()
+    async with asgi_client(create_app(backend)) as c:
+        if path.endswith("/activities"):
+            r = await c.post(path, json={"type": "t", "payload": 1})
+        elif path.endswith("/batch"):
+            r = await c.post(path, json={"activities": [{"type": "t", "payload": 1}]})
+        else:
+            r = await c.get(path)
+        assert r.status_code == 400, r.text  # was 201 into a queue named "q\ufffd" (or a 404 naming it)
+        assert "UTF-8" in r.json()["detail"]
+    assert await backend.list_queues() == []
+
+
+async def test_a_queue_name_holding_u_fffd_itself_is_still_served() -> None:
+    backend = rq.MemoryBackend()
+    async with asgi_client(create_app(backend)) as c:
+        r = await c.post("/api/v1/queues/q%EF%BF%BD/activities", json={"type": "t", "payload": 1})
+        assert r.status_code == 201, r.text
+    assert await stored(backend, "q\N{REPLACEMENT CHARACTER}") == 1
