@@ -778,7 +778,8 @@ def refuse_connection(backend: Backend, connection: object | None) -> None:
 
 
 _FINISHED = ("completed", "failed", "dead_letter", "cancelled")
-_MOST_PRUNED = 100_000
+MOST_PRUNED = 100_000
+"""The most activities (or events) one :meth:`Backend.prune` / :meth:`Backend.prune_events` call deletes."""
 
 
 def check_prune(statuses: Sequence[str], older_than_ms: int, limit: int) -> list[str]:
@@ -812,8 +813,8 @@ def check_prune_events(older_than_ms: int, limit: int) -> None:
     if isinstance(older_than_ms, bool) or not isinstance(older_than_ms, int) or not 0 <= older_than_ms <= _MOST_AGE_MS:
         raise InvalidActivityError(f"older_than_ms must be an int in [0, {_MOST_AGE_MS}] (100 years), "
                                    f"got {older_than_ms!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _MOST_PRUNED:
-        raise InvalidActivityError(f"limit must be an int in [1, {_MOST_PRUNED}], got {limit!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MOST_PRUNED:
+        raise InvalidActivityError(f"limit must be an int in [1, {MOST_PRUNED}], got {limit!r}")
 
 
 def check_hold(purpose: str, ttl_ms: int) -> None:

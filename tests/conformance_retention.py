@@ -152,6 +152,14 @@ class RetentionConformance:
         for seconds in (float("nan"), 1e300, 10**20):
             with pytest.raises(InvalidActivityError, match="older_than"):
                 await rq.prune(backend, self.queue, older_than=seconds)
+        for size in (0, 100_001, 2.5):  # named limit, the backend's parameter, not batch_size
+            with pytest.raises(InvalidActivityError, match="batch_size"):
+                await rq.prune(backend, self.queue, older_than=0, batch_size=size)  # type: ignore[arg-type]
+        with pytest.raises(InvalidActivityError, match="statuses"):  # pruned nothing, silently
+            await rq.prune(backend, self.queue, older_than=0, statuses=[])
+        for pause in (-1.0, float("nan"), float("inf")):  # nan slept not at all, inf for ever
+            with pytest.raises(InvalidActivityError, match="pause"):
+                await rq.prune(backend, self.queue, older_than=0, pause=pause)
         with pytest.raises(ConfigError):
             await backend.hold(self.queue, "", "a", 1000)
         with pytest.raises(ConfigError):

@@ -19,7 +19,7 @@ import msgspec
 
 from runnerq_fast.config import MAX_DELAY_SECONDS
 from runnerq_fast.errors import InvalidActivityError
-from runnerq_fast.storage import Backend, check_prune
+from runnerq_fast.storage import MOST_PRUNED, Backend, check_prune
 
 __all__ = ["FINISHED_STATUSES", "PruneReport", "prune", "seconds_to_ms"]
 
@@ -117,10 +117,18 @@ async def prune(
     ------
     InvalidActivityError
         For an unknown or unfinished status, a negative or non-finite age, or a
-        bad ``batch_size`` / ``max_batches`` (nothing is deleted).
+        bad ``batch_size`` / ``max_batches`` / ``pause``, or no status and no
+        ``events_older_than`` (nothing is deleted).
     """
     age_ms = seconds_to_ms(older_than, "older_than")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MOST_PRUNED:
+        raise InvalidActivityError(f"batch_size must be an int in [1, {MOST_PRUNED}], got {batch_size!r}")
     wanted = check_prune(statuses, age_ms, batch_size)
+    if not wanted and events_older_than is None:
+        raise InvalidActivityError("statuses names no status: give at least one finished status, "
+                                   "or events_older_than to prune only events")
+    if isinstance(pause, bool) or not isinstance(pause, int | float) or not 0 <= pause < math.inf:
+        raise InvalidActivityError(f"pause must be a finite number of seconds >= 0, got {pause!r}")
     events_ms = None if events_older_than is None else seconds_to_ms(events_older_than, "events_older_than")
     if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int)
                                     or max_batches < 1):
