@@ -77,8 +77,13 @@ def prune(queue: str, older_than: str, statuses: tuple[str, ...], events_older_t
     if as_json:
         click.echo(msgspec.json.encode(report).decode())
         return
-    out.print(f"queue {report.queue!r}: deleted {report.activities:,} finished activities"
-              + (f" and {report.events:,} old events" if events_age is not None else "")
-              + f" in {report.batches:,} batches, {report.seconds:.2f} s")
+    out.print(f"queue {report.queue!r}: deleted {_count(report.activities, 'finished activity', 'finished activities')}"
+              + (f" and {_count(report.events, 'old event', 'old events')}" if events_age is not None else "")
+              + f" in {_count(report.batches, 'batch', 'batches')}, {report.seconds:.2f} s")
     if not report.complete:
         err.print("stopped at --max-batches: older finished activities are left; run it again")
+
+
+def _count(n: int, one: str, many: str) -> str:
+    """``1 batch``, ``2 batches``, ``1,000 batches``."""
+    return f"{n:,} {one if n == 1 else many}"

@@ -55,6 +55,8 @@ def test_queues_stats_and_prune_on_the_command_line(tmp_path: Path) -> None:
     assert unfinished.returncode == 2
     young = run_cli("prune", "--older-than", "1h", "--queue", "a", "--json", "--backend", url)
     assert young.returncode == 0 and json.loads(young.stdout)["activities"] == 0
+    said = run_cli("prune", "--older-than", "1h", "--queue", "a", "--backend", url).stdout
+    assert "deleted 0 finished activities in 1 batch," in said, said  # was "in 1 batches"
 
     pruned = run_cli("prune", "--older-than", "0", "--queue", "a", "--json", "--backend", url)
     assert pruned.returncode == 0, pruned.stderr
