@@ -23,11 +23,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import msgspec
 import pytest
 
 import runnerq_fast as rq
 from runnerq_fast.models import Ack, AckOutcome
 from runnerq_fast.storage import Backend
+from runnerq_fast.web import wire
 from tests.conformance import FAST, new, now_ms, wait_status
 
 Corrupt = Callable[[str, str], Awaitable[None]]
@@ -184,6 +186,31 @@ class IntegrityConformance:
         assert sorted(a.id for a in claimed) == sorted(r.activity_id for r in results if r.activity_id != bad)
         [record] = await backend.list_dead_letter(q)
         assert record.activity.id == bad and record.error is not None and "corrupt" in record.error
+
+    async def test_the_http_form_of_a_corrupt_row_is_valid_json_with_its_reason(
+        self, backend: Backend, corrupt_row: Corrupt
+    ) -> None:
+        await self._wire_form_is_valid_json(backend, corrupt_row)
+
+    async def test_the_http_form_of_a_corrupt_payload_is_valid_json_with_its_reason(
+        self, backend: Backend, corrupt_payload: Corrupt
+    ) -> None:
+        await self._wire_form_is_valid_json(backend, corrupt_payload)
+
+    async def _wire_form_is_valid_json(self, backend: Backend, corrupt: Corrupt) -> None:
+        q = self.queue
+        results = await backend.enqueue(q, [new("t") for _ in range(3)])
+        bad, good = results[1].activity_id, results[0].activity_id
+        await corrupt(q, bad)
+        page = await backend.query_activities(q, rq.ActivityFilter())
+        snap = await backend.get_activity(bad)
+        assert snap is not None
+        # a listing embeds the stored JSON text as it is: a damaged payload made the whole body invalid JSON
+        body = msgspec.json.decode(msgspec.json.encode([wire.activity_view(s) for s in [*page.items, snap]]))
+        views = {v["id"]: v for v in body}
+        assert views[good]["corrupt"] is None and views[good]["payload"] == {}
+        assert views[bad]["corrupt"] is not None and views[bad]["corrupt"].startswith("corrupt row: ")
+        assert body[-1] == views[bad]
 
     async def test_an_engine_moves_past_a_corrupt_row(self, backend: Backend, corrupt_row: Corrupt) -> None:
         await self._engine_moves_past(backend, corrupt_row)

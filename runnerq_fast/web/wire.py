@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, Raw, UnsetType
 
+from runnerq_fast.backends import rowcheck
 from runnerq_fast.models import (
     ActivityEvent,
     ActivityResult,
@@ -263,18 +264,44 @@ class ActivityView(msgspec.Struct):
     last_error: str | None
     idempotency_key: str | None
     parent_id: str | None = None
+    corrupt: str | None = None
+    """Why the stored row cannot be decoded, else ``None``; a damaged payload or metadata shows as ``null``."""
+
+
+def _checked_json(data: bytes | str | None, name: str, bad: list[str]) -> Raw:
+    """``data`` for embedding when it is one valid JSON value, else ``null`` and a reason appended to ``bad``."""
+    if data is None:
+        return Raw(b"null")
+    try:
+        msgspec.json.decode(data, type=Raw)  # a scan that builds nothing: malformed text, bad UTF-8, trailing bytes
+    except msgspec.DecodeError:
+        bad.append(f"{name} is not valid JSON")
+        return Raw(b"null")
+    return Raw(data)
 
 
 def activity_view(snap: ActivitySnapshot) -> ActivityView:
-    """The wire form of a stored activity."""
+    """The wire form of a stored activity.
+
+    The payload and metadata are embedded as stored, without a decode, once a
+    scan has shown each is one valid JSON value; a damaged one (a row edited
+    outside this library) is embedded as ``null`` and named in ``corrupt``, so
+    one bad row never makes a listing's body invalid JSON.
+    """
+    bad: list[str] = []
+    payload = _checked_json(snap.payload, "payload", bad)
+    metadata = _checked_json(snap.metadata, "metadata", bad)
+    corrupt = snap.corrupt
+    if bad:
+        corrupt = (corrupt + "; " if corrupt is not None else rowcheck.PREFIX) + "; ".join(bad)
     return ActivityView(
         id=snap.id,
         queue=snap.queue,
         activity_type=snap.activity_type,
         status=snap.status,
         priority=snap.priority,
-        payload=raw_json(snap.payload),
-        metadata=raw_json(snap.metadata),
+        payload=payload,
+        metadata=metadata,
         retry_count=snap.retry_count,
         max_retries=snap.max_retries,
         timeout=snap.timeout_ms / 1000.0,
@@ -286,6 +313,7 @@ def activity_view(snap: ActivitySnapshot) -> ActivityView:
         last_error=snap.last_error,
         idempotency_key=snap.idempotency_key,
         parent_id=getattr(snap, "parent_id", None),
+        corrupt=corrupt,
     )
 
 
