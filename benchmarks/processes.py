@@ -2,7 +2,7 @@
 
 ::
 
-    .venv/bin/python benchmarks/processes.py -n 20000 --rounds 3 --output-json procs.json
+    .venv/bin/python benchmarks/processes.py -n 100000 --rounds 3 --redis redis://127.0.0.1:PORT/0 --output-json p.json
 
 Each run enqueues ``n`` no-op activities (``benchmarks/noop_app.py``, default
 engine configuration) on a fresh store — a fresh PostgreSQL database, a fresh
@@ -112,6 +112,15 @@ class Run(msgspec.Struct, kw_only=True, frozen=True):
         for Redis at most ``1 / server`` (one thread). Divide by the 1-process
         rate for the most ``--processes 2`` could gain (only meaningful on a
         quiet machine, where the 1-process run had the cores to itself).
+    store_work : dict of str to float
+        Work the store did per activity over the whole drain (start-up
+        included, enqueue excluded), counts that do not depend on the
+        machine's load. PostgreSQL, from ``pg_stat_database`` of the run's
+        database (read after the workers exited, so every backend's counts are
+        in): ``blks_hit``, ``blks_read``, ``tup_fetched``, ``tup_returned``,
+        ``tup_updated``, ``xact_commit``. Redis, from ``INFO commandstats``
+        (the whole server: use a private one): ``calls`` (commands, those run
+        inside scripts included) and ``evalsha`` (scripts run).
     wait_events : dict of str to int
         PostgreSQL only: how often each ``wait_event_type:wait_event`` (or
         ``cpu`` for none) of the run's active backends was seen across the
@@ -134,6 +143,7 @@ class Run(msgspec.Struct, kw_only=True, frozen=True):
     machine_busy: float = float("nan")
     server_share: float = float("nan")
     ceiling_per_s: float = float("nan")
+    store_work: dict[str, float] = msgspec.field(default_factory=dict)
     wait_events: dict[str, int] = msgspec.field(default_factory=dict)
 
 
@@ -232,6 +242,7 @@ def _drain(url: str, queue: str, n: int, processes: int, poll: float, log: Path,
            "--processes", str(processes), "--log-level", "info"]
     env = {k: v for k, v in os.environ.items() if k != "RUNNERQ_BACKEND"}
     log.write_bytes(b"")
+    work0 = _store_counters(url)
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with log.open("ab") as out:
         began = time.monotonic()
@@ -243,6 +254,10 @@ def _drain(url: str, queue: str, n: int, processes: int, poll: float, log: Path,
             proc.wait(60)
     cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+    if url.startswith(("postgresql:", "postgres:")):
+        time.sleep(0.6)  # the watcher's backend reports its counts when its connection closes
+    work1 = _store_counters(url)
+    work = {k: (work1[k] - v) / n for k, v in work0.items() if k in work1}
     lo = next((s for s in samples if s.all_up and s.done >= 0.1 * n), samples[-1])
     hi = next(s for s in samples if s.done >= 0.9 * n)
     ok = hi.at > lo.at and hi.done > lo.done
@@ -264,7 +279,7 @@ def _drain(url: str, queue: str, n: int, processes: int, poll: float, log: Path,
     run = Run(backend="", processes=processes, round=0, n=n, drain_per_s=rate, wall_s=samples[-1].at - began,
               window=(lo.done, hi.done), worker_cpu_s=cpu, load_1m=nan, window_s=hi.at - lo.at,
               client_cpu_us=client, server_cpu_us=server, cores_needed=rate * (client + server) / 1e6,
-              machine_busy=busy, server_share=server_s / span if ok else nan, ceiling_per_s=ceiling,
+              store_work=work, machine_busy=busy, server_share=server_s / span if ok else nan, ceiling_per_s=ceiling,
               wait_events=dict(sorted(waits.items(), key=lambda kv: -kv[1])))
     return run, samples
 
@@ -325,6 +340,33 @@ def _redis_pid(r: redis.Redis) -> int | None:
         return None
 
 
+_PG_COUNTERS = ("blks_hit", "blks_read", "tup_fetched", "tup_returned", "tup_updated", "xact_commit")
+
+
+def _store_counters(url: str) -> dict[str, float]:
+    """The store's cumulative work counters (see ``Run.store_work``); empty for SQLite."""
+    if url.startswith(("postgresql:", "postgres:")):
+        async def read() -> dict[str, float]:
+            conn = await asyncpg.connect(url, timeout=5)
+            try:
+                await conn.execute("SELECT pg_stat_clear_snapshot()")
+                row = await conn.fetchrow(f"SELECT {', '.join(_PG_COUNTERS)} FROM pg_stat_database "
+                                          "WHERE datname = current_database()")
+            finally:
+                await conn.close()
+            return {k: float(row[k]) for k in _PG_COUNTERS} if row is not None else {}
+        return asyncio.run(read())
+    if url.startswith("redis"):
+        r = redis.Redis.from_url(url)
+        try:
+            stats = r.info("commandstats")
+        finally:
+            r.close()
+        return {"calls": float(sum(v["calls"] for v in stats.values())),
+                "evalsha": float(stats.get("cmdstat_evalsha", {}).get("calls", 0))}
+    return {}
+
+
 async def _pg_admin(admin_url: str, sql: str) -> None:
     conn = await asyncpg.connect(admin_url, timeout=5)
     try:
@@ -334,7 +376,8 @@ async def _pg_admin(admin_url: str, sql: str) -> None:
 
 
 @click.command()
-@click.option("-n", "n", type=click.IntRange(min=100), default=20_000, show_default=True, help="Activities per run.")
+@click.option("-n", "n", type=click.IntRange(min=100), default=100_000, show_default=True,
+              help="Activities per run (at 30k/s, 20,000 leave a window of half a second: sampled every --poll).")
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--backends", default="postgresql,redis,sqlite", show_default=True, help="Comma-separated.")
 @click.option("--pg", "pg_admin", default="postgresql://postgres@127.0.0.1:5432/postgres", show_default=True)
@@ -389,7 +432,8 @@ def main(n: int, rounds: int, backends: str, pg_admin: str, redis_url: str, poll
                         f"client {run.client_cpu_us:.1f} us + server {run.server_cpu_us:.1f} us CPU = "
                         f"{run.cores_needed:.2f} cores (the machine: {run.machine_busy:.2f} busy; the server "
                         f"{run.server_share:.2f} of a core); ceiling {run.ceiling_per_s:,.0f}/s"
-                        + (f"; waits: {waits}" if waits else ""))
+                        + (f"; waits: {waits}" if waits else "")
+                        + "; store work per activity: " + ", ".join(f"{k} {v:.2f}" for k, v in run.store_work.items()))
     finally:
         r.close()
     table = Table(title=f"drain/s, n={n:,}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
