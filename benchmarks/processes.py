@@ -39,6 +39,7 @@ PostgreSQL comes from ``--pg`` (the maintenance database; default
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import resource
 import subprocess
@@ -98,7 +99,7 @@ class Run(msgspec.Struct, kw_only=True, frozen=True):
         are not counted); ``nan`` for SQLite or when ``/proc`` is not readable.
     cores_needed : float
         ``drain_per_s * (client_cpu_us + server_cpu_us) / 1e6``: cores the
-        drain kept busy; with ``os.cpu_count()`` cores this bounds the rate.
+        drain kept busy (SQLite: the workers' alone, its store works inside them).
     machine_busy : float
         Cores the whole machine kept busy within the window (``/proc/stat``:
         everything but idle and iowait, every process of every user); a
@@ -268,7 +269,8 @@ def _drain(url: str, queue: str, n: int, processes: int, poll: float, log: Path,
     span = hi.at - lo.at
     server_s = _window_cpu(lo, hi, "server") if hi.server else nan
     busy = (hi.machine[0] - lo.machine[0]) / _TICK / span if ok and hi.machine[1] else nan
-    ceiling = (os.cpu_count() or 1) * 1e6 / (client + server)
+    both = client + (0.0 if math.isnan(server) else server)  # SQLite: no server, the store works in the workers
+    ceiling = (os.cpu_count() or 1) * 1e6 / both
     if url.startswith("redis") and server > 0:
         ceiling = min(ceiling, 1e6 / server)
     waits: dict[str, int] = {}
@@ -278,7 +280,7 @@ def _drain(url: str, queue: str, n: int, processes: int, poll: float, log: Path,
                 waits[w] = waits.get(w, 0) + 1
     run = Run(backend="", processes=processes, round=0, n=n, drain_per_s=rate, wall_s=samples[-1].at - began,
               window=(lo.done, hi.done), worker_cpu_s=cpu, load_1m=nan, window_s=hi.at - lo.at,
-              client_cpu_us=client, server_cpu_us=server, cores_needed=rate * (client + server) / 1e6,
+              client_cpu_us=client, server_cpu_us=server, cores_needed=rate * both / 1e6,
               store_work=work, machine_busy=busy, server_share=server_s / span if ok else nan, ceiling_per_s=ceiling,
               wait_events=dict(sorted(waits.items(), key=lambda kv: -kv[1])))
     return run, samples
@@ -388,7 +390,7 @@ async def _pg_admin(admin_url: str, sql: str) -> None:
 def main(n: int, rounds: int, backends: str, pg_admin: str, redis_url: str, poll: float,
          output_json: Path | None) -> None:
     """Drain n no-op activities with 1 and with 2 worker processes on each backend, interleaved."""
-    console = Console(stderr=True, soft_wrap=True)
+    console = Console(stderr=True, soft_wrap=True, width=None if sys.stderr.isatty() else 140)
     chosen = [b.strip() for b in backends.split(",") if b.strip()]
     unknown = set(chosen) - {"postgresql", "redis", "sqlite"}
     if unknown:
@@ -433,7 +435,8 @@ def main(n: int, rounds: int, backends: str, pg_admin: str, redis_url: str, poll
                         f"{run.cores_needed:.2f} cores (the machine: {run.machine_busy:.2f} busy; the server "
                         f"{run.server_share:.2f} of a core); ceiling {run.ceiling_per_s:,.0f}/s"
                         + (f"; waits: {waits}" if waits else "")
-                        + "; store work per activity: " + ", ".join(f"{k} {v:.2f}" for k, v in run.store_work.items()))
+                        + ("; store work per activity: " + ", ".join(f"{k} {v:.2f}" for k, v in run.store_work.items())
+                           if run.store_work else ""))
     finally:
         r.close()
     table = Table(title=f"drain/s, n={n:,}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}")
@@ -442,7 +445,8 @@ def main(n: int, rounds: int, backends: str, pg_admin: str, redis_url: str, poll
     for backend in chosen:
         for rnd in range(1, rounds + 1):
             one, two = (next(x for x in runs if (x.backend, x.round, x.processes) == (backend, rnd, p)) for p in (1, 2))
-            cpu = f"{one.client_cpu_us + one.server_cpu_us:.0f} -> {two.client_cpu_us + two.server_cpu_us:.0f}"
+            cpu = " -> ".join(f"{x.client_cpu_us + (0.0 if math.isnan(x.server_cpu_us) else x.server_cpu_us):.0f}"
+                              for x in (one, two))
             table.add_row(f"{backend} (round {rnd})", f"{one.drain_per_s:,.0f}", f"{two.drain_per_s:,.0f}",
                           f"{two.drain_per_s / one.drain_per_s:.2f}", cpu,
                           f"{one.ceiling_per_s / one.drain_per_s:.2f}")
