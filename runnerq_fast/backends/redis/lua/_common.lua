@@ -29,9 +29,6 @@
 --   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
 -- The st:, ty:, kids: and counts indexes change in the same script as the status, so they never
 -- drift; the reaper removes expired finished activities with their entries (P.."fin").
--- The globals every script uses, as locals: a global is two table lookups, a local a register.
-local redis, tonumber, tostring, unpack, pairs, ipairs = redis, tonumber, tostring, unpack, pairs, ipairs
-local math, string, table = math, string, table
 local P = KEYS[1]
 local TIME = redis.call('TIME')
 local NOW = tonumber(TIME[1]) * 1000 + math.floor(tonumber(TIME[2]) / 1000)
