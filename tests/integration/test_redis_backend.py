@@ -131,6 +131,30 @@ async def test_a_stale_ready_entry_is_dropped_and_a_merged_claim_still_fills_its
     assert await redis_backend.client.zcard(ready + "b") == 0
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("to", b"5\x1f6", r"timeout_ms is '5\x1f6', not an integer"),  # the separator of claim.lua's numbers
+        ("mr", None, "max_retries is ''"),  # a missing field
+    ],
+)
+async def test_a_claimed_row_whose_numbers_do_not_decode_is_dead_lettered_alone_with_its_reason(
+    redis_backend: RedisBackend, redis_namespace: str, field: str, value: bytes | None, reason: str
+) -> None:
+    q = "packed"
+    ids = [r.activity_id for r in await redis_backend.enqueue(q, [new("t") for _ in range(3)])]
+    key = f"{redis_namespace}:{{{q}}}:a:{ids[1]}"
+    if value is None:
+        assert await redis_backend.client.hdel(key, field) == 1
+    else:
+        assert await redis_backend.client.hset(key, field, value) == 0
+    got = await redis_backend.claim(q, "w", 10, None, 5000)
+    assert sorted(a.id for a in got) == sorted([ids[0], ids[2]])
+    snap = await redis_backend.get_activity(ids[1])
+    assert snap is not None and snap.status == "dead_letter"
+    assert snap.last_error is not None and reason in snap.last_error, snap.last_error
+
+
 async def test_finished_results_expire_and_dead_letters_stay(redis_url: str, redis_namespace: str) -> None:
     backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.2)
     try:

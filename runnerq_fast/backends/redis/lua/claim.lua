@@ -3,9 +3,10 @@
 --   P.."susp:"..type), P.."a:"..id, P.."lease", P.."st:"..status, P.."counts", P.."events".
 -- ARGV: limit, lease_ms, claim token, worker id, the ready sets to claim from ("ready:", or
 --   "susp:" for the suspects, claimed one at a time), then the activity types (none = every type).
--- Returns: 10 per claimed activity, in claim order: id, type, payload, priority,
---   retry_count, max_retries, timeout_ms, metadata, created ms, ready ms ('' for a missing field:
---   the caller dead-letters an activity whose fields do not decode, with ack.lua). A due activity
+-- Returns: 5 per claimed activity, in claim order: id, type, payload, metadata, and its numbers
+--   "priority\31retry_count\31max_retries\31timeout_ms\31created ms\31ready ms" in one string
+--   (one reply element instead of six; '' for a missing field: the caller dead-letters an
+--   activity whose fields do not decode, with ack.lua). A due activity
 --   that cannot be scored (rq_corrupt) is dead-lettered here, alone (published on P.."done").
 local limit = tonumber(ARGV[1])
 local deadline = tostring(NOW + tonumber(ARGV[2])) -- as text: formatted once, not twice per activity
@@ -96,8 +97,11 @@ for i, id in ipairs(ids) do
     rq_zadd(P .. 'lease', deadline, id)
     out[o + 1] = id
     out[o + 2] = typ
-    for j = 2, 9 do out[o + j + 1] = h[j] or '' end -- a missing field: the caller dead-letters it
-    o = o + 10
+    out[o + 3] = h[2] or '' -- a missing field: the caller dead-letters it
+    out[o + 4] = h[7] or ''
+    out[o + 5] = (h[3] or '') .. '\31' .. (h[4] or '') .. '\31' .. (h[5] or '') .. '\31' .. (h[6] or '') ..
+      '\31' .. (h[8] or '') .. '\31' .. (h[9] or '')
+    o = o + 5
   end
 end
 rq_flush()
