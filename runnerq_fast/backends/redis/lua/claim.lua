@@ -42,8 +42,8 @@ else
 end
 
 -- candidates: the first `limit` of every filtered type, merged by (score, id). When only one
--- of the types has ready work (the usual case) its first `limit` are popped with ZPOPMIN, in
--- the same order, without a merge.
+-- of the types has ready work (the usual case) its first `limit` are taken in the same order
+-- without a merge (no candidate tables, no sort, no scores).
 local ids, idtypes = {}, nil
 local only, nonempty = nil, 0
 if #types == 1 then
