@@ -89,6 +89,72 @@ async def test_every_key_of_a_queue_shares_its_hash_tag(redis_backend: RedisBack
     assert len(others) >= 8 and all(n.startswith(f"{redis_namespace}:{{tagged}}:") for n in others)
 
 
+async def test_a_claim_over_several_types_with_work_in_one_takes_its_head_in_order(
+    redis_backend: RedisBackend, redis_namespace: str
+) -> None:
+    """claim.lua's path for one type with ready work among those asked for (ZRANGE + ZREMRANGEBYRANK)."""
+    q = "onetype"
+    order = []
+    for prio in [1, 4, 2, 3, 2]:
+        await asyncio.sleep(0.003)  # distinct ready times at millisecond resolution
+        (res,) = await redis_backend.enqueue(q, [new("b", priority=prio)])
+        order.append((prio, res.activity_id))
+    expected = [aid for _, aid in sorted(order, key=lambda p: -p[0])]
+    first = await redis_backend.claim(q, "w", 3, ["a", "b", "c"], 5000)
+    assert [a.id for a in first] == expected[:3]
+    assert all(a.activity_type == "b" for a in first)
+    rest = await redis_backend.claim(q, "w", 10, ["c", "b"], 5000)
+    assert [a.id for a in rest] == expected[3:]
+    assert await redis_backend.claim(q, "w", 10, ["a", "b", "c"], 5000) == []
+    assert await redis_backend.client.zcard(f"{redis_namespace}:{{{q}}}:ready:b") == 0
+    stats = await redis_backend.stats(q)
+    assert (stats.pending, stats.processing) == (0, 5)
+
+
+async def test_a_stale_ready_entry_is_dropped_and_a_merged_claim_still_fills_its_batch(
+    redis_backend: RedisBackend, redis_namespace: str
+) -> None:
+    """An id in a ready set without its hash (removed meanwhile) is skipped and removed, on either claim path."""
+    q = "stale"
+    ready = f"{redis_namespace}:{{{q}}}:ready:"
+    await redis_backend.enqueue(q, [new("a"), new("b"), new("b")])
+    await redis_backend.client.zadd(ready + "a", {"gone-a": 0.0})  # lowest score: the first candidate
+    # several types with work: the merge skips the stale id and still takes 3
+    got = await redis_backend.claim(q, "w", 3, ["a", "b"], 5000)
+    assert sorted(a.activity_type for a in got) == ["a", "b", "b"]
+    assert await redis_backend.client.zscore(ready + "a", "gone-a") is None
+    # one type with work: the stale head is removed and not returned
+    (fresh,) = await redis_backend.enqueue(q, [new("b")])
+    await redis_backend.client.zadd(ready + "b", {"gone-b": 0.0})
+    got = await redis_backend.claim(q, "w", 5, ["a", "b"], 5000)
+    assert [a.id for a in got] == [fresh.activity_id]
+    assert await redis_backend.client.zcard(ready + "b") == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("to", b"5\x1f6", r"timeout_ms is '5\x1f6', not an integer"),  # the separator of claim.lua's numbers
+        ("mr", None, "max_retries is ''"),  # a missing field
+    ],
+)
+async def test_a_claimed_row_whose_numbers_do_not_decode_is_dead_lettered_alone_with_its_reason(
+    redis_backend: RedisBackend, redis_namespace: str, field: str, value: bytes | None, reason: str
+) -> None:
+    q = "packed"
+    ids = [r.activity_id for r in await redis_backend.enqueue(q, [new("t") for _ in range(3)])]
+    key = f"{redis_namespace}:{{{q}}}:a:{ids[1]}"
+    if value is None:
+        assert await redis_backend.client.hdel(key, field) == 1
+    else:
+        assert await redis_backend.client.hset(key, field, value) == 0
+    got = await redis_backend.claim(q, "w", 10, None, 5000)
+    assert sorted(a.id for a in got) == sorted([ids[0], ids[2]])
+    snap = await redis_backend.get_activity(ids[1])
+    assert snap is not None and snap.status == "dead_letter"
+    assert snap.last_error is not None and reason in snap.last_error, snap.last_error
+
+
 async def test_finished_results_expire_and_dead_letters_stay(redis_url: str, redis_namespace: str) -> None:
     backend = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.2)
     try:

@@ -136,13 +136,18 @@ def _s(value: bytes | str | None) -> str | None:
 
 
 
-def _claim_corrupt(flat: Sequence[bytes], j: int) -> str:
-    """The reason a claimed activity (``flat[j : j + 10]``, see ``lua/claim.lua``) does not decode."""
+#: the hash fields of a claimed activity after its id, in the order _claim_corrupt takes them
+_CLAIMED_FIELDS = ("t", "p", "pr", "rc", "mr", "to", "m", "c", "r")
+
+
+def _claim_corrupt(row: Sequence[bytes | None]) -> str:
+    """The reason a claimed activity does not decode; ``row`` = the values of ``_CLAIMED_FIELDS``."""
     names = ("activity_type", "payload", "priority", "retry_count", "max_retries", "timeout_ms", "metadata",
              "created_at_ms", "ready_at_ms")
-    fields: dict[str, object] = {n: as_int(v) for n, v in zip(names, flat[j + 1 : j + 10], strict=True)}
-    fields["activity_type"] = as_text(flat[j + 1])
-    fields["payload"], fields["metadata"] = flat[j + 2], flat[j + 7]
+    values = [b"" if v is None else v for v in row]  # a missing field reads as '' (as claim.lua returns it)
+    fields: dict[str, object] = {n: as_int(v) for n, v in zip(names, values, strict=True)}
+    fields["activity_type"] = as_text(values[0])
+    fields["payload"], fields["metadata"] = values[1], values[6]
     return rowcheck.reason(fields) or f"{rowcheck.PREFIX}a claimed field does not decode"
 
 
@@ -526,27 +531,35 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
             args += activity_types
         flat = await self._run("claim", queue, args)
         out: list[ClaimedActivity] = []
-        corrupt: list[Ack] = []
-        for j in range(0, len(flat), 10):
+        bad: list[str] = []
+        for j in range(0, len(flat), 5):
             try:
+                pr, rc, mr, to, created, ready = flat[j + 4].split(b"\x1f")
                 out.append(
                     ClaimedActivity(
                         flat[j].decode(),
                         flat[j + 1].decode(),
                         flat[j + 2],
-                        int(flat[j + 3]),
-                        int(flat[j + 4]),
-                        int(flat[j + 5]),
-                        int(flat[j + 6]),
-                        flat[j + 7],
+                        int(pr),
+                        int(rc),
+                        int(mr),
+                        int(to),
+                        flat[j + 3],
                         token,
-                        int(flat[j + 8]),
-                        int(flat[j + 9]),
+                        int(created),
+                        int(ready),
                     )
                 )
             except (ValueError, UnicodeDecodeError):
-                corrupt.append(Ack(flat[j].decode(), token, AckOutcome.DEAD_LETTER, None, _claim_corrupt(flat, j)))
-        if corrupt:  # dead-lettered alone: the others keep their claim and their attempt
+                bad.append(flat[j].decode())
+        if bad:  # dead-lettered alone: the others keep their claim and their attempt
+            # rare (a damaged hash): its fields are read again (this claim holds them) to word the reason
+            async with self._r.pipeline(transaction=False) as pipe:
+                for i in bad:
+                    pipe.hmget(keys.activity(self._ns, queue, i), list(_CLAIMED_FIELDS))
+                rows = await _guarded(pipe.execute())
+            corrupt = [Ack(i, token, AckOutcome.DEAD_LETTER, None, _claim_corrupt(v))
+                       for i, v in zip(bad, rows, strict=True)]
             for a in corrupt:
                 log.error("dead-lettering activity %s of queue %r: %s", a.id, queue, a.error)
             await self.ack(queue, corrupt)

@@ -32,6 +32,9 @@
 local P = KEYS[1]
 local TIME = redis.call('TIME')
 local NOW = tonumber(TIME[1]) * 1000 + math.floor(tonumber(TIME[2]) / 1000)
+-- NOW as text, formatted once: Lua formats a number with sprintf("%.14g") every time it is
+-- concatenated or passed to redis.call, which was a tenth of a claim's server time.
+local NOWS = tostring(NOW)
 local STREAM_MAXLEN = 10000
 local EVENTS_PER_ACTIVITY = 1000
 local WAKE_TOKENS = 16
@@ -44,28 +47,42 @@ local READY = {pending = true, scheduled = true, retrying = true}
 -- "0-<last event id in it>" and fields: at (ms), n (events in it), "<i>" = "<kind>\31<activity id>"
 -- and "d<i>" = detail, for i = 1..n; event i of the entry has id <last> - n + i.
 local EVN = tonumber(redis.call('GET', P .. 'evseq') or 0)
-local EVBUF, EVCOUNT = {}, 0
+local EVBUF, EVCOUNT, EVLEN = {}, 0, 0 -- EVLEN = #EVBUF
 local EVENT_CHUNK = 500
 
 local function rq_flush_events()
   if EVCOUNT == 0 then return end
-  redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOW, 'n', EVCOUNT, unpack(EVBUF))
+  redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT, unpack(EVBUF))
   redis.call('SET', P .. 'evseq', EVN)
-  EVBUF, EVCOUNT = {}, 0
+  EVBUF, EVCOUNT, EVLEN = {}, 0, 0
 end
+
+-- The hash values of the script's events by kind, then by detail (a batch repeats them: every
+-- claim of one call has the same "claimed\31<now>\31<worker>").
+local EVVALUES = {}
 
 local function rq_event(id, kind, detail)
   EVN = EVN + 1
   EVCOUNT = EVCOUNT + 1
-  local n = #EVBUF
-  EVBUF[n + 1] = EVCOUNT
+  local n = EVLEN
+  local count = string.format('%d', EVCOUNT) -- integer formatting: tostring() formats a double (%.14g)
+  EVBUF[n + 1] = count
   EVBUF[n + 2] = kind .. '\31' .. id
-  local field, value = 'x:' .. EVN, kind .. '\31' .. NOW
-  if detail then
-    EVBUF[n + 3] = 'd' .. EVCOUNT
-    EVBUF[n + 4] = detail
-    value = value .. '\31' .. detail
+  local values = EVVALUES[kind]
+  if not values then values = {}; EVVALUES[kind] = values end
+  local value = values[detail or false]
+  if not value then
+    value = detail and (kind .. '\31' .. NOWS .. '\31' .. detail) or (kind .. '\31' .. NOWS)
+    values[detail or false] = value
   end
+  if detail then
+    EVBUF[n + 3] = 'd' .. count
+    EVBUF[n + 4] = detail
+    EVLEN = n + 4
+  else
+    EVLEN = n + 2
+  end
+  local field = string.format('x:%d', EVN)
   if EVCOUNT >= EVENT_CHUNK then rq_flush_events() end
   return field, value
 end
@@ -116,39 +133,51 @@ local function rq_member_of(created, id, typ)
   return rq_member(created, id)
 end
 
--- Buffered change of the per (status, type) counters, flushed by rq_flush.
+-- Buffered change of the per (status, type) counters, flushed by rq_flush (by status, then type:
+-- the field "<status>\31<type>" is built once per pair, not once per activity).
 local function rq_count(status, typ, delta)
-  local f = status .. '\31' .. typ
-  COUNTS[f] = (COUNTS[f] or 0) + delta
+  local t = COUNTS[status]
+  if not t then t = {}; COUNTS[status] = t end
+  t[typ] = (t[typ] or 0) + delta
 end
 
+-- Each buffer keeps its length in field n (the # operator is a binary search in Lua 5.1).
 local function rq_zadd(key, score, member)
   local t = ZADDS[key]
-  if not t then t = {}; ZADDS[key] = t end
-  t[#t + 1] = score
-  t[#t + 1] = member
+  if not t then t = {n = 0}; ZADDS[key] = t end
+  local n = t.n
+  t[n + 1] = score
+  t[n + 2] = member
+  t.n = n + 2
 end
 
 local function rq_zrem(key, member)
   local t = ZREMS[key]
-  if not t then t = {}; ZREMS[key] = t end
-  t[#t + 1] = member
+  if not t then t = {n = 0}; ZREMS[key] = t end
+  local n = t.n + 1
+  t[n] = member
+  t.n = n
 end
 
 local function rq_flush()
   for key, t in pairs(ZREMS) do
-    for i = 1, #t, CHUNK do redis.call('ZREM', key, unpack(t, i, math.min(i + CHUNK - 1, #t))) end
+    local n = t.n
+    for i = 1, n, CHUNK do redis.call('ZREM', key, unpack(t, i, math.min(i + CHUNK - 1, n))) end
   end
   for key, t in pairs(ZADDS) do
-    for i = 1, #t, CHUNK do redis.call('ZADD', key, unpack(t, i, math.min(i + CHUNK - 1, #t))) end
+    local n = t.n
+    for i = 1, n, CHUNK do redis.call('ZADD', key, unpack(t, i, math.min(i + CHUNK - 1, n))) end
   end
   for key, t in pairs(SADDS) do
     local members = {}
     for m, _ in pairs(t) do members[#members + 1] = m end
     redis.call('SADD', key, unpack(members))
   end
-  for f, d in pairs(COUNTS) do
-    if d ~= 0 and redis.call('HINCRBY', P .. 'counts', f, d) <= 0 then redis.call('HDEL', P .. 'counts', f) end
+  for status, t in pairs(COUNTS) do
+    for typ, d in pairs(t) do
+      local f = status .. '\31' .. typ
+      if d ~= 0 and redis.call('HINCRBY', P .. 'counts', f, d) <= 0 then redis.call('HDEL', P .. 'counts', f) end
+    end
   end
   ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
   rq_flush_events()
@@ -157,12 +186,19 @@ end
 -- Status change of activity `id` (type `typ`, index member `mem`) from `old` (nil: new) to `new`.
 -- There is no P.."st:processing": the lease set holds the processing ids, and claim and ack
 -- already write it (one sorted-set write less per claim and per ack).
+local STKEYS = {} -- P.."st:"..status by status, built once per script
+local function rq_st(status)
+  local k = STKEYS[status]
+  if not k then k = P .. 'st:' .. status; STKEYS[status] = k end
+  return k
+end
+
 local function rq_move(id, typ, mem, old, new)
   if old then
-    if old ~= 'processing' then rq_zrem(P .. 'st:' .. old, mem) end
+    if old ~= 'processing' then rq_zrem(rq_st(old), mem) end
     rq_count(old, typ, -1)
   end
-  if new ~= 'processing' then rq_zadd(P .. 'st:' .. new, 0, mem) end
+  if new ~= 'processing' then rq_zadd(rq_st(new), '0', mem) end
   rq_count(new, typ, 1)
 end
 
@@ -214,28 +250,42 @@ end
 -- a dead letter.
 -- The claim token and lease stay in the hash: the status guards every ack and extension.
 -- `detail` is the event's detail (default: `err`, which also becomes the last error).
+local FINSCORES = {} -- the P.."fin" score (NOW + ttl ms) as text, by ttl, formatted once per script
 local function rq_finish(id, typ, mem, old, status, result, err, ttl_ms, detail)
   local k = P .. 'a:' .. id
   local ef, ev = rq_event(id, status, detail or err)
-  local args = {'s', status, 'fa', NOW, ef, ev}
-  if status == 'dead_letter' then
-    args[#args + 1] = 'da'
-    args[#args + 1] = NOW
+  if status ~= 'dead_letter' and not err then -- the usual case (completed, cancelled): one call, no table
+    if result then
+      redis.call('HSET', k, 's', status, 'fa', NOWS, ef, ev, 'res', result)
+    else
+      redis.call('HSET', k, 's', status, 'fa', NOWS, ef, ev)
+    end
+  else
+    local args = {'s', status, 'fa', NOWS, ef, ev}
+    if status == 'dead_letter' then
+      args[#args + 1] = 'da'
+      args[#args + 1] = NOWS
+    end
+    if result then
+      args[#args + 1] = 'res'
+      args[#args + 1] = result
+    end
+    if err then
+      args[#args + 1] = 'e'
+      args[#args + 1] = err
+    end
+    redis.call('HSET', k, unpack(args))
   end
-  if result then
-    args[#args + 1] = 'res'
-    args[#args + 1] = result
-  end
-  if err then
-    args[#args + 1] = 'e'
-    args[#args + 1] = err
-  end
-  redis.call('HSET', k, unpack(args))
   rq_move(id, typ, mem, old, status)
   if status == 'dead_letter' then
-    rq_zadd(P .. 'dead', NOW, id)
+    rq_zadd(P .. 'dead', NOWS, id)
   else
-    rq_zadd(P .. 'fin', NOW + tonumber(ttl_ms), id)
+    local score = FINSCORES[ttl_ms]
+    if not score then
+      score = tostring(NOW + tonumber(ttl_ms))
+      FINSCORES[ttl_ms] = score
+    end
+    rq_zadd(P .. 'fin', score, id)
   end
 end
 

@@ -10,7 +10,11 @@
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ttl = ARGV[1]
 local rejected, done = {}, {}
-local ACK_CHECKS = {4, 'priority', 5, 'retry_count'}
+-- a retry reads 3 fields more (h[6], h[7], h[8]); the other outcomes do not need them (a hash
+-- field lookup scans the hash, and a missing field such as cr scans all of it)
+local ACK_CHECKS = {6, 'priority', 7, 'retry_count'}
+local nd = 0 -- #done
+local LEASE = P .. 'lease'
 for b = 1, #ARGV - 1, 7 do
   local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local flags = tonumber(ARGV[b + 7])
@@ -18,21 +22,28 @@ for b = 1, #ARGV - 1, 7 do
   if flags % 2 == 1 then result = ARGV[b + 4] end
   if flags >= 2 then err = ARGV[b + 5] end
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'tk', 't', 'pr', 'rc', 'c', 'cr', 'su')
+  local h
+  if outcome == 2 then
+    h = redis.call('HMGET', k, 's', 'tk', 't', 'c', 'su', 'pr', 'rc', 'cr')
+  else
+    h = redis.call('HMGET', k, 's', 'tk', 't', 'c', 'su')
+  end
   if h[1] ~= 'processing' or h[2] ~= token then
     rejected[#rejected + 1] = id
   else
-    rq_zrem(P .. 'lease', id)
-    if h[8] then redis.call('HDEL', k, 'su') end
-    local mem = rq_member(h[6], id)
-    if outcome == 5 or (outcome == 2 and h[7]) then
+    rq_zrem(LEASE, id)
+    if h[5] then redis.call('HDEL', k, 'su') end
+    local mem = rq_member(h[4], id)
+    if outcome == 5 or (outcome == 2 and h[8]) then
       rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
-      done[#done + 1] = id
+      nd = nd + 1
+      done[nd] = id
     elseif outcome == 2 and rq_corrupt(h, ACK_CHECKS) then -- cannot be retried: dead-lettered with the reason
       rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(h, ACK_CHECKS), ttl)
-      done[#done + 1] = id
+      nd = nd + 1
+      done[nd] = id
     elseif outcome == 2 then
-      local rc = tonumber(h[5]) + 1
+      local rc = tonumber(h[7]) + 1
       local ready = math.max(tonumber(ARGV[b + 6]), NOW)
       local ef, ev = rq_event(id, 'retrying', err)
       if err then
@@ -41,17 +52,18 @@ for b = 1, #ARGV - 1, 7 do
         redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev)
       end
       rq_move(id, h[3], mem, 'processing', 'retrying')
-      rq_make_ready(id, h[3], tonumber(h[4]), rc, ready)
+      rq_make_ready(id, h[3], tonumber(h[6]), rc, ready)
     else
       local status = 'completed'
       if outcome == 3 then status = 'failed' elseif outcome == 4 then status = 'dead_letter' end
       if outcome ~= 1 then result = nil end
       rq_finish(id, h[3], mem, 'processing', status, result, err, ttl)
-      done[#done + 1] = id
+      nd = nd + 1
+      done[nd] = id
     end
   end
 end
 rq_flush()
 rq_wake()
-if #done > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done, ',')) end
+if nd > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done, ',')) end
 return rejected
