@@ -295,13 +295,13 @@ def _exit_cleanly_on_signals() -> None:
               help="PostgreSQL URL allowed to CREATE DATABASE (env RUNNERQ_TEST_PG).")
 @click.option("--output-json", type=click.Path(dir_okay=False, path_type=Path), metavar="FILE",
               help="Default: benchmarks/results/compare-<UTC time>.json.")
-@click.option("--png", type=click.Path(dir_okay=False, path_type=Path), default=CHART, show_default=True,
+@click.option("--png", type=click.Path(dir_okay=False), default=str(CHART), show_default=True,
               help="Where to draw the bar chart ('' for none).")
 @click.option("--celery-python", type=click.Path(dir_okay=False, exists=True), default=CELERY_PYTHON,
               help="Interpreter of a venv with the [peers-celery] extra (default: .venv-celery/bin/python if it "
                    "exists; without one the Celery entries are left out).")
 def main(n: int, rounds: int, batch_size: int, only: str | None, timeout: float, pg_admin: str,
-         output_json: Path | None, png: Path, celery_python: str | None) -> None:
+         output_json: Path | None, png: str, celery_python: str | None) -> None:
     """Run runnerq-fast, the peers and the bare loops interleaved; report medians and ratios."""
     _exit_cleanly_on_signals()
     t_start = time.perf_counter()
@@ -369,9 +369,9 @@ def main(n: int, rounds: int, batch_size: int, only: str | None, timeout: float,
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(msgspec.json.format(msgspec.json.encode(report), indent=2) + b"\n")
     console.print(f"wrote {out}")
-    if str(png):
+    if png:  # a str: Path("") is "." and drew into a file named ".png"
         command = "benchmarks/compare.py " + " ".join(sys.argv[1:])
-        draw_chart(report, png, command.strip())
+        draw_chart(report, Path(png), command.strip())
         console.print(f"wrote {png}")
 
 
