@@ -214,6 +214,33 @@ async def test_claim_order_and_ack_round_trip(pg_backend: PostgresBackend) -> No
     assert (await b.stats("q")).completed == 5
 
 
+EDGE_TIMES = [
+    "1969-12-31 23:59:59.999999+00", "1960-06-01 12:00:00.0005+00", "1999-12-31 23:59:59.9995+00",
+    "2000-01-01 00:00:00+00", "2000-01-01 00:00:00.000001+00", "2024-02-29 10:11:12.345+00",
+    "2024-02-29 10:11:12.345999+00", "0044-03-15 12:00:00.25+00",
+]
+
+
+async def test_claimed_times_are_the_floor_of_their_epoch_milliseconds(pg_backend: PostgresBackend) -> None:
+    """The claim's binary times decode to floor(extract(epoch) * 1000), before 1970 and 2000 too."""
+    b = pg_backend
+    items = [new() for _ in EDGE_TIMES]
+    await b.enqueue("q", items)
+    for it, created, ready in zip(items, EDGE_TIMES, reversed(EDGE_TIMES), strict=True):
+        await b.pool.execute(
+            "UPDATE runnerq_activities SET created_at = $2::text::timestamptz, ready_at = $3::text::timestamptz"
+            " WHERE id = $1::uuid", it.id, created, ready)
+    claimed = await b.claim("q", "w", 100, None, 30_000)
+    assert len(claimed) == len(items)
+    want = {
+        uuid.UUID(str(r[0])).hex: (r[1], r[2])
+        for r in await b.pool.fetch(
+            "SELECT id, floor(extract(epoch FROM created_at) * 1000)::bigint,"
+            " floor(extract(epoch FROM ready_at) * 1000)::bigint FROM runnerq_activities")
+    }
+    assert {c.id: (c.created_at_ms, c.ready_at_ms) for c in claimed} == want
+
+
 async def test_late_ack_after_requeue_expired_is_rejected(pg_backend: PostgresBackend) -> None:
     b = pg_backend
     (item,) = [new()]
