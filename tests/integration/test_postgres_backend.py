@@ -267,7 +267,9 @@ async def test_an_all_completed_flush_leaves_what_the_general_ack_leaves(pg_back
     row = await b.pool.fetchrow(Q["ack"], "q", ids, tokens, outcomes, texts, errors, retry_at)
     assert row is not None and len(row[0]) == 3
     for f, g in zip(fast, general, strict=True):
-        assert tuple(await b.pool.fetchrow(ROW_STATE, f.id)) == tuple(await b.pool.fetchrow(ROW_STATE, g.id))
+        fast_row, general_row = await b.pool.fetchrow(ROW_STATE, f.id), await b.pool.fetchrow(ROW_STATE, g.id)
+        assert fast_row is not None and general_row is not None
+        assert tuple(fast_row) == tuple(general_row)
         assert [(e.event_type, e.detail) for e in await b.get_events(f.id)] == [
             (e.event_type, e.detail) for e in await b.get_events(g.id)]
     assert (await b.stats("q")).completed == 6
