@@ -18,6 +18,7 @@ import pytest
 
 from runnerq_fast.backends.postgres import RESULTS_CHANNEL, WORK_CHANNEL, PostgresBackend, apply_migrations
 from runnerq_fast.backends.postgres.backend import Q
+from runnerq_fast.backends.postgres.rows import ack_params
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries, parse_queries
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.ids import new_activity_id
@@ -212,6 +213,67 @@ async def test_claim_order_and_ack_round_trip(pg_backend: PostgresBackend) -> No
     events = await b.get_events(items[0].id)
     assert [e.event_type for e in events] == ["enqueued", "claimed", "completed"]
     assert (await b.stats("q")).completed == 5
+
+
+EDGE_TIMES = [
+    "1969-12-31 23:59:59.999999+00", "1960-06-01 12:00:00.0005+00", "1999-12-31 23:59:59.9995+00",
+    "2000-01-01 00:00:00+00", "2000-01-01 00:00:00.000001+00", "2024-02-29 10:11:12.345+00",
+    "2024-02-29 10:11:12.345999+00", "0044-03-15 12:00:00.25+00",
+]
+
+
+async def test_claimed_times_are_the_floor_of_their_epoch_milliseconds(pg_backend: PostgresBackend) -> None:
+    """The claim's binary times decode to floor(extract(epoch) * 1000), before 1970 and 2000 too."""
+    b = pg_backend
+    items = [new() for _ in EDGE_TIMES]
+    await b.enqueue("q", items)
+    for it, created, ready in zip(items, EDGE_TIMES, reversed(EDGE_TIMES), strict=True):
+        await b.pool.execute(
+            "UPDATE runnerq_activities SET created_at = $2::text::timestamptz, ready_at = $3::text::timestamptz"
+            " WHERE id = $1::uuid", it.id, created, ready)
+    claimed = await b.claim("q", "w", 100, None, 30_000)
+    assert len(claimed) == len(items)
+    want = {
+        uuid.UUID(str(r[0])).hex: (r[1], r[2])
+        for r in await b.pool.fetch(
+            "SELECT id, floor(extract(epoch FROM created_at) * 1000)::bigint,"
+            " floor(extract(epoch FROM ready_at) * 1000)::bigint FROM runnerq_activities")
+    }
+    assert {c.id: (c.created_at_ms, c.ready_at_ms) for c in claimed} == want
+
+
+ROW_STATE = (
+    "SELECT status, retry_count, result, last_error, finished_at IS NOT NULL, claim_token, lease_expires_at,"
+    " cancel_requested_at, suspect, dead_lettered_at, ready_at = created_at FROM runnerq_activities WHERE id = $1::uuid"
+)
+
+
+async def test_an_all_completed_flush_leaves_what_the_general_ack_leaves(pg_backend: PostgresBackend) -> None:
+    """backend.ack takes ack_completed for a batch of plain completions; rows, events and stale checks match ack."""
+    b = pg_backend
+    items = [new() for _ in range(6)]
+    await b.enqueue("q", items)
+    claimed = await b.claim("q", "w", 10, None, 30_000)
+    by_id = {c.id: c for c in claimed}
+    fast, general = [by_id[it.id] for it in items[:3]], [by_id[it.id] for it in items[3:]]
+    await b.pool.execute("UPDATE runnerq_activities SET cancel_requested_at = now() WHERE id = ANY($1::uuid[])",
+                         [fast[2].id, general[2].id])
+    results = [b'{"r": 1}', None, b"[]"]
+    stale = Ack(fast[0].id, "not-the-token", AckOutcome.COMPLETED)
+    fast_acks = [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, result=r) for c, r in zip(fast, results, strict=True)]
+    assert await b.ack("q", [stale, *fast_acks]) == [stale.id]
+    gen = [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, result=r) for c, r in zip(general, results, strict=True)]
+    ids, tokens, outcomes, texts, errors, retry_at = ack_params(gen)
+    row = await b.pool.fetchrow(Q["ack"], "q", ids, tokens, outcomes, texts, errors, retry_at)
+    assert row is not None and len(row[0]) == 3
+    for f, g in zip(fast, general, strict=True):
+        fast_row, general_row = await b.pool.fetchrow(ROW_STATE, f.id), await b.pool.fetchrow(ROW_STATE, g.id)
+        assert fast_row is not None and general_row is not None
+        assert tuple(fast_row) == tuple(general_row)
+        assert [(e.event_type, e.detail) for e in await b.get_events(f.id)] == [
+            (e.event_type, e.detail) for e in await b.get_events(g.id)]
+    assert (await b.stats("q")).completed == 6
+    assert await b.ack("q", fast_acks) == [a.id for a in fast_acks]  # acked already: stale now
 
 
 async def test_late_ack_after_requeue_expired_is_rejected(pg_backend: PostgresBackend) -> None:

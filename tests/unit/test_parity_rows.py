@@ -37,6 +37,8 @@ def outcome(fn: Any, *args: Any) -> tuple[str, Any]:
 texts = st.text(max_size=12)
 json_bytes = st.sampled_from([b"{}", b'{"a":1}', "{}", b"\xff\xfe", b"[" * 5])
 ms = st.integers(-(2**63), 2**63 - 1)
+# a timestamptz_send() value: 8 big-endian bytes of microseconds since 2000-01-01 (now and then another length)
+sent_times = st.integers(-(2**63), 2**63 - 1).map(lambda us: us.to_bytes(8, "big", signed=True)) | st.binary(max_size=9)
 retry_counts = st.integers(0, 100_000)
 
 rows = st.lists(
@@ -49,8 +51,8 @@ rows = st.lists(
         retry_counts,
         st.integers(0, 2**40),
         json_bytes,
-        ms,
-        ms,
+        sent_times,
+        sent_times,
     ),
     max_size=30,
 )
@@ -91,8 +93,15 @@ def test_claimed_rows_agree(batch: list[tuple[Any, ...]], token: str) -> None:
     assert outcome(COMPILED.claimed_from_rows, batch, token) == outcome(_rows_py.claimed_from_rows, batch, token)
 
 
+SENT0 = bytes(8)
+BAD_ROWS = [[("short",)], [(1, "t", b"{}", 2, 0, 3, 0, b"{}", SENT0, SENT0)], [None], 5,
+            [(uuid.uuid4(), "t", b"{}", 2, 0, 3, 0, b"{}", 10, SENT0)],
+            [(uuid.uuid4(), "t", b"{}", 2, 0, 3, 0, b"{}", SENT0, b"\x00" * 7)],
+            [(uuid.uuid4(), "t", b"{}", 2, 0, 3, 0, b"{}", SENT0, None)]]
+
+
 @needs_compiled
-@pytest.mark.parametrize("bad", [[("short",)], [(1, "t", b"{}", 2, 0, 3, 0, b"{}", 0, 0)], [None], 5])
+@pytest.mark.parametrize("bad", BAD_ROWS)
 def test_claimed_rows_errors_agree(bad: Any) -> None:
     assert COMPILED is not None
     got = outcome(COMPILED.claimed_from_rows, bad, "tok")
@@ -124,8 +133,10 @@ def test_enqueue_params_agree(batch: list[NewActivity]) -> None:
 @pytest.mark.parametrize("impl", IMPLS)
 def test_rows_behaviour(impl: ModuleType) -> None:
     u = uuid.uuid4()
-    (a,) = impl.claimed_from_rows([(u, "t", b"{}", 3, 1, 5, 1000, "{}", 10, 20)], "tok")
-    assert a == ClaimedActivity(u.hex, "t", b"{}", 3, 1, 5, 1000, "{}", "tok", 10, 20)
+    # 2000-01-01 00:00:00.010 UTC, and 1 us before 2000-01-01 (floor: the millisecond before)
+    sent = [(10_000).to_bytes(8, "big", signed=True), (-1).to_bytes(8, "big", signed=True)]
+    (a,) = impl.claimed_from_rows([(u, "t", b"{}", 3, 1, 5, 1000, "{}", *sent)], "tok")
+    assert a == ClaimedActivity(u.hex, "t", b"{}", 3, 1, 5, 1000, "{}", "tok", 946_684_800_010, 946_684_799_999)
     assert impl.ack_params([Ack("i", "c", 1, b'{"r":1}'), Ack("j", "d", 2, None, "boom", 99)]) == (
         ["i", "j"], ["c", "d"], [1, 2], ['{"r":1}', None], [None, "boom"], [0, 99]
     )
@@ -134,6 +145,26 @@ def test_rows_behaviour(impl: ModuleType) -> None:
     assert cols == (["i"], ["t"], ["[1]"], [2], [3], [300_000], [0], ["{}"], ["k"])
     with pytest.raises(UnicodeDecodeError):
         impl.ack_params([Ack("i", "c", 1, b"\xff")])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    ("us", "ms"),
+    [
+        (0, 946_684_800_000), (999, 946_684_800_000), (1000, 946_684_800_001), (-1, 946_684_799_999),
+        (-1000, 946_684_799_999), (-1001, 946_684_799_998), (-946_684_800_000_000, 0),
+        (-(2**63), -(2**63) // 1000 + 946_684_800_000), (2**63 - 1, (2**63 - 1) // 1000 + 946_684_800_000),
+    ],
+)
+def test_epoch_ms_floors_microseconds_since_2000(impl: ModuleType, us: int, ms: int) -> None:
+    assert impl.epoch_ms(us.to_bytes(8, "big", signed=True)) == ms
+    assert impl.epoch_ms(bytearray(us.to_bytes(8, "big", signed=True))) == ms
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_epoch_ms_refuses_another_length(impl: ModuleType) -> None:
+    with pytest.raises(ValueError, match="8 bytes"):
+        impl.epoch_ms(b"\x00" * 4)
 
 
 class _Duck:

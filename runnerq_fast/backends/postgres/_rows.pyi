@@ -8,6 +8,9 @@ from typing import Any
 
 from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, NewActivity
 
+PG_EPOCH_MS: int
+
+def epoch_ms(sent: bytes) -> int: ...
 def claimed_from_rows(rows: Iterable[Any], token: str) -> list[ClaimedActivity]: ...
 def ack_params(
     acks: Sequence[Ack],

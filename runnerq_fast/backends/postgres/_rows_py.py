@@ -14,7 +14,38 @@ from typing import Any
 
 from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, NewActivity
 
-__all__ = ["ack_params", "claimed_from_rows", "enqueue_params", "lease_params"]
+__all__ = ["PG_EPOCH_MS", "ack_params", "claimed_from_rows", "enqueue_params", "epoch_ms", "lease_params"]
+
+
+#: Milliseconds from the Unix epoch to PostgreSQL's epoch, 2000-01-01 00:00 UTC.
+PG_EPOCH_MS = 946_684_800_000
+
+
+def epoch_ms(sent: bytes) -> int:
+    """Epoch milliseconds (floor) of a ``timestamptz_send()`` value.
+
+    Parameters
+    ----------
+    sent : bytes
+        8 bytes: a signed big-endian count of microseconds since
+        2000-01-01 00:00 UTC (PostgreSQL's binary ``timestamptz``).
+
+    Returns
+    -------
+    int
+        ``floor(microseconds / 1000)`` from 1970-01-01 00:00 UTC, the figure
+        ``floor(extract(epoch FROM x) * 1000)`` gives.
+
+    Raises
+    ------
+    ValueError
+        If ``sent`` is not 8 bytes long.
+    TypeError
+        If ``sent`` is not bytes-like.
+    """
+    if len(sent) != 8:
+        raise ValueError(f"a timestamptz_send() value has 8 bytes, not {len(sent)}")
+    return int.from_bytes(sent, "big", signed=True) // 1000 + PG_EPOCH_MS
 
 
 def claimed_from_rows(rows: Iterable[Any], token: str) -> list[ClaimedActivity]:
@@ -25,23 +56,30 @@ def claimed_from_rows(rows: Iterable[Any], token: str) -> list[ClaimedActivity]:
     rows : iterable of indexable rows
         Rows of 10 columns: id (an object with a ``hex`` attribute, e.g. a
         UUID), activity_type, payload, priority, retry_count, max_retries,
-        timeout_ms, metadata, created_at_ms, ready_at_ms.
+        timeout_ms, metadata, created_at, ready_at; the two times as
+        ``timestamptz_send()`` bytes (see :func:`epoch_ms`).
     token : str
         The claim token every activity of the claim carries.
 
     Returns
     -------
     list of ClaimedActivity
-        In row order.
+        In row order; ``created_at_ms`` and ``ready_at_ms`` in epoch milliseconds.
 
     Raises
     ------
     AttributeError
         If an id has no ``hex`` attribute.
     IndexError, TypeError
-        If a row has fewer than 10 columns or is not indexable.
+        If a row has fewer than 10 columns or is not indexable, or a time is
+        not bytes-like.
+    ValueError
+        If a time is not 8 bytes long.
     """
-    return [ClaimedActivity(r[0].hex, r[1], r[2], r[3], r[4], r[5], r[6], r[7], token, r[8], r[9]) for r in rows]
+    return [
+        ClaimedActivity(r[0].hex, r[1], r[2], r[3], r[4], r[5], r[6], r[7], token, epoch_ms(r[8]), epoch_ms(r[9]))
+        for r in rows
+    ]
 
 
 def ack_params(

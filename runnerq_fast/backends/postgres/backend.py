@@ -35,6 +35,7 @@ from runnerq_fast.errors import BackendError, ConfigError, InvalidActivityError
 from runnerq_fast.models import (
     LEASE_EXPIRED_UNCHARGED,
     Ack,
+    AckOutcome,
     ActionResult,
     ActivityCount,
     ActivityEvent,
@@ -86,6 +87,7 @@ RESULTS_CHANNEL = "runnerq_results"
 """NOTIFY channel meaning "some activities ended"; the payload is the queue name."""
 
 Q = load_queries()
+_COMPLETED = int(AckOutcome.COMPLETED)
 _STREAM_PAGE = 1000
 _Conn = asyncpg.Connection | PoolConnectionProxy
 _CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError)
@@ -715,7 +717,11 @@ class PostgresBackend(Backend):
         return rejected
 
     async def _ack(self, queue: str, acks: Sequence[Ack]) -> asyncpg.Record | None:
-        return await self._pool.fetchrow(Q["ack"], queue, *ack_params(acks))
+        ids, tokens, outcomes, results, errors, retry_at = ack_params(acks)
+        if all(o == _COMPLETED for o in outcomes) and all(e is None for e in errors):
+            # the usual flush: three arrays to encode and no per-row CASEs (queries.sql, ack_completed)
+            return await self._pool.fetchrow(Q["ack_completed"], queue, ids, tokens, results)
+        return await self._pool.fetchrow(Q["ack"], queue, ids, tokens, outcomes, results, errors, retry_at)
 
     async def _lease_statement(self, query: str, leases: Sequence[LeaseRef], *extra: Any) -> list[asyncpg.Record]:
         refs = list(leases)

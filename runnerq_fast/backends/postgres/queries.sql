@@ -148,6 +148,12 @@ SELECT EXISTS (SELECT 1 FROM taken) AS taken, (SELECT status FROM holder) AS hol
 -- name: claim
 -- $1 queue, $2 activity types (NULL: any), $3 limit, $4 claim token,
 -- $5 worker id, $6 lease in milliseconds. Rows come back in claim order.
+-- The two times leave as timestamptz_send(): 8 bytes, big-endian
+-- microseconds since 2000-01-01 UTC, which rows.claimed_from_rows turns into
+-- epoch milliseconds (floor), the same figure as the numeric
+-- floor(extract(epoch FROM x) * 1000) of the convention above at a fraction
+-- of its cost (two numeric conversions per row were ~2 us of server CPU per
+-- claimed activity, about a twentieth of a claim + ack).
 -- "picked" walks runnerq_activities_dequeue_idx and locks what it takes; the
 -- update then finds those rows by ctid (a TID scan: a row locked by this
 -- transaction cannot move), so its cost does not grow with the table. The
@@ -178,8 +184,7 @@ WITH picked AS MATERIALIZED (
     HAVING count(*) > 0
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
-       floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
-       floor(extract(epoch FROM ready_at) * 1000)::bigint AS ready_at_ms
+       timestamptz_send(created_at) AS created_at_us, timestamptz_send(ready_at) AS ready_at_us
 FROM claimed
 ORDER BY priority DESC, retry_count DESC, ready_at, id;
 
@@ -211,8 +216,7 @@ WITH picked AS MATERIALIZED (
     HAVING count(*) > 0
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
-       floor(extract(epoch FROM created_at) * 1000)::bigint AS created_at_ms,
-       floor(extract(epoch FROM ready_at) * 1000)::bigint AS ready_at_ms
+       timestamptz_send(created_at) AS created_at_us, timestamptz_send(ready_at) AS ready_at_us
 FROM claimed;
 
 -- name: suspects_ready
@@ -265,6 +269,28 @@ WITH input AS (
     UNION ALL
     SELECT pg_notify('runnerq_work', $1::text)
     FROM (SELECT 1 FROM done WHERE status = 'retrying' LIMIT 1) s  -- a later retry: fetchers time their wait
+)
+SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
+
+-- name: ack_completed
+-- The ack of a batch whose every outcome is 1 (completed) with no error: $1
+-- queue, then parallel arrays of ids, claim tokens and results. It changes
+-- the rows and writes the events and notification that ack would for such a
+-- batch, from three arrays instead of six and without ack's per-row CASEs.
+WITH input AS (
+    SELECT * FROM unnest($2::uuid[], $3::text[], $4::text[]) AS t(id, claim_token, result)
+), done AS (
+    UPDATE runnerq_activities a
+    SET status = 'completed', finished_at = now(), result = i.result,
+        claim_token = NULL, lease_expires_at = NULL, cancel_requested_at = NULL, suspect = false
+    FROM input i
+    WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
+    RETURNING a.id, a.queue_name
+), ev AS (
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids)
+    SELECT queue_name, 'completed', now(), array_agg(id) FROM done GROUP BY queue_name
+), notes AS (
+    SELECT pg_notify('runnerq_results', $1::text) FROM (SELECT 1 FROM done LIMIT 1) s
 )
 SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS notified FROM done;
 

@@ -98,11 +98,43 @@ cdef bint _all_exact(list items, object cls):
     return True
 
 
+PG_EPOCH_MS = 946_684_800_000
+cdef long long _PG_EPOCH_MS = 946_684_800_000
+
+
+cdef inline object _epoch_ms(object sent):
+    """Epoch milliseconds (floor) of 8 big-endian bytes of microseconds since 2000-01-01 (``timestamptz_send``)."""
+    cdef const unsigned char* p
+    cdef unsigned long long u = 0
+    cdef long long us
+    cdef int i
+    if type(sent) is not bytes:
+        if len(sent) != 8:
+            raise ValueError(f"a timestamptz_send() value has 8 bytes, not {len(sent)}")
+        return int.from_bytes(sent, "big", signed=True) // 1000 + PG_EPOCH_MS
+    if PyBytes_GET_SIZE(sent) != 8:
+        raise ValueError(f"a timestamptz_send() value has 8 bytes, not {PyBytes_GET_SIZE(sent)}")
+    p = <const unsigned char*>PyBytes_AS_STRING(sent)
+    for i in range(8):
+        u = (u << 8) | p[i]
+    us = <long long>u
+    # floor division, as Python's // (C's / truncates toward zero)
+    if us >= 0:
+        return us // 1000 + _PG_EPOCH_MS
+    return -((-(us + 1)) // 1000) - 1 + _PG_EPOCH_MS
+
+
+def epoch_ms(sent):
+    """Epoch milliseconds (floor) of a ``timestamptz_send()`` value (see ``runnerq_fast.backends.postgres._rows_py``)."""
+    return _epoch_ms(sent)
+
+
 def claimed_from_rows(rows, token):
     """Build the activities of one claim from its result rows (see ``runnerq_fast.backends.postgres._rows_py``)."""
     cdef list out = []
     for r in rows:
-        out.append(_Claimed(r[0].hex, r[1], r[2], r[3], r[4], r[5], r[6], r[7], token, r[8], r[9]))
+        out.append(_Claimed(r[0].hex, r[1], r[2], r[3], r[4], r[5], r[6], r[7], token,
+                            _epoch_ms(r[8]), _epoch_ms(r[9])))
     return out
 
 
