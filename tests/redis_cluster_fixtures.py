@@ -57,6 +57,9 @@ class LocalCluster:
         self.procs[port] = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
              "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", str(NODE_TIMEOUT_MS),
+             # a replica always takes over (by default one that lost its master's link for > 10 node
+             # timeouts + 10 s refuses; a loaded test machine gets there)
+             "--cluster-replica-validity-factor", "0",
              "--save", "", "--appendonly", "no", "--logfile", "redis.log", "--dir", str(d)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

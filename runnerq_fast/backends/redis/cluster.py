@@ -39,7 +39,13 @@ from redis.backoff import NoBackoff
 from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 
 from runnerq_fast.backends.redis import keys
-from runnerq_fast.backends.redis.backend import DEFAULT_RESULT_TTL, RedisBackend, _s, log
+from runnerq_fast.backends.redis.backend import (
+    DEFAULT_RESULT_TTL,
+    RedisBackend,
+    _HiredisPackingConnection,
+    _s,
+    log,
+)
 from runnerq_fast.backends.redis.guard import guarded
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.urls import redact_text, redact_url
@@ -118,6 +124,9 @@ class RedisClusterBackend(RedisBackend):
     master's; queues spread over the masters.
     """
 
+    #: Pack commands with hiredis on plain-TCP connections (see ``_HiredisPackingConnection``).
+    _hiredis_packing = True
+
     @classmethod
     async def open(
         cls,
@@ -178,6 +187,11 @@ class RedisClusterBackend(RedisBackend):
             # rediscover the slot map
             retry=Retry(NoBackoff(), 0),
         )
+        kwargs = getattr(client, "connection_kwargs", None)
+        if cls._hiredis_packing and not tls and isinstance(kwargs, dict):
+            # every node's connections pack with hiredis, as on one server (the nodes found at
+            # discovery are built from these arguments; RedisCluster takes no connection_class)
+            kwargs["connection_class"] = _HiredisPackingConnection
         backend = cls(url, client, result_ttl, namespace)  # type: ignore[arg-type]
         try:
             await guarded(client.initialize())
