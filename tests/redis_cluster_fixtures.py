@@ -104,6 +104,25 @@ class LocalCluster:
                     return int(word.split(":")[1].split("@")[0])
         raise AssertionError(f"master {master} has no replica")
 
+    def info_field(self, port: int, name: str) -> str:
+        """One field of ``INFO replication`` of the node on ``port`` (``""`` if absent)."""
+        for line in self.cli(port, "INFO", "replication", timeout=3).splitlines():
+            key, _, value = line.strip().partition(":")
+            if key == name:
+                return value
+        return ""
+
+    def wait_synced(self, master: int, timeout: float = 30.0) -> None:
+        """Wait until every replica of ``master`` has its initial sync done and what the master wrote so far."""
+        target = int(self.info_field(master, "master_repl_offset") or 0)
+        replica = self.replica_of(master)
+        deadline = time.monotonic() + timeout
+        while not (self.info_field(replica, "master_link_status") == "up"
+                   and int(self.info_field(replica, "slave_repl_offset") or 0) >= target):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replica {replica} of {master} did not catch up within {timeout} s")
+            time.sleep(0.05)
+
     def wait_ok(self, timeout: float = 30.0) -> None:
         """Wait until every live node says ``cluster_state:ok`` and sees 3 masters."""
         deadline = time.monotonic() + timeout
@@ -145,12 +164,14 @@ def _start() -> LocalCluster:
         if out.returncode != 0:
             raise RuntimeError(f"redis-cli --cluster create failed: {out.stdout.decode()[-500:]}")
         cluster.wait_ok()
-        # every replica attached (a failover test needs one per master)
+        # every replica attached and through its initial sync (a replica promoted before has no data)
         deadline = time.monotonic() + 30
         while sum(1 for p in cluster.ports if cluster.role(p) == "slave") < NODES // 2:
             if time.monotonic() > deadline:
                 raise RuntimeError("the replicas did not attach")
             time.sleep(0.1)
+        for master in cluster.masters():
+            cluster.wait_synced(master)
     except BaseException:
         cluster.stop()
         shutil.rmtree(cluster.workdir, ignore_errors=True)
