@@ -282,10 +282,13 @@ async def test_master_killed_during_a_drain_workers_carry_on(
     """SIGKILL of the queue's master: its replica is promoted, the workers reconnect and finish the drain.
 
     Replication is asynchronous: writes the master acknowledged in the last
-    moment before the kill may never have reached the replica. Here that can
-    only be state changes of the drain (a claim or an ack; the enqueue was
-    over long before and was replicated), so an activity may run again
-    (at-least-once) but none is lost, and none runs twice at the same time.
+    moment before the kill may never have reached the replica. The test waits
+    for the enqueue to reach the replica, so what can be lost is state changes
+    of the drain (a claim or an ack): an activity may run again
+    (at-least-once) but none is lost. None runs twice at the same time: a
+    lost claim makes the activity claimable again on the new master, but the
+    handlers (10 ms) end long before a replica takes over (a node timeout,
+    1 s); a handler outlasting the failover could overlap (README, "Redis Cluster").
     """
     backend = await RedisClusterBackend.open(redis_cluster_url, namespace=redis_cluster_namespace)
     killed: list[int] = []
