@@ -20,7 +20,7 @@ settings.register_profile("runnerq", deadline=None)
 settings.load_profile("runnerq")
 
 # PostgreSQL fixtures (fresh database per test) shared by tests/integration and tests/faults.
-pytest_plugins = ["tests.pg_fixtures", "tests.redis_fixtures"]
+pytest_plugins = ["tests.pg_fixtures", "tests.redis_fixtures", "tests.redis_cluster_fixtures"]
 
 _LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,

@@ -11,7 +11,7 @@ from runnerq_fast.urls import redact_url
 
 __all__ = ["SCHEMES", "connect"]
 
-SCHEMES = ("memory", "sqlite", "postgresql", "postgres", "redis", "rediss")
+SCHEMES = ("memory", "sqlite", "postgresql", "postgres", "redis", "rediss", "redis+cluster", "rediss+cluster")
 
 
 async def connect(url: str | None = None, **options: object) -> Backend:
@@ -23,7 +23,8 @@ async def connect(url: str | None = None, **options: object) -> Backend:
         ``memory://``, ``sqlite:///relative/file.db`` (``sqlite:////abs/file.db``
         for an absolute path), ``postgresql://user@host:port/db``
         (``postgres://`` too) or ``redis://[:password@]host:port/db``
-        (``rediss://`` for TLS). Default: the ``RUNNERQ_BACKEND`` environment
+        (``rediss://`` for TLS) or ``redis+cluster://host:port,host:port,...``
+        for a Redis Cluster (``rediss+cluster://`` for TLS). Default: the ``RUNNERQ_BACKEND`` environment
         variable.
     **options
         Passed to the backend's ``open`` (e.g. ``min_size``/``max_size`` of
@@ -63,7 +64,11 @@ async def connect(url: str | None = None, **options: object) -> Backend:
         from runnerq_fast.backends.redis import RedisBackend
 
         return await RedisBackend.open(url, **options)  # type: ignore[arg-type]
+    if scheme in ("redis+cluster", "rediss+cluster"):
+        from runnerq_fast.backends.redis.cluster import RedisClusterBackend
+
+        return await RedisClusterBackend.open(url, **options)  # type: ignore[arg-type]
     raise ConfigError(
         f"unsupported backend URL scheme {scheme!r} in {redact_url(url)!r}; expected one of: "
-        "memory://, sqlite:///file.db, postgresql://, redis://"
+        "memory://, sqlite:///file.db, postgresql://, redis://, redis+cluster://"
     )

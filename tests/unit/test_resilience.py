@@ -250,6 +250,14 @@ def test_postgres_classifier(exc: Exception, fault: Fault | None) -> None:
         (ConnectionResetError(104, "Connection reset by peer"), Fault.UNKNOWN),
         (rx.AuthenticationError("invalid password"), Fault.ANSWERED),
         (rx.ResponseError("OOM command not allowed"), Fault.ANSWERED),
+        # Redis Cluster during a failover or a slot migration: refused, not run
+        (rx.ClusterDownError("The cluster is down"), Fault.UNSENT),
+        (rx.MasterDownError("Link with MASTER is down and replica-serve-stale-data is set to 'no'."), Fault.UNSENT),
+        (rx.TryAgainError("Multiple keys request during rehashing of slot"), Fault.UNSENT),
+        (rx.SlotNotCoveredError("Slot 3341 is not covered by the cluster."), Fault.UNSENT),
+        (rx.RedisClusterException("Redis Cluster cannot be connected. Please provide at least one reachable node"),
+         Fault.UNSENT),
+        (rx.RedisClusterException("No targets were found to execute"), Fault.ANSWERED),
         (KeyError("a bug"), None),
     ],
 )

@@ -22,7 +22,8 @@ def classify(exc: Exception) -> Fault | None:
     """The :class:`Fault` ``exc`` (raised inside a Redis backend call) means; ``None``: not redis-py's.
 
     A refused or timed-out connect, a full pool and a server still loading
-    its data set refuse before the command is sent; a connection lost or
+    its data set refuse before the command is sent, so does a Redis Cluster
+    that is down or has no master for the slot yet (a failover in progress); a connection lost or
     timed out afterwards may have run it; a wrong password or any reply
     error (``ResponseError``, a script error, OOM) is an answer.
     """
@@ -30,6 +31,12 @@ def classify(exc: Exception) -> Fault | None:
         return Fault.ANSWERED
     if isinstance(exc, rx.MaxConnectionsError | rx.BusyLoadingError):
         return Fault.UNSENT
+    if isinstance(exc, rx.ClusterDownError | rx.TryAgainError | rx.SlotNotCoveredError):
+        # Redis Cluster refused the command (a failover in progress, a slot being migrated): not run
+        return Fault.UNSENT
+    if isinstance(exc, rx.RedisClusterException):
+        # redis-py's own cluster errors come before any send: no reachable node is a fault, the rest answers
+        return Fault.UNSENT if "cannot be connected" in str(exc) else Fault.ANSWERED
     if isinstance(exc, rx.ConnectionError | rx.TimeoutError):
         text = str(exc)
         return Fault.UNSENT if any(m in text for m in _NOT_CONNECTED) else Fault.UNKNOWN
