@@ -1,7 +1,9 @@
 """Shared fixtures: every async test runs on uvloop and on the stock asyncio loop.
 
 Like uvloop's own test mixin, each test is parametrized over both loops
-(``RUNNERQ_TEST_LOOPS=uvloop`` or ``=asyncio`` narrows it to one).
+(``RUNNERQ_TEST_LOOPS=uvloop`` or ``=asyncio`` narrows it to one). A test
+marked ``one_loop`` runs on the first loop wanted only: for suites whose
+loop-dependence another suite already covers on both loops.
 """
 
 from __future__ import annotations
@@ -32,4 +34,6 @@ def pytest_asyncio_loop_factories(
     config: pytest.Config, item: pytest.Item
 ) -> Mapping[str, Callable[[], asyncio.AbstractEventLoop]]:
     wanted = os.environ.get("RUNNERQ_TEST_LOOPS", "uvloop,asyncio").split(",")
+    if item.get_closest_marker("one_loop") is not None:
+        wanted = wanted[:1]
     return {name: _LOOPS[name] for name in wanted}

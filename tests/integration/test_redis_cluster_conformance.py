@@ -19,6 +19,10 @@ from tests.conformance_registry import RegistryConformance
 from tests.conformance_retention import RetentionConformance
 from tests.integration.test_redis_conformance import PAYLOAD_DAMAGES, ROW_DAMAGES, _damage
 
+# One event loop: the same suite runs on both loops against one Redis server (test_redis_conformance.py),
+# and the cluster adds routing, not loop behaviour; both loops doubled the default run by 2 minutes.
+pytestmark = pytest.mark.one_loop
+
 
 class TestRedisClusterConformance(
     BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
