@@ -541,3 +541,54 @@ def test_listing_statements_search_their_index(tmp_path: Path, name: str, params
         f"SEARCH runnerq_activities USING INDEX {index}" in plan
     ), plan
     assert "SCAN runnerq_activities" not in plan, plan
+
+
+def test_no_partial_index_predicate_is_an_in_list_of_three_or_more() -> None:
+    """Index maintenance codes ``status IN (a, b, c)`` as a temporary b-tree built for every row written.
+
+    A predicate of a partial index is evaluated on the old and the new row of
+    every UPDATE that sets status (each claim and ack): written as ORs of
+    equalities it is plain comparisons (migration 0009). Two-value lists are
+    coded as comparisons by SQLite itself.
+    """
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        apply_migrations(conn)
+        indexes = conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'runnerq_activities' "
+            "AND sql LIKE '% WHERE %'"
+        ).fetchall()
+        ack_program = conn.execute("EXPLAIN " + Q["ack"], (1, "null", None, 0, 1, "a", "t")).fetchall()
+    finally:
+        conn.close()
+    assert indexes
+    for name, sql in indexes:
+        predicate = sql[sql.upper().rindex(" WHERE ") :]
+        for values in re.findall(r"\bIN\s*\(([^)]*)\)", predicate, flags=re.IGNORECASE):
+            assert values.count(",") < 2, (name, predicate)
+    # the ack's program (one run per acknowledged row): what is left is the list of the table's CHECK on
+    # status (migration 0001); before 0009 it built one more per partial index that mentions status
+    assert sum(op[1] == "OpenEphemeral" for op in ack_program) <= 1, ack_program
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "index"),
+    [
+        ("claim", ("t", "w", 1, 2, "q", None, 10), "runnerq_activities_dequeue_idx"),
+        ("claim", ("t", "w", 1, 2, "q", '["a"]', 10), "runnerq_activities_dequeue_idx"),
+        ("claim_suspect", ("t", "w", 1, 2, "q", None, 1), "runnerq_activities_suspect_idx"),
+        ("prune_pick", ("q", "completed", 5, 10), "runnerq_activities_finished_idx"),
+    ],
+)
+def test_claims_and_prunes_search_their_partial_index(
+    tmp_path: Path, name: str, params: tuple[Any, ...], index: str
+) -> None:
+    """A query uses a partial index only if its WHERE spells the index's predicate (migration 0009)."""
+    conn = sqlite3.connect(tmp_path / "plan.db", isolation_level=None)
+    try:
+        apply_migrations(conn)
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + Q[name], params))
+    finally:
+        conn.close()
+    assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, plan
+    assert "SCAN runnerq_activities" not in plan, plan
