@@ -1056,8 +1056,32 @@ def _claim(
     if not rows:
         return rows
     rows.sort(key=lambda r: (-r[3], -r[4], r[9], r[10]))
-    conn.executemany(Q["insert_event"], [(r[0], queue, "claimed", now, worker_id) for r in rows])
+    _insert_events(conn, queue, now, [r[0] for r in rows], "claimed", worker_id)
     return rows
+
+
+def _insert_events(
+    conn: sqlite3.Connection, queue: str, now: int, ids: Sequence[str], event_type: str, detail: str | None
+) -> None:
+    """One ``event_type`` event per id of ``ids``, in order, all with ``detail``, in one statement."""
+    if len(ids) == 1:
+        conn.execute(Q["insert_event"], (ids[0], queue, event_type, now, detail))
+    elif ids:
+        conn.execute(Q["insert_events"], (_json(list(ids)).decode(), queue, event_type, now, detail))
+
+
+def _insert_event_runs(
+    conn: sqlite3.Connection, queue: str, now: int, events: list[tuple[str, str, str | None]]
+) -> None:
+    """``events`` ((activity id, type, detail) each) in order: one statement per run sharing type and detail."""
+    start = 0
+    while start < len(events):
+        _, kind, detail = events[start]
+        end = start + 1
+        while end < len(events) and events[end][1] == kind and events[end][2] == detail:
+            end += 1
+        _insert_events(conn, queue, now, [e[0] for e in events[start:end]], kind, detail)
+        start = end
 
 
 def _dead_letter_corrupt(conn: sqlite3.Connection, queue: str, activity_id: str, why: str, now: int) -> None:
@@ -1076,7 +1100,7 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
     held = _held(conn, acks)
     rejected: list[str] = []
     updates: list[tuple[Any, ...]] = []
-    events: list[tuple[Any, ...]] = []
+    events: list[tuple[str, str, str | None]] = []
     retried = finished = False
     for a in acks:
         h = held.get(a.id)
@@ -1089,20 +1113,20 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
             o = AckOutcome.CANCELLED  # an operator asked to cancel it: it is not retried
         updates.append((o, _text(a.result), a.error, a.retry_at_ms, now, a.id, a.claim_token))
         if o == AckOutcome.COMPLETED:
-            events.append((a.id, queue, "completed", now, None))
+            events.append((a.id, "completed", None))
             finished = True
         elif o == AckOutcome.CANCELLED:
-            events.append((a.id, queue, "cancelled", now, None))
+            events.append((a.id, "cancelled", None))
             finished = True
         elif o == AckOutcome.RETRY:
-            events.append((a.id, queue, "retrying", now, a.error))
+            events.append((a.id, "retrying", a.error))
             retried = True
         else:
-            events.append((a.id, queue, "failed" if o == AckOutcome.FAILED else "dead_letter", now, a.error))
+            events.append((a.id, "failed" if o == AckOutcome.FAILED else "dead_letter", a.error))
             finished = True
     if updates:
         conn.executemany(Q["ack"], updates)
-        conn.executemany(Q["insert_event"], events)
+        _insert_event_runs(conn, queue, now, events)
     return rejected, retried, finished
 
 

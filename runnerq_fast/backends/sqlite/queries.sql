@@ -53,6 +53,14 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13);
 -- ?1 activity id, ?2 queue, ?3 event type, ?4 at (ms), ?5 detail.
 INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail) VALUES (?1, ?2, ?3, ?4, ?5);
 
+-- name: insert_events
+-- ?1 activity ids as a JSON array, ?2 queue, ?3 event type, ?4 at (ms), ?5 detail: one
+-- event per id, in the array's order (so ids are assigned in that order). One statement
+-- for a claim's or an ack flush's events, which share all but the activity: half the
+-- cost of one insert_event per row through executemany.
+INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
+SELECT value, ?2, ?3, ?4, ?5 FROM json_each(?1) ORDER BY key;
+
 -- name: idempotency_get
 -- The key's holder and expiry, if the key is known.
 SELECT activity_id, expires_at FROM runnerq_idempotency
