@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 import runnerq_fast as rq
+from runnerq_fast.backends import rowcheck
 from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
 from runnerq_fast.backends.sqlite import SqliteBackend, apply_migrations, sqlite_path
-from runnerq_fast.backends.sqlite.backend import Q, _split_script
+from runnerq_fast.backends.sqlite.backend import Q, _plain_row, _split_script
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import Ack, AckOutcome, ActivityFilter
 from tests.conformance import new
@@ -635,3 +636,20 @@ def test_claims_and_prunes_search_their_partial_index(
         conn.close()
     assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, plan
     assert "SCAN runnerq_activities" not in plan, plan
+
+
+_CLAIM_COLUMN_VALUES = (1, 2**40, "t", "{}", b"{}", 1.5, None, "")
+
+
+@pytest.mark.parametrize("column", range(10))
+@pytest.mark.parametrize("value", _CLAIM_COLUMN_VALUES)
+def test_a_claimed_row_passes_the_quick_check_only_if_rowcheck_finds_nothing(column: int, value: Any) -> None:
+    """``_plain_row`` (the claim's check of each row) never lets through a row ``rowcheck.reason`` refuses."""
+    row: list[Any] = ["id", "t", "{}", 2, 0, 3, 1000, "{}", 5, 6, 7]
+    assert _plain_row(row)
+    row[column] = value
+    fields = {"activity_type": row[1], "payload": row[2], "priority": row[3], "retry_count": row[4],
+              "max_retries": row[5], "timeout_ms": row[6], "metadata": row[7], "created_at_ms": row[8],
+              "ready_at_ms": row[9]}
+    if _plain_row(row):
+        assert rowcheck.reason(fields) is None

@@ -59,7 +59,7 @@ INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail) VAL
 -- for a claim's or an ack flush's events, which share all but the activity: half the
 -- cost of one insert_event per row through executemany.
 INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail)
-SELECT value, ?2, ?3, ?4, ?5 FROM json_each(?1) ORDER BY key;
+SELECT value, ?2, ?3, ?4, ?5 FROM json_each(?1);
 
 -- name: idempotency_get
 -- The key's holder and expiry, if the key is known.
