@@ -6,7 +6,9 @@ call costs one thread hop however many statements it runs. Every write is one
 ``BEGIN IMMEDIATE`` transaction (SQLite's single write lock, waited for up to
 the busy timeout), so a claim, an ack flush or an enqueue batch is atomic
 across processes: claims are one ``UPDATE ... RETURNING`` over the dequeue
-index, batches go through ``executemany``.
+index, batches go through ``executemany``, and the events of a claim or an
+ack flush are one ``INSERT ... SELECT`` over ``json_each`` per run of equal
+(type, detail).
 
 Wakeups: a write made through this instance wakes this process's fetchers,
 result futures and event streams at once, and so does a write through another
