@@ -964,7 +964,7 @@ def _enqueue(
 ) -> tuple[list[EnqueueResult], bool]:
     results: list[EnqueueResult] = []
     rows: list[tuple[Any, ...]] = []
-    events: list[tuple[Any, ...]] = []
+    events: list[tuple[str, str, str | None]] = []
     creating: set[str] = set()
     created = False
     for it in items:
@@ -987,13 +987,13 @@ def _enqueue(
             it.payload.decode(), it.metadata.decode(), now, it.run_at_ms if later else now, it.idempotency_key,
             it.parent_id,
         ))
-        events.append((it.id, queue, "enqueued", now, None))
+        events.append((it.id, "enqueued", None))
         if later:
-            events.append((it.id, queue, "scheduled", now, None))
+            events.append((it.id, "scheduled", None))
         results.append(EnqueueResult(it.id, EnqueueOutcome.CREATED))
     if rows:
         conn.executemany(Q["insert_activity"], rows)
-        conn.executemany(Q["insert_event"], events)
+        _insert_event_runs(conn, queue, now, events)
     return results, created
 
 
@@ -1080,7 +1080,12 @@ def _claim(
 
 
 def _insert_events(
-    conn: sqlite3.Connection, queue: str, now: int, ids: Sequence[str], event_type: str, detail: str | None
+    conn: sqlite3.Connection | sqlite3.Cursor,
+    queue: str,
+    now: int,
+    ids: Sequence[str],
+    event_type: str,
+    detail: str | None,
 ) -> None:
     """One ``event_type`` event per id of ``ids``, in order, all with ``detail``, in one statement."""
     if len(ids) == 1:
@@ -1090,7 +1095,7 @@ def _insert_events(
 
 
 def _insert_event_runs(
-    conn: sqlite3.Connection, queue: str, now: int, events: list[tuple[str, str, str | None]]
+    conn: sqlite3.Connection | sqlite3.Cursor, queue: str, now: int, events: list[tuple[str, str, str | None]]
 ) -> None:
     """``events`` ((activity id, type, detail) each) in order: one statement per run sharing type and detail."""
     start = 0
