@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 
 import runnerq_fast as rq
+from runnerq_fast.backends import rowcheck
 from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
 from runnerq_fast.backends.sqlite import SqliteBackend, apply_migrations, sqlite_path
-from runnerq_fast.backends.sqlite.backend import Q, _split_script
+from runnerq_fast.backends.sqlite.backend import Q, _plain_row, _split_script
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.models import Ack, AckOutcome, ActivityFilter
 from tests.conformance import new
@@ -541,3 +542,114 @@ def test_listing_statements_search_their_index(tmp_path: Path, name: str, params
         f"SEARCH runnerq_activities USING INDEX {index}" in plan
     ), plan
     assert "SCAN runnerq_activities" not in plan, plan
+
+
+def test_no_status_test_of_the_table_is_an_in_list_of_three_or_more() -> None:
+    """A CHECK or partial-index ``status IN (a, b, c)`` is a temporary b-tree built for every row written.
+
+    The status CHECK and the predicate of each partial index are evaluated
+    for every UPDATE that sets status (each claim and ack): written as ORs of
+    equalities they are plain comparisons (migration 0009). Two-value lists
+    are coded as comparisons by SQLite itself.
+    """
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        apply_migrations(conn)
+        schema = conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE tbl_name = 'runnerq_activities' AND sql IS NOT NULL"
+        ).fetchall()
+        ack_program = conn.execute("EXPLAIN " + Q["ack"], (1, "null", None, 0, 1, "a", "t")).fetchall()
+    finally:
+        conn.close()
+    assert any(" WHERE " in sql for _, sql in schema)
+    for name, sql in schema:
+        for values in re.findall(r"\bIN\s*\(([^)]*)\)", sql, flags=re.IGNORECASE):
+            assert values.count(",") < 2, (name, sql)
+    # the ack runs once per acknowledged row: before 0009 it built eight (the CHECK's, seven predicates')
+    assert not [op for op in ack_program if op[1] == "OpenEphemeral"], ack_program
+
+
+async def test_a_file_at_migration_7_is_rebuilt_by_0009_with_its_rows_and_indexes(tmp_path: Path) -> None:
+    """0009 rebuilds runnerq_activities: every row, column and seq is kept, every index is back."""
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute(Q["create_migrations_table"])
+    for m in load_migrations("runnerq_fast.backends.sqlite"):
+        if m.version < 9:
+            for statement in _split_script(m.sql):
+                conn.execute(statement)
+            conn.execute(Q["record_migration"], (m.version, m.name, 0))
+    cols = ("id, queue_name, activity_type, status, priority, max_retries, timeout_ms, payload, metadata, "
+            "created_at, ready_at")
+    conn.execute(f"INSERT INTO runnerq_activities (seq, {cols}) VALUES (7, 'a1', 'q', 't', 'failed', 2, 3, 0, "
+                 "'{}', '{}', 1000, 1000)")
+    conn.execute(f"INSERT INTO runnerq_activities (seq, {cols}, suspect, retry_count, last_error) VALUES "
+                 "(9, 'a2', 'q', 't', 'pending', 3, 3, 0, '[1]', '{\"k\": \"v\"}', 2000, 2000, 1, 1, 'e')")
+    conn.execute(f"INSERT INTO runnerq_activities (seq, {cols}, claim_token, lease_expires_at, worker_id, "
+                 "cancel_requested_at, parent_id) VALUES (12, 'a3', 'q', 't', 'processing', 2, 3, 0, '{}', '{}', "
+                 "3000, 3000, 'tok', 5, 'w', 4, 'a1')")
+    before = conn.execute("SELECT * FROM runnerq_activities ORDER BY seq").fetchall()
+    indexes = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' "
+                                                "AND tbl_name = 'runnerq_activities'"))
+    conn.close()
+    b = await SqliteBackend.open(f"sqlite:///{path}")
+    try:
+        # the lease_idx is back: a3's lease (5 ms) ran out, and an operator had asked to cancel it
+        expired = await b.requeue_expired("q", 10)
+        assert expired.cancelled == ["a3"] and not expired.requeued
+        claimed = await b.claim_suspect("q", "w", None, 30_000)  # the suspect_idx: a2
+        assert [c.id for c in claimed] == ["a2"] and claimed[0].payload == "[1]"
+        assert (await b.stats("q")).failed == 1
+    finally:
+        await b.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        after = conn.execute("SELECT * FROM runnerq_activities ORDER BY seq").fetchall()
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' "
+                                                 "AND tbl_name = 'runnerq_activities'")) == indexes
+        assert [r[0] for r in conn.execute("SELECT version FROM runnerq_migrations")][-1] == 9
+    finally:
+        conn.close()
+    assert [r[0] for r in after] == [r[0] for r in before] == [7, 9, 12]
+    assert after[0] == before[0]  # a1, untouched since
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "index"),
+    [
+        ("claim", ("t", "w", 1, 2, "q", None, 10), "runnerq_activities_dequeue_idx"),
+        ("claim", ("t", "w", 1, 2, "q", '["a"]', 10), "runnerq_activities_dequeue_idx"),
+        ("claim_suspect", ("t", "w", 1, 2, "q", None, 1), "runnerq_activities_suspect_idx"),
+        ("prune_pick", ("q", "completed", 5, 10), "runnerq_activities_finished_idx"),
+    ],
+)
+def test_claims_and_prunes_search_their_partial_index(
+    tmp_path: Path, name: str, params: tuple[Any, ...], index: str
+) -> None:
+    """A query uses a partial index only if its WHERE spells the index's predicate (migration 0009)."""
+    conn = sqlite3.connect(tmp_path / "plan.db", isolation_level=None)
+    try:
+        apply_migrations(conn)
+        plan = " | ".join(r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + Q[name], params))
+    finally:
+        conn.close()
+    assert f"USING INDEX {index}" in plan or f"USING COVERING INDEX {index}" in plan, plan
+    assert "SCAN runnerq_activities" not in plan, plan
+
+
+_CLAIM_COLUMN_VALUES = (1, 2**40, "t", "{}", b"{}", 1.5, None, "")
+
+
+@pytest.mark.parametrize("column", range(10))
+@pytest.mark.parametrize("value", _CLAIM_COLUMN_VALUES)
+def test_a_claimed_row_passes_the_quick_check_only_if_rowcheck_finds_nothing(column: int, value: Any) -> None:
+    """``_plain_row`` (the claim's check of each row) never lets through a row ``rowcheck.reason`` refuses."""
+    row: list[Any] = ["id", "t", "{}", 2, 0, 3, 1000, "{}", 5, 6, 7]
+    assert _plain_row(row)
+    row[column] = value
+    fields = {"activity_type": row[1], "payload": row[2], "priority": row[3], "retry_count": row[4],
+              "max_retries": row[5], "timeout_ms": row[6], "metadata": row[7], "created_at_ms": row[8],
+              "ready_at_ms": row[9]}
+    if _plain_row(row):
+        assert rowcheck.reason(fields) is None
