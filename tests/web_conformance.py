@@ -82,7 +82,7 @@ async def check_v1_and_actions(c: httpx.AsyncClient, backend: rq.Backend, queue:
     # filtered, keyset-paged listings (newest first by default; no duplicates across pages)
     emails = await page_all(c, f"{base}/activities", type="email", limit=3)
     assert len(emails) == 10 and len({a["id"] for a in emails}) == 10
-    created = [a["created_at"] for a in emails]
+    created = [datetime.fromisoformat(a["created_at"]) for a in emails]  # not the strings: "…:01Z" > "…:01.5Z"
     assert created == sorted(created, reverse=True)
     oldest = await page_all(c, f"{base}/activities", type="email", limit=4, order="oldest")
     assert [a["id"] for a in oldest] == [a["id"] for a in reversed(emails)]
