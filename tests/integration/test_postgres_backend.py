@@ -198,6 +198,54 @@ async def test_same_key_twice_in_one_batch(pg_backend: PostgresBackend) -> None:
     assert (await pg_backend.stats("q")).pending == 2
 
 
+def _varied(i: int, column: str) -> NewActivity:
+    """Item ``i`` of a batch where only ``column`` differs between items (the rest are equal)."""
+    vary = {column: True}
+    return NewActivity(
+        new_activity_id(),
+        f"type{i}" if vary.get("type") else "job",
+        f'{{"n": {i}}}'.encode() if vary.get("payload") else PAYLOAD,
+        priority=1 + i % 4 if vary.get("priority") else 2,
+        max_retries=i if vary.get("retries") else 3,
+        timeout_ms=1_000 + i if vary.get("timeout") else 300_000,
+        run_at_ms=(int(time.time() * 1000) + 3_600_000 + i if i % 2 else 0) if vary.get("run_at") else 0,
+        metadata=f'{{"i": "{i}"}}'.encode() if vary.get("metadata") else b"{}",
+        idempotency_key=(f"k{i}" if i % 2 else None) if vary.get("key") else None,
+    )
+
+
+@pytest.mark.parametrize(
+    "column", ["none", "type", "payload", "priority", "retries", "timeout", "run_at", "metadata", "key"]
+)
+async def test_a_batch_stores_every_items_own_values(pg_backend: PostgresBackend, column: str) -> None:
+    # equal columns go to the statement as one-element arrays that every row takes: each row must
+    # still get its own item's values whichever columns are equal and which differ
+    items = [_varied(i, column) for i in range(5)]
+    res = await pg_backend.enqueue("q", items)
+    assert [r.outcome for r in res] == [EnqueueOutcome.CREATED] * 5
+    for it in items:
+        snap = await pg_backend.get_activity(it.id)
+        assert snap is not None
+        payload = snap.payload if isinstance(snap.payload, bytes) else snap.payload.encode()
+        metadata = snap.metadata if isinstance(snap.metadata, bytes) else snap.metadata.encode()
+        assert (
+            snap.activity_type,
+            payload,
+            snap.priority,
+            snap.max_retries,
+            snap.timeout_ms,
+            metadata,
+            snap.idempotency_key,
+        ) == (it.activity_type, it.payload, it.priority, it.max_retries, it.timeout_ms, it.metadata, it.idempotency_key)
+        assert snap.status == ("scheduled" if it.run_at_ms else "pending")
+        if it.run_at_ms:
+            assert snap.ready_at_ms == it.run_at_ms
+    one = _varied(0, column)
+    assert (await pg_backend.enqueue("q", [one]))[0].outcome == EnqueueOutcome.CREATED
+    snap = await pg_backend.get_activity(one.id)
+    assert snap is not None and (snap.activity_type, snap.priority) == (one.activity_type, one.priority)
+
+
 # --------------------------------------------------------------- claim / ack
 async def test_claim_order_and_ack_round_trip(pg_backend: PostgresBackend) -> None:
     b = pg_backend
@@ -586,3 +634,16 @@ async def test_event_stream_never_skips_an_event_that_commits_late(pg_backend: P
     finally:
         await slow.close()
     assert {e.activity_id for e in seen} == {late.id, fast.id}
+
+
+def test_enqueue_arrays_send_an_equal_column_as_one_element() -> None:
+    from runnerq_fast.backends.postgres.backend import _enqueue_args
+
+    items = [NewActivity(new_activity_id(), "job", PAYLOAD, priority=1 + i % 2) for i in range(3)]
+    ids, types, payloads, prios, retries, timeouts, run_at, metas, keys = _enqueue_args(items)
+    assert ids == [it.id for it in items]
+    assert (types, payloads, prios, retries, metas, keys) == (["job"], ['{"n": 1}'], [1, 2, 1], [3], ["{}"], None)
+    assert (timeouts, run_at) == ([300_000], [0])
+    keyed = [NewActivity(new_activity_id(), "job", PAYLOAD, idempotency_key=k) for k in ("a", None, "a")]
+    assert _enqueue_args(keyed)[8] == ["a", None, "a"]
+    assert _enqueue_args(keyed[:1])[1:] == [["job"], ['{"n": 1}'], [2], [3], [300_000], [0], ["{}"], ["a"]]

@@ -140,6 +140,24 @@ async def test_pg_enqueue_many_in_a_pool_connection_commits_all(pg: PostgresBack
         await listener.close()
 
 
+async def test_pg_a_batch_of_equal_and_differing_columns_in_the_callers_transaction(
+    pg: PostgresBackend, pg_url: str
+) -> None:
+    # equal columns (type, priority, ...) go as one-element arrays that every row takes; payloads differ
+    executor = rq.ActivityExecutor(pg, QUEUE)
+    conn = await asyncpg.connect(pg_url)
+    try:
+        async with conn.transaction():
+            ids = await executor.enqueue_many([("a", n) for n in range(4)], connection=conn)
+            assert await conn.fetchval("SELECT count(*) FROM runnerq_activities") == 4
+    finally:
+        await conn.close()
+    snaps = [await pg.get_activity(i) for i in ids]
+    assert [(s.activity_type, s.payload, s.status) for s in snaps if s is not None] == [
+        ("a", str(n), "pending") for n in range(4)
+    ]
+
+
 @pytest.mark.parametrize("first_ends", ["commit", "rollback"])
 async def test_pg_one_idempotency_key_in_two_concurrent_transactions(
     pg: PostgresBackend, pg_url: str, first_ends: str

@@ -572,14 +572,14 @@ class PostgresBackend(Backend):
         if all(it.idempotency_key is None for it in items):
             for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
                 chunk = items[start : start + _MAX_STATEMENT_ITEMS]
-                await conn.execute(Q["enqueue"], queue, *enqueue_params(chunk), True, _parents(chunk))
+                await conn.execute(Q["enqueue"], queue, *_enqueue_args(chunk), True, _parents(chunk))
             return [EnqueueResult(it.id, EnqueueOutcome.CREATED) for it in items]
         async with conn.transaction():  # a savepoint in the caller's transaction
             results = await self._claim_keys(conn, queue, items)
             created = [it for it, res in zip(items, results, strict=True) if res.outcome == EnqueueOutcome.CREATED]
             for start in range(0, len(created), _MAX_STATEMENT_ITEMS):
                 chunk = created[start : start + _MAX_STATEMENT_ITEMS]
-                await conn.execute(Q["enqueue"], queue, *enqueue_params(chunk), True, _parents(chunk))
+                await conn.execute(Q["enqueue"], queue, *_enqueue_args(chunk), True, _parents(chunk))
         return results
 
     async def _insert(
@@ -592,7 +592,7 @@ class PostgresBackend(Backend):
     ) -> None:
         """One UNNEST insert of ``items`` with their events (and maybe the NOTIFY)."""
         leading = commit_hook and self._notifier.take_leading(queue)
-        await conn.execute(Q["enqueue"], queue, *enqueue_params(items), leading, _parents(items))
+        await conn.execute(Q["enqueue"], queue, *_enqueue_args(items), leading, _parents(items))
         if commit_hook:
             self._after_commit(queue, leading)
 
@@ -1083,6 +1083,33 @@ class PostgresBackend(Backend):
     async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
         check_hold(purpose, ttl_ms)
         return await self._pool.fetchrow(Q["hold"], queue, purpose, holder, ttl_ms) is not None
+
+
+def _broadcast(column: list[Any]) -> list[Any]:
+    """``column``, or a list of its first element alone when every element equals it.
+
+    The enqueue statement gives the value of a one-element array to every row;
+    each array element costs asyncpg an ``isinstance`` check against three ABCs
+    and an encode, and the server an element to receive and unnest.
+    ``list.count`` compares in C (identity first), so the test is cheap.
+    """
+    return column[:1] if len(column) > 1 and column.count(column[0]) == len(column) else column
+
+
+def _enqueue_args(items: Sequence[NewActivity]) -> list[Any]:
+    """The enqueue statement's ``$2``..``$10``: ids one per item, the other columns through :func:`_broadcast`.
+
+    ``$10`` (idempotency keys) is ``None`` when no item has one (unnest pads it with NULLs).
+
+    Raises
+    ------
+    UnicodeDecodeError
+        If a payload or metadata is not valid UTF-8 (see ``enqueue_params``).
+    """
+    ids, types, payloads, priorities, retries, timeouts, run_at, metadata, keys = enqueue_params(items)
+    columns: list[list[Any]] = [types, payloads, priorities, retries, timeouts, run_at, metadata]
+    tail = None if keys.count(None) == len(keys) else _broadcast(keys)
+    return [ids, *(_broadcast(c) for c in columns), tail]
 
 
 def _parents(items: Sequence[NewActivity]) -> list[str | None] | None:

@@ -48,13 +48,28 @@ SELECT version FROM runnerq_migrations ORDER BY version;
 INSERT INTO runnerq_migrations (version, name) VALUES ($1::integer, $2::text);
 
 -- name: enqueue
--- $1 queue, then one array per NewActivity field (same length, item order),
--- $11 whether to send the rate-limited runnerq_work notification in this
--- statement (for any row: a delayed one makes waiting fetchers time their
--- wait again, see next_due), $12 parent ids (NULL when no
--- item has one: unnest pads it with NULLs). Returns one row: created count.
+-- $1 queue, then one array per NewActivity field in item order: $2 ids (one
+-- per item: they set the row count), $3 types, $4 payloads, $5 priorities,
+-- $6 max retries, $7 timeouts (ms), $8 run-at times (epoch ms), $9 metadata,
+-- $10 idempotency keys. An array of $3..$10 with ONE element gives that value
+-- to every row (a batch's types, defaults and often payloads are all equal:
+-- one element instead of 500 to encode, send and unnest); $10 and $12 may be
+-- NULL: no item has a key / a parent (unnest pads them with NULLs). $11 whether
+-- to send the rate-limited runnerq_work notification in this statement (for
+-- any row: a delayed one makes waiting fetchers time their wait again, see
+-- next_due). Returns one row: created count.
 WITH input AS (
-    SELECT *
+    SELECT t.id,
+           CASE WHEN cardinality($3::text[]) = 1 THEN ($3::text[])[1] ELSE t.activity_type END AS activity_type,
+           CASE WHEN cardinality($4::text[]) = 1 THEN ($4::text[])[1] ELSE t.payload END AS payload,
+           CASE WHEN cardinality($5::smallint[]) = 1 THEN ($5::smallint[])[1] ELSE t.priority END AS priority,
+           CASE WHEN cardinality($6::integer[]) = 1 THEN ($6::integer[])[1] ELSE t.max_retries END AS max_retries,
+           CASE WHEN cardinality($7::bigint[]) = 1 THEN ($7::bigint[])[1] ELSE t.timeout_ms END AS timeout_ms,
+           CASE WHEN cardinality($8::bigint[]) = 1 THEN ($8::bigint[])[1] ELSE t.run_at_ms END AS run_at_ms,
+           CASE WHEN cardinality($9::text[]) = 1 THEN ($9::text[])[1] ELSE t.metadata END AS metadata,
+           CASE WHEN cardinality($10::text[]) = 1 THEN ($10::text[])[1] ELSE t.idempotency_key END
+               AS idempotency_key,
+           t.parent_id, t.ord
     FROM unnest($2::uuid[], $3::text[], $4::text[], $5::smallint[], $6::integer[], $7::bigint[],
                 $8::bigint[], $9::text[], $10::text[], $12::uuid[]) WITH ORDINALITY
         AS t(id, activity_type, payload, priority, max_retries, timeout_ms, run_at_ms, metadata,
