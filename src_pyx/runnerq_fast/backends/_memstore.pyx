@@ -7,6 +7,8 @@ heap helpers as C functions. Python callers see the same classes, attributes
 and methods as the reference.
 """
 
+cimport cython
+
 import heapq
 import itertools
 from collections import deque
@@ -39,8 +41,13 @@ cdef inline object _ready_key(object priority, object retry_count, object ready_
     return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
 
 
+@cython.no_gc
 cdef class Row:
-    """One stored activity (see the reference twin)."""
+    """One stored activity (see the reference twin).
+
+    Not tracked by the cyclic garbage collector: every field holds a str, int, bool, bytes or None,
+    so a row is never part of a reference cycle, and full collections need not visit every stored row.
+    """
 
     cdef public object id, queue, activity_type, payload, priority, max_retries, timeout_ms, metadata
     cdef public object idempotency_key, retry_count, created_at_ms, ready_at_ms, status, claim_token
