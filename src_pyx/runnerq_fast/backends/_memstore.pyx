@@ -36,6 +36,9 @@ cdef object _FAILED = AckOutcome.FAILED
 cdef object _CANCELLED = AckOutcome.CANCELLED
 
 
+cdef object _SEQ_MASK = (1 << 64) - 1
+
+
 cdef inline object _ready_key(object priority, object retry_count, object ready_at_ms, object seq):
     """See the reference twin: (priority desc, retry desc, ready asc, seq asc) as one integer."""
     return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
@@ -105,13 +108,14 @@ cdef class Row:
 cdef class QueueState:
     """Per-queue heaps, processing set, rows, recent events and wake event."""
 
-    cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children
+    cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children, heap_ids
     cdef public list scheduled, order, order_tail
     cdef public object events, wake
 
     def __init__(self):
         self.by_type = {}
         self.suspects = {}
+        self.heap_ids = {}  # activity id of each ready-heap entry, by seq
         self.scheduled = []
         self.processing = {}
         self.rows = {}
@@ -195,7 +199,8 @@ cdef class StoreCore:
         heap = heaps.get(row.activity_type)
         if heap is None:
             heap = heaps[row.activity_type] = []
-        _heappush(heap, (_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), seq, row.id))
+        q.heap_ids[seq] = row.id
+        _heappush(heap, _ready_key(row.priority, row.retry_count, row.ready_at_ms, seq))
 
     cdef void _make_ready_c(self, QueueState q, Row row, object now) except *:
         if row.ready_at_ms > now:
@@ -237,20 +242,20 @@ cdef class StoreCore:
     def _claim_from(self, QueueState q, list heaps, Py_ssize_t limit, token, lease_until, now, worker_id):
         """Pop up to ``limit`` ready rows from ``heaps`` (best first) and claim them."""
         cdef dict rows = self._rows
+        cdef dict heap_ids = q.heap_ids
         cdef list out = []
         cdef list best
-        cdef tuple entry
         cdef Row row
         while heaps and len(out) < limit:
             best = heaps[0] if len(heaps) == 1 else min(heaps, key=_first)
-            entry = _heappop(best)
+            seq = _heappop(best) & _SEQ_MASK
             if not best:
                 heaps.remove(best)
-            found = rows.get(entry[2])
+            found = rows.get(heap_ids.pop(seq))
             if found is None:
                 continue
             row = <Row>found
-            if row.heap_seq != entry[1] or row.status not in _READY:
+            if row.heap_seq != seq or row.status not in _READY:
                 continue
             (<dict>q.by_status[row.status]).pop(row.id, None)
             row.status = "processing"
