@@ -179,18 +179,22 @@ cdef class StoreCore:
 
     # ---------------------------------------------------------------- C helpers
     cdef void _event_c(self, Row row, str event_type, object now, object detail) except *:
+        self._event_q(<QueueState>self._queues[row.queue], row, event_type, now, detail)
+
+    cdef void _event_q(self, QueueState q, Row row, str event_type, object now, object detail) except *:
+        """:meth:`_event_c` for a caller that holds ``row``'s queue state ``q`` already."""
         ev = _Event(next(self._event_ids), row.id, row.queue, event_type, now, detail)
         lst = self._events.get(row.id)
         if lst is None:
             self._events[row.id] = [ev]
         else:
             (<list>lst).append(ev)
-        cdef QueueState q = <QueueState>self._queues[row.queue]
         q.events.append(ev)
-        subs = self._subscribers.get(row.queue)
-        if subs:
-            for s in subs:
-                s.put_nowait(ev)
+        if self._subscribers:
+            subs = self._subscribers.get(row.queue)
+            if subs:
+                for s in subs:
+                    s.put_nowait(ev)
 
     cdef void _push_ready_c(self, QueueState q, Row row) except *:
         seq = next(self._seq)
@@ -263,7 +267,7 @@ cdef class StoreCore:
             row.lease_expires_at_ms = lease_until
             row.started_at_ms = now
             q.processing[row.id] = row
-            self._event_c(row, "claimed", now, worker_id)
+            self._event_q(q, row, "claimed", now, worker_id)
             out.append(
                 _Claimed(
                     row.id,
