@@ -304,7 +304,7 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
     characters); a claim or the reaper dead-letters it with this reason as its last error."""
 
 
-class ActivityEvent(msgspec.Struct, frozen=True):
+class ActivityEvent(msgspec.Struct, frozen=True, gc=False):
     """One lifecycle transition; ``id`` increases within a backend and can be
     used to resume a live stream."""
 
@@ -316,7 +316,7 @@ class ActivityEvent(msgspec.Struct, frozen=True):
     detail: str | None = None
 
 
-class ActivityResult(msgspec.Struct, frozen=True):
+class ActivityResult(msgspec.Struct, frozen=True, gc=False):
     """The stored outcome of a finished activity.
 
     ``status`` is a terminal :class:`ActivityStatus` value; ``data`` is the

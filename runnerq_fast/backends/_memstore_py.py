@@ -32,12 +32,17 @@ from runnerq_fast.models import (
 __all__ = ["QueueState", "Row", "StoreCore"]
 
 
+_SEQ_MASK = (1 << 64) - 1
+
+
 def _ready_key(priority: int, retry_count: int, ready_at_ms: int, seq: int) -> int:
     """One integer ordering ready rows as (priority desc, retry count desc, ready time asc, seq asc).
 
-    Heap entries compare by this key alone (it is unique through ``seq``), an
-    integer comparison instead of a tuple's field by field. Exact while retry
-    counts and ready times (epoch ms, >= 0) stay below 2**99 and seq below 2**64.
+    The ready heaps hold these keys alone (unique through ``seq``, which is
+    ``key & _SEQ_MASK``; the row's id is found by seq in
+    :attr:`QueueState.heap_ids`): a heap step compares two integers, not two
+    tuples field by field. Exact while retry counts and ready times (epoch ms,
+    >= 0) stay below 2**99 and seq below 2**64.
     """
     return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
 
@@ -121,15 +126,17 @@ class Row:
 
 class QueueState:
     __slots__ = (
-        "by_status", "by_type", "children", "events", "order", "order_tail", "processing", "rows", "scheduled",
-        "suspects", "type_rows", "wake",
+        "by_status", "by_type", "children", "events", "heap_ids", "order", "order_tail", "processing", "rows",
+        "scheduled", "suspects", "type_rows", "wake",
     )
 
     def __init__(self) -> None:
-        # ready heaps, one per activity type: (-priority, -retry_count, ready_at_ms, seq, id)
-        self.by_type: dict[str, list[tuple[int, int, str]]] = {}
+        # ready heaps, one per activity type, of ``_ready_key`` integers (their low 64 bits are the seq)
+        self.by_type: dict[str, list[int]] = {}
         # ready suspect rows, kept apart (only ``claim_suspect`` takes them), same entries
-        self.suspects: dict[str, list[tuple[int, int, str]]] = {}
+        self.suspects: dict[str, list[int]] = {}
+        # the activity id of every entry of those heaps, by seq (taken out when the entry is popped)
+        self.heap_ids: dict[int, str] = {}
         # not-yet-due activities: (ready_at_ms, seq, id)
         self.scheduled: list[tuple[int, int, str]] = []
         self.processing: dict[str, Row] = {}
@@ -190,7 +197,8 @@ class StoreCore:
         heap = heaps.get(row.activity_type)
         if heap is None:
             heap = heaps[row.activity_type] = []
-        heapq.heappush(heap, (_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), seq, row.id))
+        q.heap_ids[seq] = row.id
+        heapq.heappush(heap, _ready_key(row.priority, row.retry_count, row.ready_at_ms, seq))
 
     def _push_scheduled(self, q: QueueState, row: Row) -> None:
         seq = next(self._seq)
@@ -237,7 +245,7 @@ class StoreCore:
     def _claim_from(
         self,
         q: QueueState,
-        heaps: list[list[tuple[int, int, str]]],
+        heaps: list[list[int]],
         limit: int,
         token: str,
         lease_until: int,
@@ -246,14 +254,15 @@ class StoreCore:
     ) -> list[ClaimedActivity]:
         """Pop up to ``limit`` ready rows from ``heaps`` (best first) and claim them."""
         rows = self._rows
+        heap_ids = q.heap_ids
         out: list[ClaimedActivity] = []
         while heaps and len(out) < limit:
             best = heaps[0] if len(heaps) == 1 else min(heaps, key=lambda h: h[0])
-            entry = heapq.heappop(best)
+            seq = heapq.heappop(best) & _SEQ_MASK
             if not best:
                 heaps.remove(best)
-            row = rows.get(entry[2])
-            if row is None or row.heap_seq != entry[1] or row.status not in READY_STATUSES:
+            row = rows.get(heap_ids.pop(seq))
+            if row is None or row.heap_seq != seq or row.status not in READY_STATUSES:
                 continue
             q.by_status[row.status].pop(row.id, None)
             row.status = "processing"

@@ -219,7 +219,7 @@ class MemoryBackend(StoreCore, Backend):
         return sum(len(h) for h in self._suspect_heaps(self._queue(queue), activity_types))
 
     @staticmethod
-    def _suspect_heaps(q: QueueState, activity_types: Sequence[str] | None) -> list[list[tuple[int, int, str]]]:
+    def _suspect_heaps(q: QueueState, activity_types: Sequence[str] | None) -> list[list[int]]:
         if activity_types is None:
             return [h for h in q.suspects.values() if h]
         return [h for t in activity_types if (h := q.suspects.get(t))]

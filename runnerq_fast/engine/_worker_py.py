@@ -49,8 +49,15 @@ _COMPLETED = int(AckOutcome.COMPLETED)
 class Handoff:
     """FIFO of claimed activities (``None``: a worker should end), waking waiting workers.
 
-    Behaves as an unbounded ``asyncio.Queue`` (same order, same wake-ups,
-    same cancellation handling in :meth:`get`) without its task accounting.
+    Behaves as an unbounded ``asyncio.Queue`` (same order, same cancellation
+    handling in :meth:`get`) without its task accounting, and with fewer
+    wake-ups for a batch: :meth:`put_batch` wakes one waiting worker at once
+    and the others one loop step later, as many as items are still waiting
+    then. A worker takes the next item without waiting when there is one, so
+    handlers that end without awaiting anything are run by the first worker
+    woken, one after another, instead of waking a worker per item that would
+    find nothing left; a handler that does await leaves the rest to the
+    workers woken one step later.
 
     Parameters
     ----------
@@ -58,12 +65,13 @@ class Handoff:
         The loop the workers run on.
     """
 
-    __slots__ = ("_getters", "_items", "_loop")
+    __slots__ = ("_getters", "_items", "_loop", "_spreading")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._items: collections.deque[ClaimedActivity | None] = collections.deque()
         self._getters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._spreading = False  # a _spread call is scheduled
 
     def __len__(self) -> int:
         return len(self._items)
@@ -86,12 +94,31 @@ class Handoff:
         self._wakeup_next()
 
     def put_batch(self, batch: Iterable[ClaimedActivity], inflight: dict[str, ClaimedActivity]) -> None:
-        """Record each of ``batch`` in ``inflight`` (by id) and append it, waking one worker per item."""
+        """Record each of ``batch`` in ``inflight`` (by id) and append it.
+
+        Wakes one waiting worker now and, one loop step later, one more per
+        item still waiting then (see the class docstring).
+        """
         items = self._items
         for a in batch:
             inflight[a.id] = a
             items.append(a)
+        if items and self._getters:
             self._wakeup_next()
+            if items and self._getters and not self._spreading:
+                self._spreading = True
+                self._loop.call_soon(self._spread)
+
+    def _spread(self) -> None:
+        """Wake one waiting worker per item still waiting (the workers woken before have run by now)."""
+        self._spreading = False
+        left = len(self._items)
+        getters = self._getters
+        while left and getters:
+            getter = getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                left -= 1
 
     def get_nowait(self) -> ClaimedActivity | None:
         """Take the oldest item.

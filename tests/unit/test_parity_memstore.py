@@ -83,3 +83,28 @@ def test_compiled_and_pure_memory_cores_agree() -> None:
     out = compiled["out"]
     assert isinstance(out, dict) and any(out["claims"]) and any(out["rejected"])  # the scenario exercised them
     assert out == pure["out"]
+
+
+async def test_stored_rows_events_and_results_are_not_gc_tracked() -> None:
+    """What the memory store keeps per activity holds only scalars, so it stays out of the cyclic GC.
+
+    A drain allocates events and results for every activity; were they tracked, each would count
+    towards the next collection and every full collection would visit all of them (and every stored
+    row on the compiled core).
+    """
+    import gc
+
+    from runnerq_fast.backends.memory import MemoryBackend
+    from runnerq_fast.models import Ack, AckOutcome, NewActivity
+
+    b = MemoryBackend()
+    await b.enqueue("q", [NewActivity(f"{i:032x}", "t", b"{}") for i in range(3)])
+    got = await b.claim("q", "w", 3, None, 30_000)
+    assert await b.ack("q", [Ack(c.id, c.claim_token, int(AckOutcome.COMPLETED), b"1") for c in got]) == []
+    events = [e for c in got for e in await b.get_events(c.id)]
+    results = [await b.get_result(c.id) for c in got]
+    assert [e.event_type for e in events].count("completed") == 3
+    assert not any(gc.is_tracked(e) for e in events)
+    assert all(r is not None and not gc.is_tracked(r) for r in results)
+    if speedups.enabled:
+        assert not any(gc.is_tracked(b._rows[c.id]) for c in got)

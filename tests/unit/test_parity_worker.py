@@ -330,3 +330,59 @@ def test_cancel_request_stops_the_handler_and_acks_cancelled(
     assert stats == {"completed": 1, "cancelled": 3}
     assert timed == ["t"]  # only the completed attempt's run time goes to the metrics
     assert not [e for e in log if e[0] in ("retry", "fail", "dead")]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_batch_wakes_workers_only_for_items_left_waiting(impl: tuple[ModuleType, ModuleType]) -> None:
+    """Issue 17: a batch put wakes one waiting worker at once and the others one loop step later, as
+    many as items are left then. Workers that take every item without awaiting (handlers that end at
+    once) leave nothing for the others, who are then not woken to find the hand-off empty; workers
+    that await in between get an item each."""
+    worker = impl[0]
+
+    class CountingLoop:
+        def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+            self.loop, self.futures = loop, 0
+
+        def create_future(self) -> asyncio.Future[None]:
+            self.futures += 1
+            return self.loop.create_future()
+
+        def call_soon(self, *args: Any) -> asyncio.Handle:
+            return self.loop.call_soon(*args)
+
+    async def go(awaits: bool) -> tuple[int, list[int], int]:
+        loop = CountingLoop(asyncio.get_running_loop())
+        h = worker.Handoff(loop)
+        taken: list[int] = []
+
+        async def consumer(i: int) -> None:
+            while True:
+                item = await h.get()
+                if item is None:
+                    return
+                taken.append(i)
+                if awaits:
+                    await asyncio.sleep(0)
+                else:
+                    while not h.empty() and (nxt := h.get_nowait()) is not None:
+                        taken.append(i)
+                    if nxt is None:
+                        return
+
+        tasks = [asyncio.create_task(consumer(i)) for i in range(8)]
+        await asyncio.sleep(0)
+        assert loop.futures == 8
+        h.put_batch([_activity(i, "none", 0) for i in range(8)], {})
+        for _ in range(5):
+            await asyncio.sleep(0)
+        woken = loop.futures - 8
+        for _ in tasks:
+            h.put_nowait(None)
+        await asyncio.gather(*tasks)
+        return woken, sorted(set(taken)), len(taken)
+
+    woken, ran, count = asyncio.run(go(awaits=False))
+    assert count == 8 and len(ran) == 1 and woken <= 2  # one worker ran them all; at most one other woke
+    woken, ran, count = asyncio.run(go(awaits=True))
+    assert count == 8 and len(ran) >= 7  # the items are spread (the first worker may take a second one)

@@ -7,6 +7,8 @@ heap helpers as C functions. Python callers see the same classes, attributes
 and methods as the reference.
 """
 
+cimport cython
+
 import heapq
 import itertools
 from collections import deque
@@ -34,13 +36,21 @@ cdef object _FAILED = AckOutcome.FAILED
 cdef object _CANCELLED = AckOutcome.CANCELLED
 
 
+cdef object _SEQ_MASK = (1 << 64) - 1
+
+
 cdef inline object _ready_key(object priority, object retry_count, object ready_at_ms, object seq):
     """See the reference twin: (priority desc, retry desc, ready asc, seq asc) as one integer."""
     return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
 
 
+@cython.no_gc
 cdef class Row:
-    """One stored activity (see the reference twin)."""
+    """One stored activity (see the reference twin).
+
+    Not tracked by the cyclic garbage collector: every field holds a str, int, bool, bytes or None,
+    so a row is never part of a reference cycle, and full collections need not visit every stored row.
+    """
 
     cdef public object id, queue, activity_type, payload, priority, max_retries, timeout_ms, metadata
     cdef public object idempotency_key, retry_count, created_at_ms, ready_at_ms, status, claim_token
@@ -98,13 +108,14 @@ cdef class Row:
 cdef class QueueState:
     """Per-queue heaps, processing set, rows, recent events and wake event."""
 
-    cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children
+    cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children, heap_ids
     cdef public list scheduled, order, order_tail
     cdef public object events, wake
 
     def __init__(self):
         self.by_type = {}
         self.suspects = {}
+        self.heap_ids = {}  # activity id of each ready-heap entry, by seq
         self.scheduled = []
         self.processing = {}
         self.rows = {}
@@ -168,18 +179,22 @@ cdef class StoreCore:
 
     # ---------------------------------------------------------------- C helpers
     cdef void _event_c(self, Row row, str event_type, object now, object detail) except *:
+        self._event_q(<QueueState>self._queues[row.queue], row, event_type, now, detail)
+
+    cdef void _event_q(self, QueueState q, Row row, str event_type, object now, object detail) except *:
+        """:meth:`_event_c` for a caller that holds ``row``'s queue state ``q`` already."""
         ev = _Event(next(self._event_ids), row.id, row.queue, event_type, now, detail)
         lst = self._events.get(row.id)
         if lst is None:
             self._events[row.id] = [ev]
         else:
             (<list>lst).append(ev)
-        cdef QueueState q = <QueueState>self._queues[row.queue]
         q.events.append(ev)
-        subs = self._subscribers.get(row.queue)
-        if subs:
-            for s in subs:
-                s.put_nowait(ev)
+        if self._subscribers:
+            subs = self._subscribers.get(row.queue)
+            if subs:
+                for s in subs:
+                    s.put_nowait(ev)
 
     cdef void _push_ready_c(self, QueueState q, Row row) except *:
         seq = next(self._seq)
@@ -188,7 +203,8 @@ cdef class StoreCore:
         heap = heaps.get(row.activity_type)
         if heap is None:
             heap = heaps[row.activity_type] = []
-        _heappush(heap, (_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), seq, row.id))
+        q.heap_ids[seq] = row.id
+        _heappush(heap, _ready_key(row.priority, row.retry_count, row.ready_at_ms, seq))
 
     cdef void _make_ready_c(self, QueueState q, Row row, object now) except *:
         if row.ready_at_ms > now:
@@ -230,20 +246,20 @@ cdef class StoreCore:
     def _claim_from(self, QueueState q, list heaps, Py_ssize_t limit, token, lease_until, now, worker_id):
         """Pop up to ``limit`` ready rows from ``heaps`` (best first) and claim them."""
         cdef dict rows = self._rows
+        cdef dict heap_ids = q.heap_ids
         cdef list out = []
         cdef list best
-        cdef tuple entry
         cdef Row row
         while heaps and len(out) < limit:
             best = heaps[0] if len(heaps) == 1 else min(heaps, key=_first)
-            entry = _heappop(best)
+            seq = _heappop(best) & _SEQ_MASK
             if not best:
                 heaps.remove(best)
-            found = rows.get(entry[2])
+            found = rows.get(heap_ids.pop(seq))
             if found is None:
                 continue
             row = <Row>found
-            if row.heap_seq != entry[1] or row.status not in _READY:
+            if row.heap_seq != seq or row.status not in _READY:
                 continue
             (<dict>q.by_status[row.status]).pop(row.id, None)
             row.status = "processing"
@@ -251,7 +267,7 @@ cdef class StoreCore:
             row.lease_expires_at_ms = lease_until
             row.started_at_ms = now
             q.processing[row.id] = row
-            self._event_c(row, "claimed", now, worker_id)
+            self._event_q(q, row, "claimed", now, worker_id)
             out.append(
                 _Claimed(
                     row.id,

@@ -11,5 +11,9 @@ cdef class Deadlines:
     cdef double _min_res
     cdef dict _slots
     cdef object _fire_cb
+    # the slot the last call joined (its width, number and entries; entries None once it fired)
+    cdef double _last_res
+    cdef object _last_slot
+    cdef set _last_entries
 
     cdef _Entry enter(self, object task, double timeout)

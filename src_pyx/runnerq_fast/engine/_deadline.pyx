@@ -28,6 +28,9 @@ cdef class Deadlines:
         self._min_res = min_resolution
         self._slots = {}
         self._fire_cb = self._fire
+        self._last_res = 0.0
+        self._last_slot = None
+        self._last_entries = None
 
     @property
     def pending_slots(self):
@@ -37,6 +40,8 @@ cdef class Deadlines:
     def _fire(self, key):
         cdef _Entry entry
         entries = self._slots.pop(key, None)
+        if entries is self._last_entries:
+            self._last_entries = None
         if entries:
             for e in entries:
                 entry = <_Entry>e
@@ -54,14 +59,20 @@ cdef class Deadlines:
         if res < self._min_res:
             res = self._min_res
         slot = int(ceil((<double>self._loop.time() + timeout) / res))
-        key = (res, slot)
-        found = self._slots.get(key)
-        if found is None:
-            entries = set()
-            self._slots[key] = entries
-            self._loop.call_at(slot * res, self._fire_cb, key)
+        if self._last_entries is not None and res == self._last_res and slot == self._last_slot:
+            entries = self._last_entries  # the same slot as the last call (most calls): no key, no lookup
         else:
-            entries = <set>found
+            key = (res, slot)
+            found = self._slots.get(key)
+            if found is None:
+                entries = set()
+                self._slots[key] = entries
+                self._loop.call_at(slot * res, self._fire_cb, key)
+            else:
+                entries = <set>found
+            self._last_res = res
+            self._last_slot = slot
+            self._last_entries = entries
         cdef _Entry entry = _Entry(task)
         entry.entries = entries
         entries.add(entry)

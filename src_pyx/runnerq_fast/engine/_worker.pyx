@@ -50,11 +50,13 @@ cdef class Handoff:
     cdef object _loop
     cdef object _items
     cdef object _getters
+    cdef bint _spreading
 
     def __init__(self, loop):
         self._loop = loop
         self._items = _deque()
         self._getters = _deque()
+        self._spreading = False
 
     def __len__(self):
         return len(self._items)
@@ -77,14 +79,27 @@ cdef class Handoff:
         self._wakeup_next()
 
     def put_batch(self, batch, dict inflight):
-        """Record each of ``batch`` in ``inflight`` (by id) and append it, waking one worker per item."""
+        """Record each of ``batch`` in ``inflight`` (by id) and append it; wake one worker now, the rest later."""
         items = self._items
-        getters = self._getters
         for a in batch:
             inflight[a.id] = a
             items.append(a)
-            if getters:
-                self._wakeup_next()
+        if items and self._getters:
+            self._wakeup_next()
+            if items and self._getters and not self._spreading:
+                self._spreading = True
+                self._loop.call_soon(self._spread)
+
+    def _spread(self):
+        """Wake one waiting worker per item still waiting (the workers woken before have run by now)."""
+        self._spreading = False
+        cdef Py_ssize_t left = len(self._items)
+        getters = self._getters
+        while left and getters:
+            getter = getters.popleft()
+            if not getter.done():
+                getter.set_result(None)
+                left -= 1
 
     def get_nowait(self):
         """Take the oldest item (``asyncio.QueueEmpty`` if there is none)."""
