@@ -31,20 +31,6 @@ for i = 1, K do
   end
   profiles[i] = pf
 end
--- rq_event(id, 'enqueued', nil) without formatting a number per event (Lua's and Redis's number to text
--- conversions were a tenth of this script's server time): the same counter, buffer and stream entry, so it
--- uses the event state of _common.lua (EVN, EVCOUNT, EVBUF, EVENT_CHUNK, rq_flush_events) directly.
-local ENQUEUED_VALUE = 'enqueued\31' .. NOWTEXT
-local function rq_enqueued_event(id)
-  EVN = EVN + 1
-  EVCOUNT = EVCOUNT + 1
-  local n = #EVBUF
-  EVBUF[n + 1] = string.format('%d', EVCOUNT)
-  EVBUF[n + 2] = 'enqueued\31' .. id
-  local field = string.format('x:%d', EVN)
-  if EVCOUNT >= EVENT_CHUNK then rq_flush_events() end
-  return field, ENQUEUED_VALUE
-end
 local out = {}
 local pos, item, nargs = 2 + K * 9, 0, #ARGV
 local pf = profiles[1]
@@ -88,7 +74,7 @@ while pos <= nargs do
     if create then redis.call('SET', ikey, id, 'PX', pf.ttl) end
   end
   if create then
-    local ef, ev = rq_enqueued_event(id)
+    local ef, ev = rq_event(id, 'enqueued', nil)
     if pf.plain then
       redis.call('HSET', KEY_PREFIX .. id, 't', typ, 'p', payload, 'pr', pf.pr, 'mr', pf.mr, 'to', pf.to,
         'm', pf.m, 'rc', '0', 'c', NOWTEXT, 'r', NOWTEXT, 's', 'pending', ef, ev)
