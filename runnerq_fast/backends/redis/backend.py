@@ -40,6 +40,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from runnerq_fast.backends import rowcheck
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import faults, keys
+from runnerq_fast.backends.redis.enqargs import enqueue_args
 from runnerq_fast.backends.redis.guard import guarded as _guarded
 from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
 from runnerq_fast.backends.redis.registry import RedisRegistry
@@ -441,34 +442,20 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
     async def enqueue(
         self, queue: str, items: Sequence[NewActivity], *, connection: object | None = None
     ) -> list[EnqueueResult]:
+        """Store ``items`` with ``lua/enqueue.lua``, ``_ENQUEUE_CHUNK`` (1,000) per script call, one round trip.
+
+        The arguments of a call are built by :func:`.enqargs.enqueue_args` (the options shared by
+        several items are sent once); the script answers only for the items it did not create.
+        """
         refuse_connection(self, connection)
         if not items:
             return []
-        chunks: list[list[Any]] = []
-        for start in range(0, len(items), _ENQUEUE_CHUNK):
-            args: list[Any] = []
-            for it in items[start : start + _ENQUEUE_CHUNK]:
-                key = it.idempotency_key
-                args += (
-                    it.id,
-                    it.activity_type,
-                    it.payload,
-                    int(it.priority),  # int(): redis-py would send an IntEnum's repr
-                    int(it.max_retries),
-                    int(it.timeout_ms),
-                    int(it.run_at_ms),
-                    it.metadata,
-                    key if key is not None else "",
-                    int(it.on_duplicate) if key is not None else 0,
-                    int(it.idempotency_ttl_ms),
-                    it.parent_id if it.parent_id is not None else "",
-                )
-            chunks.append(args)
+        chunks = [enqueue_args(items[s : s + _ENQUEUE_CHUNK]) for s in range(0, len(items), _ENQUEUE_CHUNK)]
         replies = await self._enqueue_chunks(queue, chunks)
-        out: list[EnqueueResult] = []
-        for flat in replies:
-            for j in range(0, len(flat), 2):
-                out.append(EnqueueResult(flat[j + 1].decode(), int(flat[j])))
+        out = [EnqueueResult(it.id, 1) for it in items]
+        for start, flat in zip(range(0, len(items), _ENQUEUE_CHUNK), replies, strict=True):
+            for j in range(0, len(flat), 3):  # (position in the chunk, outcome, holder id) of each item not created
+                out[start + int(flat[j]) - 1] = EnqueueResult(flat[j + 2].decode(), int(flat[j + 1]))
         return out
 
     async def _enqueue_chunks(self, queue: str, chunks: list[list[Any]]) -> list[Any]:

@@ -1,23 +1,53 @@
 -- runnerq-fast: enqueue a batch of activities, applying idempotency atomically.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type,
 --   P.."types", P.."sched", P.."st:pending", P.."st:scheduled", P.."ty:"..type,
---   P.."kids:"..parent, P.."counts", P.."events", P.."wake", P.."wake:"..type,
+--   P.."kids:"..parent, P.."counts", P.."events", P.."evseq", P.."wake", P.."wake:"..type,
 --   P.."idem:"..#type..":"..type..":"..key (STRING: holder id, PX = idempotency ttl; once the
 --   reaper removed the holder: "<holder id>\31<its final status>", the same ttl).
--- ARGV: 12 per item: id, type, payload, priority, max_retries, timeout_ms, run_at_ms,
---   metadata, idempotency key, on_duplicate (0 = no key), idempotency ttl ms, parent id ("" = none).
--- Returns: 2 per item: outcome (1 created, 2 existing, 3 rejected), activity id.
+-- ARGV (see RedisBackend.enqueue): K, the number of profiles, then K profiles of 9 fields each:
+--   type, priority, max_retries, timeout_ms, run_at_ms, metadata, on_duplicate (0 = no key),
+--   idempotency ttl ms, parent id ("" = none); then per item: id, payload, the item's profile
+--   (1-based, only when K > 1), its idempotency key (only when its profile's on_duplicate > 0).
+-- Returns: 3 per item NOT created, in item order: position of the item (1-based), outcome
+--   (2 existing, 3 rejected), the holder's id; every other item was created under its own id.
 local REUSABLE = {failed = true, dead_letter = true, cancelled = true}
 local NOWTEXT = string.format('%d', NOW)
+local MEMBER_PREFIX = rq_member(NOWTEXT, '') -- every member of this script is MEMBER_PREFIX .. id
+local KEY_PREFIX = P .. 'a:'
+local K = tonumber(ARGV[1])
+local profiles = {}
+for i = 1, K do
+  local b = 1 + (i - 1) * 9
+  local typ, run_at = ARGV[b + 1], tonumber(ARGV[b + 5])
+  local pf = {typ = typ, pr = ARGV[b + 2], priority = tonumber(ARGV[b + 2]), mr = ARGV[b + 3], to = ARGV[b + 4],
+    m = ARGV[b + 6], on_dup = tonumber(ARGV[b + 7]), ttl = ARGV[b + 8], parent = ARGV[b + 9], n = 0,
+    status = 'pending', ready = NOW, ready_text = NOWTEXT}
+  if run_at > NOW then pf.status, pf.ready, pf.ready_text = 'scheduled', run_at, ARGV[b + 5] end
+  -- the common case (pending, no key, no parent) is one HSET without a table; others build its arguments
+  pf.plain = pf.status == 'pending' and pf.on_dup == 0 and pf.parent == ''
+  pf.zidx, pf.zready = {}, {} -- ZADD arguments: score '0' and member (st:, ty:, kids:); score and id (ready:)
+  if pf.status == 'pending' then
+    pf.score = string.format('%.17g', rq_score(pf.priority, 0, NOW))
+  end
+  profiles[i] = pf
+end
 local out = {}
-for b = 0, #ARGV - 1, 12 do
-  local id, typ = ARGV[b + 1], ARGV[b + 2]
-  local priority = tonumber(ARGV[b + 4])
-  local run_at = tonumber(ARGV[b + 7])
-  local on_dup = tonumber(ARGV[b + 10])
+local pos, item, nargs = 2 + K * 9, 0, #ARGV
+local pf = profiles[1]
+while pos <= nargs do
+  item = item + 1
+  local id, payload = ARGV[pos], ARGV[pos + 1]
+  pos = pos + 2
+  if K > 1 then
+    pf = profiles[tonumber(ARGV[pos])]
+    pos = pos + 1
+  end
+  local typ, on_dup, ik = pf.typ, pf.on_dup, nil
   local create = true
   if on_dup > 0 then
-    local ikey = P .. 'idem:' .. #typ .. ':' .. typ .. ':' .. ARGV[b + 9]
+    ik = ARGV[pos]
+    pos = pos + 1
+    local ikey = P .. 'idem:' .. #typ .. ':' .. typ .. ':' .. ik
     local holder = redis.call('GET', ikey)
     if holder then
       local hs
@@ -25,51 +55,77 @@ for b = 0, #ARGV - 1, 12 do
       if sep then -- the reaper removed the holder: "<id>\31<its final status>" until the key expires
         holder, hs = string.sub(holder, 1, sep - 1), string.sub(holder, sep + 1)
       else
-        hs = redis.call('HGET', P .. 'a:' .. holder, 's')
+        hs = redis.call('HGET', KEY_PREFIX .. holder, 's')
       end
       if hs then
         if on_dup == 2 or (on_dup == 3 and not REUSABLE[hs]) then
           create = false
+          out[#out + 1] = item
           out[#out + 1] = 2
           out[#out + 1] = holder
         elseif on_dup == 4 then
           create = false
+          out[#out + 1] = item
           out[#out + 1] = 3
           out[#out + 1] = holder
         end
       end
     end
-    if create then redis.call('SET', ikey, id, 'PX', ARGV[b + 11]) end
+    if create then redis.call('SET', ikey, id, 'PX', pf.ttl) end
   end
   if create then
-    local status, ready = 'pending', NOW
-    if run_at > NOW then status, ready = 'scheduled', run_at end
-    local k = P .. 'a:' .. id
     local ef, ev = rq_event(id, 'enqueued', nil)
-    local args = {'t', typ, 'p', ARGV[b + 3], 'pr', priority, 'mr', ARGV[b + 5], 'to', ARGV[b + 6],
-      'm', ARGV[b + 8], 'rc', 0, 'c', NOW, 'r', ready, 's', status, ef, ev}
-    if status == 'scheduled' then
-      local sf, sv = rq_event(id, 'scheduled', nil)
-      args[#args + 1] = sf
-      args[#args + 1] = sv
+    if pf.plain then
+      redis.call('HSET', KEY_PREFIX .. id, 't', typ, 'p', payload, 'pr', pf.pr, 'mr', pf.mr, 'to', pf.to,
+        'm', pf.m, 'rc', '0', 'c', NOWTEXT, 'r', NOWTEXT, 's', 'pending', ef, ev)
+    else
+      local args = {'t', typ, 'p', payload, 'pr', pf.pr, 'mr', pf.mr, 'to', pf.to,
+        'm', pf.m, 'rc', '0', 'c', NOWTEXT, 'r', pf.ready_text, 's', pf.status, ef, ev}
+      if pf.status == 'scheduled' then
+        local sf, sv = rq_event(id, 'scheduled', nil)
+        args[#args + 1] = sf
+        args[#args + 1] = sv
+      end
+      if ik then
+        args[#args + 1] = 'ik'
+        args[#args + 1] = ik
+      end
+      if pf.parent ~= '' then
+        args[#args + 1] = 'pa'
+        args[#args + 1] = pf.parent
+      end
+      redis.call('HSET', KEY_PREFIX .. id, unpack(args))
     end
-    if on_dup > 0 then
-      args[#args + 1] = 'ik'
-      args[#args + 1] = ARGV[b + 9]
+    local n = pf.n + 1
+    pf.n = n
+    local z = pf.zidx
+    z[2 * n - 1] = '0'
+    z[2 * n] = MEMBER_PREFIX .. id
+    if pf.status == 'pending' then
+      if n == 1 then
+        rq_make_ready(id, typ, pf.priority, 0, NOW) -- wakes the type and records it in P.."types"
+      else
+        z = pf.zready
+        z[2 * n - 3] = pf.score
+        z[2 * n - 2] = id
+      end
+    else
+      rq_make_ready(id, typ, pf.priority, 0, pf.ready)
     end
-    local parent = ARGV[b + 12]
-    if parent ~= '' then
-      args[#args + 1] = 'pa'
-      args[#args + 1] = parent
-    end
-    redis.call('HSET', k, unpack(args))
-    local mem = rq_member(NOWTEXT, id)
-    rq_move(id, typ, mem, nil, status)
-    rq_zadd(P .. 'ty:' .. typ, 0, mem)
-    if parent ~= '' then rq_zadd(P .. 'kids:' .. parent, 0, mem) end
-    rq_make_ready(id, typ, priority, 0, ready)
-    out[#out + 1] = 1
-    out[#out + 1] = id
+  end
+end
+-- The index writes of the batch: one variadic ZADD per key and chunk, one counter change per profile.
+local function zadd_all(key, args)
+  for i = 1, #args, 4000 do redis.call('ZADD', key, unpack(args, i, math.min(i + 3999, #args))) end
+end
+for i = 1, K do
+  local p = profiles[i]
+  if p.n > 0 then
+    zadd_all(P .. 'st:' .. p.status, p.zidx)
+    zadd_all(P .. 'ty:' .. p.typ, p.zidx)
+    if p.parent ~= '' then zadd_all(P .. 'kids:' .. p.parent, p.zidx) end
+    if #p.zready > 0 then zadd_all(P .. 'ready:' .. p.typ, p.zready) end
+    rq_count(p.status, p.typ, p.n)
   end
 end
 rq_flush()
