@@ -44,7 +44,8 @@ LARGE = {"items": [{"sku": f"s{i}", "qty": i, "price": i * 0.5, "tags": ["a", "b
 BATCH = 500
 UUIDS = [PgUUID(uuid.uuid4().bytes) for _ in range(BATCH)]  # the UUID type asyncpg returns
 T0 = 1_700_000_000_000
-ROWS = [(u, "send_email", '{"to":"a@b.c"}', 2, 0, 3, 300_000, "{}", T0, T0) for u in UUIDS]
+T0_SENT = ((T0 - 946_684_800_000) * 1000).to_bytes(8, "big", signed=True)  # timestamptz_send() of T0 ms
+ROWS = [(u, "send_email", '{"to":"a@b.c"}', 2, 0, 3, 300_000, "{}", T0_SENT, T0_SENT) for u in UUIDS]
 ACKS = [Ack(u.hex, "tok", 1, b'{"ok":true}' if i % 2 else None) for i, u in enumerate(UUIDS)]
 LEASES = [LeaseRef(u.hex, "tok") for u in UUIDS]
 NEW = [NewActivity(u.hex, "send_email", b'{"to":"a@b.c"}') for u in UUIDS]
@@ -93,7 +94,8 @@ def test_backoff(benchmark: Any, impl: ModuleType) -> None:
 @pytest.mark.parametrize("impl", _pair("backends.postgres._rows"))
 def test_claimed_from_rows(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = f"rows.claimed_from_rows x{BATCH}"
-    assert len(benchmark(impl.claimed_from_rows, ROWS, "tok")) == BATCH
+    claimed = benchmark(impl.claimed_from_rows, ROWS, "tok")
+    assert len(claimed) == BATCH and claimed[0].created_at_ms == T0 == claimed[-1].ready_at_ms
 
 
 @pytest.mark.parametrize("impl", _pair("backends.postgres._rows"))
