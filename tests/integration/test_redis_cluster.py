@@ -69,6 +69,14 @@ async def test_connect_picks_the_cluster_backend(redis_cluster_url: str, redis_c
         await backend.close()
 
 
+async def test_a_cluster_node_given_as_redis_url_is_refused_with_the_url_to_use(redis_cluster: LocalCluster) -> None:
+    port = redis_cluster.ports[0]
+    # was: connected, then every call of a queue in another master's slots failed with MovedError (a worker
+    # logged "claim failed" for ever)
+    with pytest.raises(ConfigError, match=rf"Redis Cluster node.*redis\+cluster://127\.0\.0\.1:{port}"):
+        await rq.connect(f"redis://127.0.0.1:{port}/0")
+
+
 async def test_unreachable_cluster_is_a_backend_error() -> None:
     with pytest.raises(rq.BackendError):
         await RedisClusterBackend.open("redis+cluster://127.0.0.1:1")

@@ -158,6 +158,15 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
+async def _is_cluster_node(client: aioredis.Redis) -> bool:
+    """Whether the server runs in cluster mode (``INFO cluster``); ``False`` where ``INFO`` is not allowed."""
+    try:
+        info = await client.info("cluster")
+    except ResponseError:
+        return False
+    return str(info.get("cluster_enabled", 0)) == "1"
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -340,6 +349,14 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         backend = cls(url, client, result_ttl, namespace)
         try:
             await client.ping()
+            if await _is_cluster_node(client):
+                await client.aclose()
+                host = parts.hostname or "host"
+                where = f"[{host}]" if ":" in host else host
+                raise ConfigError(
+                    f"{redact_url(url)} is a Redis Cluster node: connect with "
+                    f"redis+cluster://{where}:{parts.port or 6379} (see README, Redis Cluster)"
+                )
             await backend.check_eviction_policy()
             await backend._load_scripts()
         except (RedisError, OSError, BackendError) as exc:
