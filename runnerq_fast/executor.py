@@ -495,25 +495,28 @@ class ActivityExecutor:
         BackendError
             If the store is unreachable or failed (see :meth:`ActivityBuilder.execute`).
         """
+        return [f.activity_id for f in await self.enqueue_many_futures(items, connection=connection)]
+
+    def _build_all(self, items: Iterable[ActivityBuilder | tuple[str, Any]]) -> list[NewActivity]:
         built: list[NewActivity] = []
-        for it in items:
+        for i, it in enumerate(items):
             if isinstance(it, ActivityBuilder):
                 built.append(it.build())
-            else:
+            elif isinstance(it, tuple) and len(it) == 2:
                 activity_type, payload = it
                 built.append(ActivityBuilder(self, activity_type).payload(payload).build())
-        if not built:
-            return []
-        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
-        if self.metrics is not None:
-            self._count(built, results)
-        return [self._future(item, res).activity_id for item, res in zip(built, results, strict=True)]
+            else:
+                raise InvalidActivityError(
+                    f"item {i} of the batch is {type(it).__name__}: give an ActivityBuilder or an "
+                    "(activity_type, payload) tuple"
+                )
+        return built
 
     async def enqueue_many_futures(
-        self, items: Sequence[ActivityBuilder], *, connection: object | None = None
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
     ) -> list[ActivityFuture]:
-        """Like :meth:`enqueue_many` but returns futures."""
-        built = [b.build() for b in items]
+        """Like :meth:`enqueue_many` (builders or ``(activity_type, payload)`` tuples) but returns futures."""
+        built = self._build_all(items)
         if not built:
             return []
         results = await self.backend.enqueue(self.queue_name, built, connection=connection)

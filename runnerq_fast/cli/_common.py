@@ -143,7 +143,8 @@ def backend_option(fn: F) -> F:
         envvar=BACKEND_ENV,
         show_envvar=True,
         metavar="URL",
-        help="Backend URL: memory://, sqlite:///file.db, postgresql://user@host:port/db.",
+        help="Backend URL: memory://, sqlite:///file.db, postgresql://user@host:port/db, redis://host:port/0, "
+             "redis+cluster://host:port,host:port.",
     )(fn)
 
 
