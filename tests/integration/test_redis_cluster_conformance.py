@@ -5,31 +5,26 @@ The cluster is the session's (``tests/redis_cluster_fixtures.py``): three master
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 import pytest
 
 from runnerq_fast.backends.redis import RedisBackend
 from runnerq_fast.backends.redis.cluster import RedisClusterBackend
-from tests.conformance import BackendConformance, ErrorTextConformance, HardeningConformance
-from tests.conformance_integrity import IntegrityConformance
-from tests.conformance_leases import LeaseConformance
-from tests.conformance_ops import OperationsConformance
-from tests.conformance_registry import RegistryConformance
-from tests.conformance_retention import RetentionConformance
-from tests.integration.test_redis_conformance import PAYLOAD_DAMAGES, ROW_DAMAGES, _damage
+from tests.integration import test_redis_conformance as one_server  # a module name: pytest collects no class twice
 
 # One event loop: the same suite runs on both loops against one Redis server (test_redis_conformance.py),
 # and the cluster adds routing, not loop behaviour; both loops doubled the default run by 2 minutes.
 pytestmark = pytest.mark.one_loop
 
 
-class TestRedisClusterConformance(
-    BackendConformance, ErrorTextConformance, HardeningConformance, OperationsConformance, RegistryConformance,
-    IntegrityConformance,
-    RetentionConformance,
-    LeaseConformance,
-):
+class TestRedisClusterConformance(one_server.TestRedisConformance):
+    """The one-server suite and its damage fixtures, on the cluster's backend and key namespace."""
+
+    @pytest.fixture
+    def redis_namespace(self, redis_cluster_namespace: str) -> str:
+        return redis_cluster_namespace
+
     @pytest.fixture
     async def backend(self, redis_cluster_backend: RedisClusterBackend) -> AsyncIterator[RedisBackend]:
         yield redis_cluster_backend
@@ -39,14 +34,3 @@ class TestRedisClusterConformance(
         b = await RedisClusterBackend.open(redis_cluster_url, namespace=redis_cluster_namespace, result_ttl=0.2)
         yield b
         await b.close()
-
-    @pytest.fixture(params=sorted(ROW_DAMAGES))
-    def corrupt_row(self, backend: RedisBackend, redis_cluster_namespace: str,
-                    request: pytest.FixtureRequest) -> Callable[[str, str], Awaitable[None]]:
-        return _damage(backend, redis_cluster_namespace, *ROW_DAMAGES[request.param])
-
-    @pytest.fixture(params=sorted(PAYLOAD_DAMAGES))
-    def corrupt_payload(self, backend: RedisBackend, redis_cluster_namespace: str,
-                        request: pytest.FixtureRequest) -> Callable[[str, str], Awaitable[None]]:
-        return _damage(backend, redis_cluster_namespace, *PAYLOAD_DAMAGES[request.param])
-

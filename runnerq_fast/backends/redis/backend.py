@@ -158,6 +158,22 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
+def check_open_options(namespace: str, result_ttl: float, pool_timeout: float) -> None:
+    """Validate the options every Redis ``open`` takes (one server or a cluster).
+
+    Raises
+    ------
+    ConfigError
+        If ``namespace`` is not a plain word or ``result_ttl`` / ``pool_timeout`` (seconds) is not positive.
+    """
+    if not namespace or any(c in namespace for c in "{}:*?[]\x00 "):
+        raise ConfigError(f"namespace must be a non-empty word without braces, colons or globs: {namespace!r}")
+    if not result_ttl > 0:
+        raise ConfigError(f"result_ttl must be a positive number of seconds, got {result_ttl!r}")
+    if not pool_timeout > 0:
+        raise ConfigError(f"pool_timeout must be a positive number of seconds, got {pool_timeout!r}")
+
+
 async def _is_cluster_node(client: aioredis.Redis) -> bool:
     """Whether the server runs in cluster mode (``INFO cluster``); ``False`` where ``INFO`` is not allowed."""
     try:
@@ -320,13 +336,8 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         if scheme != "unix" and db and not (db.isdigit() and db.isascii()):
             # redis-py ignores a path that is not a number and uses database 0
             raise ConfigError(f"invalid Redis URL {redact_url(url)!r}: the database must be a number, got {db!r}")
-        if not namespace or any(c in namespace for c in "{}:*?[]\x00 "):
-            raise ConfigError(f"namespace must be a non-empty word without braces, colons or globs: {namespace!r}")
-        if not result_ttl > 0:
-            raise ConfigError(f"result_ttl must be a positive number of seconds, got {result_ttl!r}")
+        check_open_options(namespace, result_ttl, pool_timeout)
         extra: dict[str, Any] = {"connection_class": _HiredisPackingConnection} if scheme == "redis" else {}
-        if not pool_timeout > 0:
-            raise ConfigError(f"pool_timeout must be a positive number of seconds, got {pool_timeout!r}")
         try:
             # A burst of callers waits for a connection instead of failing with MaxConnectionsError.
             pool = aioredis.BlockingConnectionPool.from_url(

@@ -44,6 +44,7 @@ from runnerq_fast.backends.redis.backend import (
     RedisBackend,
     _HiredisPackingConnection,
     _s,
+    check_open_options,
     log,
 )
 from runnerq_fast.backends.redis.guard import guarded
@@ -166,12 +167,7 @@ class RedisClusterBackend(RedisBackend):
             every slot is served).
         """
         nodes, username, password, tls = parse_cluster_url(url)
-        if not namespace or any(c in namespace for c in "{}:*?[]\x00 "):
-            raise ConfigError(f"namespace must be a non-empty word without braces, colons or globs: {namespace!r}")
-        if not result_ttl > 0:
-            raise ConfigError(f"result_ttl must be a positive number of seconds, got {result_ttl!r}")
-        if not pool_timeout > 0:
-            raise ConfigError(f"pool_timeout must be a positive number of seconds, got {pool_timeout!r}")
+        check_open_options(namespace, result_ttl, pool_timeout)
         if not max_connections > 0:
             raise ConfigError(f"max_connections must be positive, got {max_connections!r}")
         client = RedisCluster(

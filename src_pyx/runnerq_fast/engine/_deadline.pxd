@@ -16,4 +16,5 @@ cdef class Deadlines:
     cdef object _last_slot
     cdef set _last_entries
 
+    cdef set _slot_entries(self, double res, object slot)
     cdef _Entry enter(self, object task, double timeout)

@@ -37,6 +37,28 @@ cdef class Deadlines:
         """Slots whose timer has not fired yet."""
         return len(self._slots)
 
+    cdef set _slot_entries(self, double res, object slot):
+        """The entry set of time slot ``slot`` of width ``res`` seconds, made and timed on first use.
+
+        A call in the same slot as the last one (most calls) reuses its set
+        without building a key or looking it up; :meth:`_fire` forgets it.
+        """
+        cdef set entries
+        if self._last_entries is not None and res == self._last_res and slot == self._last_slot:
+            return self._last_entries
+        key = (res, slot)
+        found = self._slots.get(key)
+        if found is None:
+            entries = set()
+            self._slots[key] = entries
+            self._loop.call_at(slot * res, self._fire_cb, key)
+        else:
+            entries = <set>found
+        self._last_res = res
+        self._last_slot = slot
+        self._last_entries = entries
+        return entries
+
     def _fire(self, key):
         cdef _Entry entry
         entries = self._slots.pop(key, None)
@@ -58,21 +80,7 @@ cdef class Deadlines:
         cdef set entries
         if res < self._min_res:
             res = self._min_res
-        slot = int(ceil((<double>self._loop.time() + timeout) / res))
-        if self._last_entries is not None and res == self._last_res and slot == self._last_slot:
-            entries = self._last_entries  # the same slot as the last call (most calls): no key, no lookup
-        else:
-            key = (res, slot)
-            found = self._slots.get(key)
-            if found is None:
-                entries = set()
-                self._slots[key] = entries
-                self._loop.call_at(slot * res, self._fire_cb, key)
-            else:
-                entries = <set>found
-            self._last_res = res
-            self._last_slot = slot
-            self._last_entries = entries
+        entries = self._slot_entries(res, int(ceil((<double>self._loop.time() + timeout) / res)))
         cdef _Entry entry = _Entry(task)
         entry.entries = entries
         entries.add(entry)
@@ -93,15 +101,7 @@ cdef class Deadlines:
         res = t / 1000.0
         if res < self._min_res:
             res = self._min_res
-        slot = int(ceil((<double>self._loop.time() + t) / res))
-        key = (res, slot)
-        found = self._slots.get(key)
-        if found is None:
-            entries = set()
-            self._slots[key] = entries
-            self._loop.call_at(slot * res, self._fire_cb, key)
-        else:
-            entries = <set>found
+        entries = self._slot_entries(res, int(ceil((<double>self._loop.time() + t) / res)))
         entry = _Entry(task)
         entries.add(entry)
         cancelling = task.cancelling()
