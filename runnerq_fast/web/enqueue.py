@@ -47,8 +47,8 @@ from runnerq_fast.web.wire import (
     EnqueueRequest,
     EnqueueResponse,
     ItemError,
+    checked_result,
     encode,
-    raw_json,
 )
 
 __all__ = ["EnqueueRoutes", "build_activity"]
@@ -327,5 +327,7 @@ async def _wait_result(backend: Backend, activity_id: str, wait: float, stop: as
 
 def _add_outcome(body: EnqueueResponse, res: ActivityResult) -> None:
     body.status = res.status
-    body.result = raw_json(res.data)
+    body.result, corrupt = checked_result(res.data)
+    if corrupt is not None:
+        body.corrupt = corrupt
     body.error = res.error

@@ -59,6 +59,7 @@ __all__ = [
     "WorkerView",
     "WorkersResponse",
     "activity_view",
+    "checked_result",
     "decode",
     "encode",
     "event_view",
@@ -199,6 +200,8 @@ class EnqueueResponse(msgspec.Struct, omit_defaults=True):
     status: str | UnsetType = UNSET
     result: Raw | UnsetType = UNSET
     error: str | UnsetType | None = UNSET
+    corrupt: str | UnsetType = UNSET
+    """Present when the stored result is not one valid JSON value (``result`` is then ``null``)."""
 
 
 BatchOutcome = Literal["created", "existing", "conflict"]
@@ -340,11 +343,25 @@ class ResultView(msgspec.Struct):
     status: str
     result: Raw
     error: str | None
+    corrupt: str | None = None
+    """Why the stored result is shown as ``null`` (it is not one valid JSON value), else ``None``."""
+
+
+def checked_result(data: bytes | str | None) -> tuple[Raw, str | None]:
+    """A stored result for embedding, and why it is shown as ``null`` when it is not one valid JSON value.
+
+    A result damaged outside this library (truncated text, bytes that are not
+    UTF-8) would otherwise make the whole response body invalid JSON.
+    """
+    bad: list[str] = []
+    raw = _checked_json(data, "result", bad)
+    return raw, (rowcheck.PREFIX + bad[0]) if bad else None
 
 
 def result_view(res: ActivityResult) -> ResultView:
-    """The wire form of a stored result."""
-    return ResultView(res.activity_id, res.status, raw_json(res.data), res.error)
+    """The wire form of a stored result; a damaged one is ``null`` and named in ``corrupt``."""
+    raw, corrupt = checked_result(res.data)
+    return ResultView(res.activity_id, res.status, raw, res.error, corrupt)
 
 
 class DeadLetterView(msgspec.Struct):

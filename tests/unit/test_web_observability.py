@@ -70,7 +70,8 @@ async def test_stats_listings_detail_events_result_and_dead_letter() -> None:
     assert dashed.status_code == 200 and dashed.json()["id"] == ids["done"]
     assert [e["event_type"] for e in events] == ["enqueued", "claimed", "completed"]
     assert [e["event_type"] for e in last_event] == ["completed"]
-    assert result == {"activity_id": ids["done"], "status": "completed", "result": {"doubled": 42}, "error": None}
+    assert result == {"activity_id": ids["done"], "status": "completed", "result": {"doubled": 42}, "error": None,
+                      "corrupt": None}
     assert unfinished.status_code == 200 and unfinished.json() is None
     assert [d["activity"]["id"] for d in dead] == [ids["dead"]] and "boom" in dead[0]["error"]
     assert dead[0]["failed_at"].endswith("Z")
@@ -200,3 +201,48 @@ async def test_gauges_of_served_queues_only() -> None:
         text = (await c.get("/metrics")).text
     assert 'queue="private"' not in text
     assert 'runnerq_queue_depth{queue="public",status="pending"} 0.0' in text
+
+
+class DamagedResults(rq.MemoryBackend):
+    """A memory store whose stored results read back damaged (once ``damaged`` is set), as a row edited
+    outside this library would."""
+
+    damaged = False
+
+    def _damaged(self, res: rq.ActivityResult | None) -> rq.ActivityResult | None:
+        if not self.damaged or res is None or res.status != "completed":
+            return res
+        return rq.ActivityResult(res.activity_id, res.status, b'{"doubled": 4', res.error)
+
+    async def get_result(self, activity_id: str) -> rq.ActivityResult | None:
+        return self._damaged(await super().get_result(activity_id))
+
+    async def wait_for_result(self, activity_id: str, timeout: float | None) -> rq.ActivityResult | None:
+        return self._damaged(await super().wait_for_result(activity_id, timeout))
+
+
+async def test_a_damaged_result_is_null_with_its_reason_and_every_body_stays_valid_json() -> None:
+    backend = DamagedResults()
+    ids = await drained(backend)
+    backend.damaged = True
+    engine = rq.WorkerEngine(backend, **FAST)
+
+    @engine.activity("ok")
+    async def ok(payload: Any, ctx: rq.ActivityContext) -> Any:
+        return {"doubled": payload * 2}
+
+    async with asgi_client(create_app(backend)) as c, engine:
+        seed = await c.get(f"{OBS}/activities/{ids['done']}/result")
+        detail = await c.get(f"/api/v1/queues/default/activities/{ids['done']}")
+        waited = await c.post("/api/v1/queues/default/activities?wait=5", json={"type": "ok", "payload": 2})
+        failed = await c.get(f"{OBS}/activities/{ids['dead']}/result")
+    # each body embedded the stored text raw: '{"doubled": 4' made all three responses invalid JSON
+    for response in (seed, detail, waited):
+        assert response.status_code in (200, 201), response.text
+    reason = "corrupt row: result is not valid JSON"
+    assert seed.json() == {"activity_id": ids["done"], "status": "completed", "result": None, "error": None,
+                           "corrupt": reason}
+    assert detail.json()["result"]["result"] is None and detail.json()["result"]["corrupt"] == reason
+    assert waited.json()["status"] == "completed" and waited.json()["result"] is None
+    assert waited.json()["corrupt"] == reason
+    assert failed.json()["corrupt"] is None and "boom" in failed.json()["error"]
