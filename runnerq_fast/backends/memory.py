@@ -60,10 +60,11 @@ if speedups.enabled:  # the module, not its names: import-linter sees the packag
     from runnerq_fast.backends import _memstore
 
     QueueState = _memstore.QueueState
+    ReadyQueue = _memstore.ReadyQueue
     Row = _memstore.Row
     StoreCore = _memstore.StoreCore
 else:
-    from runnerq_fast.backends._memstore_py import QueueState, Row, StoreCore
+    from runnerq_fast.backends._memstore_py import QueueState, ReadyQueue, Row, StoreCore
 
 __all__ = ["MemoryBackend"]
 
@@ -219,7 +220,7 @@ class MemoryBackend(StoreCore, Backend):
         return sum(len(h) for h in self._suspect_heaps(self._queue(queue), activity_types))
 
     @staticmethod
-    def _suspect_heaps(q: QueueState, activity_types: Sequence[str] | None) -> list[list[int]]:
+    def _suspect_heaps(q: QueueState, activity_types: Sequence[str] | None) -> list[ReadyQueue]:
         if activity_types is None:
             return [h for h in q.suspects.values() if h]
         return [h for t in activity_types if (h := q.suspects.get(t))]

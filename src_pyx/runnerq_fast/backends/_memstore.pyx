@@ -44,6 +44,50 @@ cdef inline object _ready_key(object priority, object retry_count, object ready_
     return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
 
 
+@cython.final
+cdef class ReadyQueue:
+    """The ready keys of one activity type, smallest first: a sorted run plus a heap (see the reference twin)."""
+
+    cdef object run
+    cdef list heap
+    cdef object last  # the last key appended to ``run``
+
+    def __init__(self):
+        self.run = deque()
+        self.heap = []
+        self.last = None
+
+    def __len__(self):
+        return len(self.run) + len(self.heap)
+
+    cpdef push(self, key):
+        """Add ``key`` (keys are unique)."""
+        run = self.run
+        if not run or key > self.last:
+            run.append(key)
+            self.last = key
+        else:
+            _heappush(self.heap, key)
+
+    cpdef peek(self):
+        """The smallest key (the queue must not be empty)."""
+        run = self.run
+        if not self.heap:
+            return run[0]
+        if run and run[0] < self.heap[0]:
+            return run[0]
+        return self.heap[0]
+
+    cpdef pop(self):
+        """Take the smallest key out (the queue must not be empty)."""
+        run = self.run
+        if not self.heap:
+            return run.popleft()
+        if run and run[0] < self.heap[0]:
+            return run.popleft()
+        return _heappop(self.heap)
+
+
 @cython.no_gc
 cdef class Row:
     """One stored activity (see the reference twin).
@@ -200,11 +244,15 @@ cdef class StoreCore:
         seq = next(self._seq)
         row.heap_seq = seq
         heaps = q.suspects if row.suspect else q.by_type
-        heap = heaps.get(row.activity_type)
-        if heap is None:
-            heap = heaps[row.activity_type] = []
+        found = heaps.get(row.activity_type)
+        cdef ReadyQueue ready
+        if found is None:
+            ready = ReadyQueue()
+            heaps[row.activity_type] = ready
+        else:
+            ready = <ReadyQueue>found
         q.heap_ids[seq] = row.id
-        _heappush(heap, _ready_key(row.priority, row.retry_count, row.ready_at_ms, seq))
+        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq))
 
     cdef void _make_ready_c(self, QueueState q, Row row, object now) except *:
         if row.ready_at_ms > now:
@@ -244,15 +292,15 @@ cdef class StoreCore:
 
     # ------------------------------------------------------------------- loops
     def _claim_from(self, QueueState q, list heaps, Py_ssize_t limit, token, lease_until, now, worker_id):
-        """Pop up to ``limit`` ready rows from ``heaps`` (best first) and claim them."""
+        """Pop up to ``limit`` ready rows from ``heaps`` (non-empty ready queues; best first) and claim them."""
         cdef dict rows = self._rows
         cdef dict heap_ids = q.heap_ids
         cdef list out = []
-        cdef list best
+        cdef ReadyQueue best
         cdef Row row
         while heaps and len(out) < limit:
-            best = heaps[0] if len(heaps) == 1 else min(heaps, key=_first)
-            seq = _heappop(best) & _SEQ_MASK
+            best = <ReadyQueue>(heaps[0] if len(heaps) == 1 else min(heaps, key=_first))
+            seq = best.pop() & _SEQ_MASK
             if not best:
                 heaps.remove(best)
             found = rows.get(heap_ids.pop(seq))
@@ -323,5 +371,5 @@ cdef class StoreCore:
         return rejected
 
 
-def _first(h):
-    return h[0]
+def _first(ReadyQueue h):
+    return h.peek()
