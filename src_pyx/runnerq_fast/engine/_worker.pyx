@@ -7,6 +7,7 @@ worker loop takes without a call when one is waiting, and typed counters.
 Like the twin, it works on the engine's ``Outcomes`` and never sees the engine.
 """
 
+from runnerq_fast.engine._context cimport ActivityContext, new_context
 from runnerq_fast.engine._deadline cimport Deadlines, _Entry
 
 import asyncio
@@ -15,7 +16,6 @@ import logging
 import time
 
 from runnerq_fast._codec import decode_json, encode_json
-from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import call_hooks
 from runnerq_fast.engine.logcontext import running
@@ -38,7 +38,6 @@ cdef object _RetryableError = RetryableError
 cdef object _InvalidActivityError = InvalidActivityError
 cdef object _COMPLETED = int(AckOutcome.COMPLETED)
 
-cdef object _ActivityContext = ActivityContext
 cdef object _call_hooks = call_hooks
 cdef object _describe_error = describe_error
 cdef object _running_set = running.set
@@ -200,7 +199,7 @@ async def run_one(out, a, task=None):
     except Exception as exc:
         out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
         return
-    ctx = _ActivityContext(a, out.executor, out.cancellation)
+    ctx = new_context(a, out.executor, out.cancellation)
     hooks = out.hooks
     if hooks:
         await _call_hooks(hooks, "on_processing", a)
@@ -260,6 +259,7 @@ async def worker_loop(out, Handoff local):
     cdef set cancel_ids = out.cancel_ids
     cdef bint inline = not out.hooks
     cdef double started
+    cdef ActivityContext ctx
     while True:
         if items:
             a = items.popleft()
@@ -278,7 +278,7 @@ async def worker_loop(out, Handoff local):
                 except Exception as exc:
                     out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
                 else:
-                    ctx = _ActivityContext(a, executor, cancellation)
+                    ctx = new_context(a, executor, cancellation)
                     started = _perf_counter()
                     timeout_ms = a.timeout_ms
                     timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
