@@ -222,6 +222,10 @@ class StoreCore:
             q = self._queues[name] = QueueState()
         return q
 
+    def _next_event_id(self) -> int:
+        """The id of the next event (ids count from 1, one sequence for the whole store)."""
+        return next(self._event_ids)
+
     def _event(self, row: Row, event_type: str, now: int, detail: str | None = None) -> None:
         ev = ActivityEvent(next(self._event_ids), row.id, row.queue, event_type, now, detail)
         lst = self._events.get(row.id)

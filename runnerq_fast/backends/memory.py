@@ -756,7 +756,7 @@ class MemoryBackend(StoreCore, Backend):
 
     def _stream_only(self, q: QueueState, queue: str, activity_id: str, kind: str, now: int) -> None:
         """An event for the live stream only (the activity's own timeline is gone)."""
-        ev = ActivityEvent(next(self._event_ids), activity_id, queue, kind, now, None)
+        ev = ActivityEvent(self._next_event_id(), activity_id, queue, kind, now, None)
         q.events.append(ev)
         for s in self._subscribers.get(queue, ()):
             s.put_nowait(ev)

@@ -155,6 +155,7 @@ cdef class QueueState:
     cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children, heap_ids
     cdef public list scheduled, order, order_tail
     cdef public object events, wake
+    cdef object events_append  # events.append, bound once
 
     def __init__(self):
         self.by_type = {}
@@ -164,6 +165,7 @@ cdef class QueueState:
         self.processing = {}
         self.rows = {}
         self.events = deque(maxlen=10_000)
+        self.events_append = self.events.append
         self.wake = WorkSignal()  # set by work made ready, cleared per type by claims
         self.by_status = {s: {} for s in ("pending", "scheduled", "retrying", *TERMINAL_STATUSES)}
         self.by_status["processing"] = self.processing
@@ -177,7 +179,8 @@ cdef class StoreCore:
     """Rows, per-queue state, events and results, with the per-activity claim and ack loops."""
 
     cdef public dict _queues, _rows, _events, _results, _waiters, _subscribers
-    cdef public object _seq, _event_ids
+    cdef public object _seq
+    cdef long long _last_event_id
 
     def __init__(self):
         self._queues = {}
@@ -187,7 +190,7 @@ cdef class StoreCore:
         self._waiters = {}
         self._subscribers = {}
         self._seq = itertools.count(1)
-        self._event_ids = itertools.count(1)
+        self._last_event_id = 0
 
     # ---------------------------------------------------------- Python-visible helpers
     def _queue(self, name):
@@ -195,6 +198,11 @@ cdef class StoreCore:
         if q is None:
             q = self._queues[name] = QueueState()
         return q
+
+    def _next_event_id(self):
+        """The id of the next event (ids count from 1, one sequence for the whole store)."""
+        self._last_event_id += 1
+        return self._last_event_id
 
     def _event(self, Row row, event_type, now, detail=None):
         self._event_c(row, event_type, now, detail)
@@ -213,7 +221,7 @@ cdef class StoreCore:
         self._make_ready_c(q, row, now)
 
     def _finish(self, Row row, status, now, data, error):
-        self._finish_c(row, status, now, data, error)
+        self._finish_c(<QueueState>self._queues[row.queue], row, status, now, data, error)
 
     def _move(self, QueueState q, Row row, status):
         self._move_c(q, row, status)
@@ -227,13 +235,14 @@ cdef class StoreCore:
 
     cdef void _event_q(self, QueueState q, Row row, str event_type, object now, object detail) except *:
         """:meth:`_event_c` for a caller that holds ``row``'s queue state ``q`` already."""
-        ev = _Event(next(self._event_ids), row.id, row.queue, event_type, now, detail)
+        self._last_event_id += 1
+        ev = _Event(self._last_event_id, row.id, row.queue, event_type, now, detail)
         lst = self._events.get(row.id)
         if lst is None:
             self._events[row.id] = [ev]
         else:
             (<list>lst).append(ev)
-        q.events.append(ev)
+        q.events_append(ev)
         if self._subscribers:
             subs = self._subscribers.get(row.queue)
             if subs:
@@ -266,8 +275,9 @@ cdef class StoreCore:
         (<dict>q.by_status[status])[row.id] = row
         row.status = status
 
-    cdef void _finish_c(self, Row row, str status, object now, object data, object error) except *:
-        self._move_c(<QueueState>self._queues[row.queue], row, status)
+    cdef void _finish_c(self, QueueState q, Row row, str status, object now, object data, object error) except *:
+        """Move ``row`` (of queue state ``q``) to the final ``status`` and store its result."""
+        self._move_c(q, row, status)
         row.finished_at_ms = now
         row.claim_token = None
         row.lease_expires_at_ms = None
@@ -337,21 +347,26 @@ cdef class StoreCore:
         """Apply ``acks``; return the ids whose claim is no longer held."""
         cdef list rejected = []
         cdef Row row
+        cdef QueueState own = None  # the queue state of the row's queue (its events and final status)
+        own_name = None
         for a in acks:
             found = self._held_c(a.id, a.claim_token)
             if found is None:
                 rejected.append(a.id)
                 continue
             row = <Row>found
+            if row.queue is not own_name:  # the rows of one batch share their queue name: looked up once
+                own_name = row.queue
+                own = <QueueState>self._queues[own_name]
             row.suspect = False  # it ended normally: claimed the ordinary way from now on
             outcome = a.outcome
             if outcome == _COMPLETED:
-                self._event_c(row, "completed", now, None)
-                self._finish_c(row, "completed", now, a.result, None)
+                self._event_q(own, row, "completed", now, None)
+                self._finish_c(own, row, "completed", now, a.result, None)
             elif outcome == _CANCELLED or (outcome == _RETRY and row.cancel_requested):
                 # a retry of an activity an operator asked to cancel ends it instead
-                self._event_c(row, "cancelled", now, None)
-                self._finish_c(row, "cancelled", now, None, None)
+                self._event_q(own, row, "cancelled", now, None)
+                self._finish_c(own, row, "cancelled", now, None, None)
             elif outcome == _RETRY:
                 row.retry_count += 1
                 row.ready_at_ms = max(a.retry_at_ms, now)
@@ -359,15 +374,15 @@ cdef class StoreCore:
                 row.lease_expires_at_ms = None
                 row.last_error = a.error
                 self._move_c(q, row, "retrying")
-                self._event_c(row, "retrying", now, a.error)
+                self._event_q(own, row, "retrying", now, a.error)
                 self._make_ready_c(q, row, now)
             elif outcome == _FAILED:
-                self._event_c(row, "failed", now, a.error)
-                self._finish_c(row, "failed", now, None, a.error)
+                self._event_q(own, row, "failed", now, a.error)
+                self._finish_c(own, row, "failed", now, None, a.error)
             else:
                 row.dead_lettered_at_ms = now
-                self._event_c(row, "dead_letter", now, a.error)
-                self._finish_c(row, "dead_letter", now, None, a.error)
+                self._event_q(own, row, "dead_letter", now, a.error)
+                self._finish_c(own, row, "dead_letter", now, None, a.error)
         return rejected
 
 
