@@ -23,20 +23,13 @@ __all__ = ["ActivityContext"]
 class ActivityContext:
     """Per-attempt context passed to every handler as its second argument.
 
+    The activity's own fields (:attr:`activity_id`, :attr:`activity_type`,
+    :attr:`retry_count`, :attr:`max_retries`, :attr:`priority`,
+    :attr:`enqueued_at`) are read-only properties, read from the claimed
+    activity when asked for.
+
     Attributes
     ----------
-    activity_id : str
-        Id of the running activity.
-    activity_type : str
-        Its type.
-    retry_count : int
-        Retries made before this attempt (0 on the first run).
-    max_retries : int
-        Retries allowed after the first attempt.
-    priority : int
-        1-4.
-    enqueued_at : float
-        Creation time, epoch **seconds**.
     cancellation : asyncio.Event
         Set when the engine begins to shut down; a long handler may check
         :attr:`is_cancelled` and return early (it is cancelled anyway once
@@ -59,30 +52,19 @@ class ActivityContext:
     """
 
     __slots__ = (
+        "_activity",
         "_cancel_sent",
         "_child_executor",
         "_executor",
         "_metadata",
-        "_raw_metadata",
-        "activity_id",
-        "activity_type",
         "cancel_requested",
         "cancellation",
-        "enqueued_at",
         "lease_lost",
-        "max_retries",
-        "priority",
-        "retry_count",
         "task",
     )
 
     def __init__(self, activity: ClaimedActivity, executor: ActivityExecutor, cancellation: asyncio.Event) -> None:
-        self.activity_id = activity.id
-        self.activity_type = activity.activity_type
-        self.retry_count = activity.retry_count
-        self.max_retries = activity.max_retries
-        self.priority = activity.priority
-        self.enqueued_at = activity.created_at_ms / 1000.0
+        self._activity = activity
         self._executor = executor
         self._child_executor: ActivityExecutor | None = None
         self.cancellation = cancellation
@@ -91,8 +73,37 @@ class ActivityContext:
         #: the task awaiting the handler (set by the engine for the attempt; ``None`` outside one)
         self.task: asyncio.Task[Any] | None = None
         self._cancel_sent = False
-        self._raw_metadata = activity.metadata
         self._metadata: dict[str, str] | None = None
+
+    @property
+    def activity_id(self) -> str:
+        """Id of the running activity."""
+        return self._activity.id
+
+    @property
+    def activity_type(self) -> str:
+        """Its type."""
+        return self._activity.activity_type
+
+    @property
+    def retry_count(self) -> int:
+        """Retries made before this attempt (0 on the first run)."""
+        return self._activity.retry_count
+
+    @property
+    def max_retries(self) -> int:
+        """Retries allowed after the first attempt."""
+        return self._activity.max_retries
+
+    @property
+    def priority(self) -> int:
+        """1-4."""
+        return self._activity.priority
+
+    @property
+    def enqueued_at(self) -> float:
+        """Creation time, epoch **seconds**."""
+        return self._activity.created_at_ms / 1000.0
 
     @property
     def executor(self) -> ActivityExecutor:
@@ -107,7 +118,7 @@ class ActivityContext:
         """
         child = self._child_executor
         if child is None:
-            inherited = self._raw_metadata if self._metadata is None else self._metadata
+            inherited = self._activity.metadata if self._metadata is None else self._metadata
             child = self._child_executor = self._executor.child(self.activity_id, inherited)
         return child
 
@@ -115,7 +126,7 @@ class ActivityContext:
     def metadata(self) -> dict[str, str]:
         """The activity's metadata (decoded on first access); child activities inherit this dict."""
         if self._metadata is None:
-            raw = self._raw_metadata
+            raw = self._activity.metadata
             decoded: Any = decode_json(raw) if raw and raw not in (b"{}", "{}") else {}
             self._metadata = decoded if isinstance(decoded, dict) else {}
             if self._child_executor is not None:

@@ -78,6 +78,9 @@ def test_fields_and_repr_as_the_reference(cls: Any) -> None:
     assert (got.task, got.cancel_requested, got.lease_lost, got._cancel_sent) == ("t", True, True, True)
     with pytest.raises(AttributeError):
         got.unknown = 1  # no instance dict: a misspelt attribute fails, as with __slots__
+    for field in FIELDS[:6]:  # the activity's own fields are read-only properties
+        with pytest.raises(AttributeError):
+            setattr(got, field, 1)
 
 
 @pytest.mark.parametrize("cls", IMPLS)

@@ -18,12 +18,42 @@ cdef class ActivityContext:
         _fill(self, activity, executor, cancellation)
 
     @property
+    def activity_id(self):
+        """Id of the running activity."""
+        return self._activity.id
+
+    @property
+    def activity_type(self):
+        """Its type."""
+        return self._activity.activity_type
+
+    @property
+    def retry_count(self):
+        """Retries made before this attempt (0 on the first run)."""
+        return self._activity.retry_count
+
+    @property
+    def max_retries(self):
+        """Retries allowed after the first attempt."""
+        return self._activity.max_retries
+
+    @property
+    def priority(self):
+        """1-4."""
+        return self._activity.priority
+
+    @property
+    def enqueued_at(self):
+        """Creation time, epoch **seconds**."""
+        return self._activity.created_at_ms / 1000.0
+
+    @property
     def executor(self):
         """Enqueues child activities on the same queue: each records this activity as its parent and
         inherits its metadata (see the reference twin)."""
         child = self._child_executor
         if child is None:
-            inherited = self._raw_metadata if self._metadata is None else self._metadata
+            inherited = self._activity.metadata if self._metadata is None else self._metadata
             child = self._child_executor = self._executor.child(self.activity_id, inherited)
         return child
 
@@ -31,7 +61,7 @@ cdef class ActivityContext:
     def metadata(self):
         """The activity's metadata (decoded on first access); child activities inherit this dict."""
         if self._metadata is None:
-            raw = self._raw_metadata
+            raw = self._activity.metadata
             decoded = _decode_json(raw) if raw and raw not in (b"{}", "{}") else {}
             self._metadata = decoded if isinstance(decoded, dict) else {}
             if self._child_executor is not None:
@@ -48,12 +78,7 @@ cdef class ActivityContext:
 
 
 cdef inline void _fill(ActivityContext ctx, activity, executor, cancellation) except *:
-    ctx.activity_id = activity.id
-    ctx.activity_type = activity.activity_type
-    ctx.retry_count = activity.retry_count
-    ctx.max_retries = activity.max_retries
-    ctx.priority = activity.priority
-    ctx.enqueued_at = activity.created_at_ms / 1000.0
+    ctx._activity = activity
     ctx._executor = executor
     ctx._child_executor = None
     ctx.cancellation = cancellation
@@ -61,7 +86,6 @@ cdef inline void _fill(ActivityContext ctx, activity, executor, cancellation) ex
     ctx.lease_lost = False
     ctx.task = None
     ctx._cancel_sent = False
-    ctx._raw_metadata = activity.metadata
     ctx._metadata = None
 
 
