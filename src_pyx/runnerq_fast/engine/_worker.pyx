@@ -8,6 +8,7 @@ Like the twin, it works on the engine's ``Outcomes`` and never sees the engine.
 """
 
 cimport cython
+from cpython.contextvars cimport PyContextVar_Set
 
 from runnerq_fast.engine._context cimport ActivityContext, new_context
 from runnerq_fast.engine._deadline cimport Deadlines, _Entry
@@ -42,7 +43,7 @@ cdef object _COMPLETED = int(AckOutcome.COMPLETED)
 
 cdef object _call_hooks = call_hooks
 cdef object _describe_error = describe_error
-cdef object _running_set = running.set
+cdef object _running = running
 
 
 cdef class Handoff:
@@ -294,7 +295,7 @@ async def worker_loop(out, Handoff local):
             a = await local.get()
         if a is None:
             return
-        _running_set(a)  # not reset: this task runs nothing else until the next activity sets it again
+        PyContextVar_Set(_running, a)  # not reset: this task runs nothing else until the next activity sets it again
         try:
             fn = async_fns.get(a.activity_type) if inline else None
             if fn is None and inline:
@@ -374,6 +375,6 @@ def settle(dict inflight, acks, unsent):
         if pending and id(ack) in pending:
             continue
         ack_id = ack.id
-        held = inflight.get(ack_id)
-        if held is not None and held.claim_token == ack.claim_token:
-            del inflight[ack_id]
+        held = inflight.pop(ack_id, None)  # one lookup: put back in the rare case of another claim
+        if held is not None and held.claim_token != ack.claim_token:
+            inflight[ack_id] = held
