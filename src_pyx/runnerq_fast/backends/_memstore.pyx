@@ -8,6 +8,7 @@ and methods as the reference.
 """
 
 cimport cython
+from cpython.long cimport PyLong_AsUnsignedLongLongMask
 
 import heapq
 import itertools
@@ -308,9 +309,10 @@ cdef class StoreCore:
         cdef list out = []
         cdef ReadyQueue best
         cdef Row row
+        cdef unsigned long long seq
         while heaps and len(out) < limit:
             best = <ReadyQueue>(heaps[0] if len(heaps) == 1 else min(heaps, key=_first))
-            seq = best.pop() & _SEQ_MASK
+            seq = PyLong_AsUnsignedLongLongMask(best.pop())  # the key's low 64 bits (no big-integer AND)
             if not best:
                 heaps.remove(best)
             found = rows.get(heap_ids.pop(seq))

@@ -271,9 +271,11 @@ async def worker_loop(out, Handoff local):
     names the activity for the whole attempt.
     """
     me = _current_task()
-    slot_free = out.slot_free
+    cancelling_now = me.cancelling  # bound methods, looked up once per worker
+    slot_free_set = out.slot_free.set
     type_busy = out.type_busy  # None unless per-type limits are set
     items = local._items
+    take = items.popleft
     cdef dict handlers = out.handlers
     deadlines_obj = out.deadlines
     cdef Deadlines deadlines = deadlines_obj if type(deadlines_obj) is Deadlines else None
@@ -290,7 +292,7 @@ async def worker_loop(out, Handoff local):
     cdef dict async_fns = {}  # activity type -> its async handler function (handlers never change once started)
     while True:
         if items:
-            a = items.popleft()
+            a = take()
         else:
             a = await local.get()
         if a is None:
@@ -325,7 +327,7 @@ async def worker_loop(out, Handoff local):
                                 # Deadlines.call inlined: no coroutine of its own per activity
                                 timeout_s = <double>timeout_ms / 1000.0
                                 entry = deadlines.enter(me, timeout_s)
-                                cancelling = me.cancelling()
+                                cancelling = cancelling_now()
                                 try:
                                     result = await fn(payload, ctx)
                                 except _CancelledError as exc:
@@ -365,7 +367,7 @@ async def worker_loop(out, Handoff local):
             out.busy -= 1
             if type_busy is not None:
                 out.type_done(a.activity_type)
-            slot_free.set()
+            slot_free_set()
 
 
 def settle(dict inflight, acks, unsent):
