@@ -272,7 +272,8 @@ cdef class StoreCore:
             q.wake.set()
 
     cdef void _move_c(self, QueueState q, Row row, str status) except *:
-        (<dict>q.by_status[row.status]).pop(row.id, None)
+        # the status left is most often "processing" (an ack): its dict is at hand
+        (q.processing if row.status == "processing" else <dict>q.by_status[row.status]).pop(row.id, None)
         (<dict>q.by_status[status])[row.id] = row
         row.status = status
 

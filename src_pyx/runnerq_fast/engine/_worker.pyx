@@ -83,9 +83,10 @@ cdef class Handoff:
     def put_batch(self, batch, dict inflight):
         """Record each of ``batch`` in ``inflight`` (by id) and append it; wake one worker now, the rest later."""
         items = self._items
+        append = items.append
         for a in batch:
             inflight[a.id] = a
-            items.append(a)
+            append(a)
         if items and self._getters:
             self._wakeup_next()
             if items and self._getters and not self._spreading:
