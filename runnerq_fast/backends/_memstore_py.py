@@ -100,6 +100,7 @@ class Row:
         "claim_token",
         "created_at_ms",
         "dead_lettered_at_ms",
+        "events",
         "finished_at_ms",
         "heap_seq",
         "id",
@@ -145,6 +146,8 @@ class Row:
         self.cancel_requested = False
         #: its lease expired while it was claimed beside others: claimed alone from now on (StoreCore)
         self.suspect = False
+        #: its events, oldest first (StoreCore._event appends)
+        self.events: list[ActivityEvent] = []
 
     def snapshot(self) -> ActivitySnapshot:
         return ActivitySnapshot(
@@ -209,7 +212,6 @@ class StoreCore:
     def __init__(self) -> None:
         self._queues: dict[str, QueueState] = {}
         self._rows: dict[str, Row] = {}
-        self._events: dict[str, list[ActivityEvent]] = {}
         self._results: dict[str, ActivityResult] = {}
         self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
         self._subscribers: dict[str, set[asyncio.Queue[ActivityEvent]]] = {}
@@ -228,11 +230,7 @@ class StoreCore:
 
     def _event(self, row: Row, event_type: str, now: int, detail: str | None = None) -> None:
         ev = ActivityEvent(next(self._event_ids), row.id, row.queue, event_type, now, detail)
-        lst = self._events.get(row.id)
-        if lst is None:
-            self._events[row.id] = [ev]
-        else:
-            lst.append(ev)
+        row.events.append(ev)
         q = self._queues[row.queue]
         q.events.append(ev)
         subs = self._subscribers.get(row.queue)

@@ -371,7 +371,8 @@ class MemoryBackend(StoreCore, Backend):
         return None if row is None else row.snapshot()
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
-        return list(self._events.get(activity_id, ()))
+        row = self._rows.get(activity_id)
+        return [] if row is None else list(row.events)
 
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         rows = [r for r in self._queue(queue).rows.values() if r.status == "dead_letter"]
@@ -699,7 +700,6 @@ class MemoryBackend(StoreCore, Backend):
         q.type_rows.get(row.activity_type, {}).pop(rid, None)
         if row.parent_id is not None:
             q.children.get(row.parent_id, {}).pop(rid, None)
-        self._events.pop(rid, None)
         self._results.pop(rid, None)
         if row.idempotency_key is not None:
             ikey = (queue, row.activity_type, row.idempotency_key)
@@ -732,8 +732,8 @@ class MemoryBackend(StoreCore, Backend):
             return 0
         before = _now_ms() - older_than_ms
         gone = 0
-        for rid in q.rows:  # every activity of the queue: the memory store has no index by event time
-            events = self._events.get(rid)
+        for row in q.rows.values():  # every activity of the queue: the memory store has no index by event time
+            events = row.events
             if not events or events[0].at_ms >= before:
                 continue
             keep = 0

@@ -101,6 +101,7 @@ cdef class Row:
     cdef public object idempotency_key, retry_count, created_at_ms, ready_at_ms, status, claim_token
     cdef public object lease_expires_at_ms, started_at_ms, finished_at_ms, dead_lettered_at_ms
     cdef public object last_error, heap_seq, parent_id, cancel_requested, suspect
+    cdef public list events  # its events, oldest first
 
     def __init__(self, queue, item, now):
         self.id = item.id
@@ -126,6 +127,7 @@ cdef class Row:
         self.parent_id = item.parent_id
         self.cancel_requested = False
         self.suspect = False
+        self.events = []
 
     def snapshot(self):
         return ActivitySnapshot(
@@ -179,14 +181,13 @@ cdef class QueueState:
 cdef class StoreCore:
     """Rows, per-queue state, events and results, with the per-activity claim and ack loops."""
 
-    cdef public dict _queues, _rows, _events, _results, _waiters, _subscribers
+    cdef public dict _queues, _rows, _results, _waiters, _subscribers
     cdef public object _seq
     cdef long long _last_event_id
 
     def __init__(self):
         self._queues = {}
         self._rows = {}
-        self._events = {}
         self._results = {}
         self._waiters = {}
         self._subscribers = {}
@@ -238,11 +239,7 @@ cdef class StoreCore:
         """:meth:`_event_c` for a caller that holds ``row``'s queue state ``q`` already."""
         self._last_event_id += 1
         ev = _Event(self._last_event_id, row.id, row.queue, event_type, now, detail)
-        lst = self._events.get(row.id)
-        if lst is None:
-            self._events[row.id] = [ev]
-        else:
-            (<list>lst).append(ev)
+        row.events.append(ev)
         q.events_append(ev)
         if self._subscribers:
             subs = self._subscribers.get(row.queue)
