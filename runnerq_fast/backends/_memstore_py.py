@@ -114,6 +114,7 @@ class Row:
         "priority",
         "queue",
         "ready_at_ms",
+        "result",
         "retry_count",
         "started_at_ms",
         "status",
@@ -148,6 +149,8 @@ class Row:
         self.suspect = False
         #: its events, oldest first (StoreCore._event appends)
         self.events: list[ActivityEvent] = []
+        #: its outcome once finished (StoreCore._finish), else None
+        self.result: ActivityResult | None = None
 
     def snapshot(self) -> ActivitySnapshot:
         return ActivitySnapshot(
@@ -212,7 +215,6 @@ class StoreCore:
     def __init__(self) -> None:
         self._queues: dict[str, QueueState] = {}
         self._rows: dict[str, Row] = {}
-        self._results: dict[str, ActivityResult] = {}
         self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
         self._subscribers: dict[str, set[asyncio.Queue[ActivityEvent]]] = {}
         self._seq = itertools.count(1)
@@ -276,7 +278,7 @@ class StoreCore:
         if error is not None:
             row.last_error = error
         res = ActivityResult(row.id, status, data, error)
-        self._results[row.id] = res
+        row.result = res
         waiters = self._waiters.pop(row.id, None)
         if waiters:
             for w in waiters:

@@ -321,12 +321,13 @@ class MemoryBackend(StoreCore, Backend):
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:
-        return self._results.get(activity_id)
+        row = self._rows.get(activity_id)
+        return None if row is None else row.result
 
     async def wait_for_result(self, activity_id: str, timeout: float | None) -> ActivityResult | None:
-        res = self._results.get(activity_id)
-        if res is not None:
-            return res
+        row = self._rows.get(activity_id)
+        if row is not None and row.result is not None:
+            return row.result
         fut: asyncio.Future[ActivityResult] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(activity_id, []).append(fut)
         try:
@@ -628,7 +629,7 @@ class MemoryBackend(StoreCore, Backend):
             row.claim_token = None
             row.lease_expires_at_ms = None
             row.cancel_requested = False
-            self._results.pop(row.id, None)
+            row.result = None
             self._event(row, "retry_requested", now, old)
             self._make_ready(q, row, now)
         return ActionResult("retry", [r.id for r in rows], skipped)
@@ -700,7 +701,6 @@ class MemoryBackend(StoreCore, Backend):
         q.type_rows.get(row.activity_type, {}).pop(rid, None)
         if row.parent_id is not None:
             q.children.get(row.parent_id, {}).pop(rid, None)
-        self._results.pop(rid, None)
         if row.idempotency_key is not None:
             ikey = (queue, row.activity_type, row.idempotency_key)
             held = self._idem.get(ikey)

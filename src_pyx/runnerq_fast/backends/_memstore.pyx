@@ -93,8 +93,9 @@ cdef class ReadyQueue:
 cdef class Row:
     """One stored activity (see the reference twin).
 
-    Not tracked by the cyclic garbage collector: every field holds a str, int, bool, bytes or None,
-    so a row is never part of a reference cycle, and full collections need not visit every stored row.
+    Not tracked by the cyclic garbage collector: every field holds a str, int, bool, bytes or None, its
+    events list (of untracked event structs) or its untracked result struct, so a row is never part of a
+    reference cycle, and full collections need not visit every stored row.
     """
 
     cdef public object id, queue, activity_type, payload, priority, max_retries, timeout_ms, metadata
@@ -102,6 +103,7 @@ cdef class Row:
     cdef public object lease_expires_at_ms, started_at_ms, finished_at_ms, dead_lettered_at_ms
     cdef public object last_error, heap_seq, parent_id, cancel_requested, suspect
     cdef public list events  # its events, oldest first
+    cdef public object result  # its ActivityResult once finished, else None
 
     def __init__(self, queue, item, now):
         self.id = item.id
@@ -128,6 +130,7 @@ cdef class Row:
         self.cancel_requested = False
         self.suspect = False
         self.events = []
+        self.result = None
 
     def snapshot(self):
         return ActivitySnapshot(
@@ -181,14 +184,13 @@ cdef class QueueState:
 cdef class StoreCore:
     """Rows, per-queue state, events and results, with the per-activity claim and ack loops."""
 
-    cdef public dict _queues, _rows, _results, _waiters, _subscribers
+    cdef public dict _queues, _rows, _waiters, _subscribers
     cdef public object _seq
     cdef long long _last_event_id
 
     def __init__(self):
         self._queues = {}
         self._rows = {}
-        self._results = {}
         self._waiters = {}
         self._subscribers = {}
         self._seq = itertools.count(1)
@@ -283,7 +285,7 @@ cdef class StoreCore:
         if error is not None:
             row.last_error = error
         res = _Result(row.id, status, data, error)
-        self._results[row.id] = res
+        row.result = res
         waiters = self._waiters.pop(row.id, None)
         if waiters:
             for w in waiters:
