@@ -365,10 +365,15 @@ async def worker_loop(out, Handoff local):
             log.exception("engine error while running activity %s; it will be retried", a.id)
             out.retry_or_dead(a, "engine error (see the worker log)", None)
         finally:
-            out.busy -= 1
+            busy = out.busy - 1
+            out.busy = busy
             if type_busy is not None:
                 out.type_done(a.activity_type)
             slot_free_set()
+            if busy == 0 and out.acks:
+                # nothing claimed is left to run: no ack can join the buffer before the next claim
+                # lands, so the flusher sends it now instead of at the end of ack_flush_interval
+                fixed.ack_full.set()
 
 
 def settle(dict inflight, acks, unsent):
