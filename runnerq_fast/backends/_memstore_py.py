@@ -38,9 +38,9 @@ _SEQ_MASK = (1 << 64) - 1
 def _ready_key(priority: int, retry_count: int, ready_at_ms: int, seq: int) -> int:
     """One integer ordering ready rows as (priority desc, retry count desc, ready time asc, seq asc).
 
-    The ready heaps hold these keys alone (unique through ``seq``, which is
-    ``key & _SEQ_MASK``; the row's id is found by seq in
-    :attr:`QueueState.heap_ids`): a heap step compares two integers, not two
+    The ready queues hold these keys (unique through ``seq``, which is
+    ``key & _SEQ_MASK``), each with its row's id beside it
+    (:class:`ReadyQueue`): a heap step compares two integers, not two
     tuples field by field. Exact while retry counts and ready times (epoch ms,
     >= 0) stay below 2**99 and seq below 2**64.
     """
@@ -48,31 +48,37 @@ def _ready_key(priority: int, retry_count: int, ready_at_ms: int, seq: int) -> i
 
 
 class ReadyQueue:
-    """The ready keys (:func:`_ready_key`) of one activity type, smallest first.
+    """The ready entries (:func:`_ready_key`, activity id) of one activity type, smallest key first.
 
-    Keys pushed in increasing order (the usual case: the rows of an enqueue,
-    each after the last) are appended to a sorted run; any other key goes to
-    a heap. :meth:`pop` takes the smaller of the two heads, so the order is a
-    heap's, while a backlog enqueued in order costs one comparison per push
-    and per pop instead of a heap's log2(n) of them.
+    Entries pushed in increasing key order (the usual case: the rows of an
+    enqueue, each after the last) are appended to a sorted run, their ids
+    in a parallel deque; any other entry goes to a heap of keys, its id kept
+    by seq (a key's low 64 bits). :meth:`pop` takes the smaller of the two
+    heads, so the order is a heap's, while a backlog enqueued in order costs
+    one comparison per push and per pop instead of a heap's log2(n) of them,
+    and no id lookup.
     """
 
-    __slots__ = ("heap", "run")
+    __slots__ = ("heap", "heap_ids", "run", "run_ids")
 
     def __init__(self) -> None:
         self.run: deque[int] = deque()
+        self.run_ids: deque[str] = deque()
         self.heap: list[int] = []
+        self.heap_ids: dict[int, str] = {}
 
     def __len__(self) -> int:
         return len(self.run) + len(self.heap)
 
-    def push(self, key: int) -> None:
-        """Add ``key`` (keys are unique)."""
+    def push(self, key: int, activity_id: str) -> None:
+        """Add the entry of ``activity_id`` under ``key`` (keys are unique)."""
         run = self.run
         if not run or key > run[-1]:
             run.append(key)
+            self.run_ids.append(activity_id)
         else:
             heapq.heappush(self.heap, key)
+            self.heap_ids[key & _SEQ_MASK] = activity_id
 
     def peek(self) -> int:
         """The smallest key (the queue must not be empty)."""
@@ -83,14 +89,13 @@ class ReadyQueue:
             return run[0]
         return heap[0]
 
-    def pop(self) -> int:
-        """Take the smallest key out (the queue must not be empty)."""
+    def pop(self) -> tuple[int, str]:
+        """Take the entry of the smallest key out: (its seq, its activity id) (the queue must not be empty)."""
         run, heap = self.run, self.heap
-        if not heap:
-            return run.popleft()
-        if run and run[0] < heap[0]:
-            return run.popleft()
-        return heapq.heappop(heap)
+        if not heap or (run and run[0] < heap[0]):
+            return run.popleft() & _SEQ_MASK, self.run_ids.popleft()
+        seq = heapq.heappop(heap) & _SEQ_MASK
+        return seq, self.heap_ids.pop(seq)
 
 
 class Row:
@@ -178,7 +183,7 @@ class Row:
 
 class QueueState:
     __slots__ = (
-        "by_status", "by_type", "children", "events", "heap_ids", "order", "order_tail", "processing", "rows",
+        "by_status", "by_type", "children", "events", "order", "order_tail", "processing", "rows",
         "scheduled", "suspects", "type_rows", "wake",
     )
 
@@ -187,8 +192,6 @@ class QueueState:
         self.by_type: dict[str, ReadyQueue] = {}
         # ready suspect rows, kept apart (only ``claim_suspect`` takes them), same entries
         self.suspects: dict[str, ReadyQueue] = {}
-        # the activity id of every entry of those heaps, by seq (taken out when the entry is popped)
-        self.heap_ids: dict[int, str] = {}
         # not-yet-due activities: (ready_at_ms, seq, id)
         self.scheduled: list[tuple[int, int, str]] = []
         self.processing: dict[str, Row] = {}
@@ -247,8 +250,7 @@ class StoreCore:
         ready = heaps.get(row.activity_type)
         if ready is None:
             ready = heaps[row.activity_type] = ReadyQueue()
-        q.heap_ids[seq] = row.id
-        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq))
+        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), row.id)
 
     def _push_scheduled(self, q: QueueState, row: Row) -> None:
         seq = next(self._seq)
@@ -304,14 +306,13 @@ class StoreCore:
     ) -> list[ClaimedActivity]:
         """Pop up to ``limit`` ready rows from ``heaps`` (non-empty ready queues; best first) and claim them."""
         rows = self._rows
-        heap_ids = q.heap_ids
         out: list[ClaimedActivity] = []
         while heaps and len(out) < limit:
             best = heaps[0] if len(heaps) == 1 else min(heaps, key=ReadyQueue.peek)
-            seq = best.pop() & _SEQ_MASK
+            seq, activity_id = best.pop()
             if not best:
                 heaps.remove(best)
-            row = rows.get(heap_ids.pop(seq))
+            row = rows.get(activity_id)
             if row is None or row.heap_seq != seq or row.status not in READY_STATUSES:
                 continue
             q.by_status[row.status].pop(row.id, None)

@@ -124,23 +124,27 @@ def _ready_queue_impls() -> list[Any]:
 
 @pytest.mark.parametrize("cls", _ready_queue_impls())
 def test_ready_queue_pops_in_key_order_whatever_the_push_order(cls: Any) -> None:
-    """Keys pushed in order (the sorted run), out of order (the heap) and both mixed come out as from a heap."""
+    """Entries pushed in key order (the sorted run), out of order (the heap) and both mixed come out as
+    from a heap of (key, id), each as (seq, id) with seq the key's low 64 bits."""
     import heapq
     import random
 
     rnd = random.Random(3)
-    keys = list(range(0, 30_000, 3))
+    base = -(3 << 300)  # negative keys, as _ready_key makes them for every priority
+    keys = [base + (i << 70) + i for i in range(0, 30_000, 3)]
     # an ordered run, then random keys, then an ordered run again, popping between the pushes
     pushes = keys[:400] + rnd.sample(keys[400:5000], 600) + keys[5000:5400]
-    q, ref = cls(), list[int]()
+    q, ref = cls(), list[tuple[int, str]]()
     for i, k in enumerate(pushes):
-        q.push(k)
-        heapq.heappush(ref, k)
+        q.push(k, f"id{k}")
+        heapq.heappush(ref, (k, f"id{k}"))
         if i % 5 == 4:
-            assert q.peek() == ref[0]
-            assert q.pop() == heapq.heappop(ref)
+            assert q.peek() == ref[0][0]
+            key, aid = heapq.heappop(ref)
+            assert q.pop() == (key & ((1 << 64) - 1), aid)
         assert len(q) == len(ref)
     while ref:
-        assert q.peek() == ref[0]
-        assert q.pop() == heapq.heappop(ref)
+        assert q.peek() == ref[0][0]
+        key, aid = heapq.heappop(ref)
+        assert q.pop() == (key & ((1 << 64) - 1), aid)
     assert len(q) == 0 and not q

@@ -47,28 +47,34 @@ cdef inline object _ready_key(object priority, object retry_count, object ready_
 
 @cython.final
 cdef class ReadyQueue:
-    """The ready keys of one activity type, smallest first: a sorted run plus a heap (see the reference twin)."""
+    """The ready entries (key, activity id) of one activity type, smallest key first: a sorted run with
+    its ids beside it, plus a heap of keys with their ids by seq (see the reference twin)."""
 
-    cdef object run
+    cdef object run, run_ids
     cdef list heap
+    cdef dict heap_ids
     cdef object last  # the last key appended to ``run``
 
     def __init__(self):
         self.run = deque()
+        self.run_ids = deque()
         self.heap = []
+        self.heap_ids = {}
         self.last = None
 
     def __len__(self):
         return len(self.run) + len(self.heap)
 
-    cpdef push(self, key):
-        """Add ``key`` (keys are unique)."""
+    cpdef push(self, key, activity_id):
+        """Add the entry of ``activity_id`` under ``key`` (keys are unique)."""
         run = self.run
         if not run or key > self.last:
             run.append(key)
+            self.run_ids.append(activity_id)
             self.last = key
         else:
             _heappush(self.heap, key)
+            self.heap_ids[PyLong_AsUnsignedLongLongMask(key)] = activity_id
 
     cpdef peek(self):
         """The smallest key (the queue must not be empty)."""
@@ -79,14 +85,20 @@ cdef class ReadyQueue:
             return run[0]
         return self.heap[0]
 
-    cpdef pop(self):
-        """Take the smallest key out (the queue must not be empty)."""
+    cdef object take(self, unsigned long long* seq):
+        """Take the entry of the smallest key out: its activity id, its seq in ``seq[0]``."""
         run = self.run
-        if not self.heap:
-            return run.popleft()
-        if run and run[0] < self.heap[0]:
-            return run.popleft()
-        return _heappop(self.heap)
+        if not self.heap or (run and run[0] < self.heap[0]):
+            seq[0] = PyLong_AsUnsignedLongLongMask(run.popleft())
+            return self.run_ids.popleft()
+        seq[0] = PyLong_AsUnsignedLongLongMask(_heappop(self.heap))
+        return self.heap_ids.pop(seq[0])
+
+    def pop(self):
+        """Take the entry of the smallest key out: (its seq, its activity id) (the queue must not be empty)."""
+        cdef unsigned long long seq
+        activity_id = self.take(&seq)
+        return seq, activity_id
 
 
 @cython.no_gc
@@ -158,7 +170,7 @@ cdef class Row:
 cdef class QueueState:
     """Per-queue heaps, processing set, rows, recent events and wake event."""
 
-    cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children, heap_ids
+    cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children
     cdef public list scheduled, order, order_tail
     cdef public object events, wake
     cdef object events_append  # events.append, bound once
@@ -166,7 +178,6 @@ cdef class QueueState:
     def __init__(self):
         self.by_type = {}
         self.suspects = {}
-        self.heap_ids = {}  # activity id of each ready-heap entry, by seq
         self.scheduled = []
         self.processing = {}
         self.rows = {}
@@ -260,8 +271,7 @@ cdef class StoreCore:
             heaps[row.activity_type] = ready
         else:
             ready = <ReadyQueue>found
-        q.heap_ids[seq] = row.id
-        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq))
+        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), row.id)
 
     cdef void _make_ready_c(self, QueueState q, Row row, object now) except *:
         if row.ready_at_ms > now:
@@ -305,21 +315,20 @@ cdef class StoreCore:
     def _claim_from(self, QueueState q, list heaps, Py_ssize_t limit, token, lease_until, now, worker_id):
         """Pop up to ``limit`` ready rows from ``heaps`` (non-empty ready queues; best first) and claim them."""
         cdef dict rows = self._rows
-        cdef dict heap_ids = q.heap_ids
         cdef list out = []
         cdef ReadyQueue best
         cdef Row row
         cdef unsigned long long seq
         while heaps and len(out) < limit:
             best = <ReadyQueue>(heaps[0] if len(heaps) == 1 else min(heaps, key=_first))
-            seq = PyLong_AsUnsignedLongLongMask(best.pop())  # the key's low 64 bits (no big-integer AND)
+            activity_id = best.take(&seq)
             if not best:
                 heaps.remove(best)
-            found = rows.get(heap_ids.pop(seq))
+            found = rows.get(activity_id)
             if found is None:
                 continue
             row = <Row>found
-            if row.heap_seq != seq or row.status not in _READY:
+            if PyLong_AsUnsignedLongLongMask(row.heap_seq) != seq or row.status not in _READY:
                 continue
             (<dict>q.by_status[row.status]).pop(row.id, None)
             row.status = "processing"
