@@ -19,10 +19,14 @@
 --     5 cancelled (runnerq_fast.models.AckOutcome). A retry of an activity
 --     whose cancellation was requested (cancel_requested_at) ends it
 --     cancelled instead, and so do a release and an expired lease;
---   * listings (query_*, count_*, pick_*) walk runnerq_activities_status_created_idx
---     or runnerq_activities_type_created_idx one range per status (and type)
+--   * listings (query_*, count_*, pick_*) walk runnerq_activities_status_listing_idx
+--     or runnerq_activities_type_listing_idx one range per status (and type)
 --     through LATERAL joins, so each range is an ordered index scan that stops
---     at its LIMIT; absent bounds are -infinity/infinity, never
+--     at its LIMIT. Those indexes leave out the processing rows (migration
+--     0008: a claim writes no entry in them), so each statement reads the
+--     processing rows of the queue, when asked for, through lease_idx in a
+--     UNION ALL branch and sorts them: at most the activities in flight.
+--     Absent bounds are -infinity/infinity, never
 --     "$n IS NULL OR ...", so every statement keeps one plan (generic or custom).
 --     The bound on the side the scan starts from is ONE row comparison on
 --     (created_at, id) that folds the cursor and the created range together
@@ -545,16 +549,18 @@ SELECT tx::text, id, ($1::bigint & 1048575) FROM runnerq_events WHERE id = ($1::
 SELECT pg_snapshot_xmin(pg_current_snapshot())::text, 0::bigint, 0::bigint;
 
 -- name: queue_names
--- Every queue with an activity: a skip scan over the first column of
--- runnerq_activities_status_created_idx (one probe per queue).
-WITH RECURSIVE q AS (
-    (SELECT queue_name FROM runnerq_activities ORDER BY queue_name LIMIT 1)
-    UNION ALL
-    SELECT (SELECT a.queue_name FROM runnerq_activities a WHERE a.queue_name > q.queue_name
-            ORDER BY a.queue_name LIMIT 1)
-    FROM q WHERE q.queue_name IS NOT NULL
-)
-SELECT queue_name FROM q WHERE queue_name IS NOT NULL;
+-- Every queue with an activity, from the maintained counters (migration
+-- 0003; counted in the same transactions as the rows, so as exact as a read
+-- of runnerq_activities): a (queue, type, status) whose counter and deltas
+-- add up to zero holds no activity. Never a row of runnerq_activities.
+SELECT DISTINCT queue_name
+FROM (SELECT queue_name
+      FROM (SELECT queue_name, activity_type, status, n FROM runnerq_counts
+            UNION ALL
+            SELECT queue_name, activity_type, status, n FROM runnerq_count_deltas) c
+      GROUP BY queue_name, activity_type, status
+      HAVING sum(n) <> 0) q
+ORDER BY 1;
 
 -- name: counts_by_type
 -- $1 queues: counts by (queue, type, status) from the maintained counters,
@@ -598,7 +604,8 @@ FROM heads
 GROUP BY name;
 
 -- name: query_status_desc
--- One page, newest first, over one range of runnerq_activities_status_created_idx per status in $2.
+-- One page, newest first, over one range of runnerq_activities_status_listing_idx per status in $2
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -608,19 +615,36 @@ GROUP BY name;
 -- examined and the key of the last one; no item: one row with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at DESC, x.id DESC
     LIMIT $3::integer
@@ -649,7 +673,8 @@ LEFT JOIN LATERAL (
 ORDER BY r.created_us DESC, r.id DESC;
 
 -- name: query_status_asc
--- One page, oldest first, over one range of runnerq_activities_status_created_idx per status in $2.
+-- One page, oldest first, over one range of runnerq_activities_status_listing_idx per status in $2
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -659,19 +684,36 @@ ORDER BY r.created_us DESC, r.id DESC;
 -- examined and the key of the last one; no item: one row with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
-                                           THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
-        ORDER BY a.created_at, a.id
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+              AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                               THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
+            ORDER BY a.created_at, a.id
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+              AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                               THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
+            ORDER BY a.created_at, a.id
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at, x.id
     LIMIT $3::integer
@@ -700,7 +742,8 @@ LEFT JOIN LATERAL (
 ORDER BY r.created_us , r.id ;
 
 -- name: query_type_desc
--- One page, newest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- One page, newest first, over one range of runnerq_activities_type_listing_idx per (type in $11, status in $2)
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -710,19 +753,38 @@ ORDER BY r.created_us , r.id ;
 -- examined and the key of the last one; no item: one row with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at DESC, x.id DESC
     LIMIT $3::integer
@@ -751,7 +813,8 @@ LEFT JOIN LATERAL (
 ORDER BY r.created_us DESC, r.id DESC;
 
 -- name: query_type_asc
--- One page, oldest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- One page, oldest first, over one range of runnerq_activities_type_listing_idx per (type in $11, status in $2)
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -761,19 +824,38 @@ ORDER BY r.created_us DESC, r.id DESC;
 -- examined and the key of the last one; no item: one row with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
-                                           THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
-        ORDER BY a.created_at, a.id
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+              AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                               THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
+            ORDER BY a.created_at, a.id
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+              AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                               THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
+            ORDER BY a.created_at, a.id
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at, x.id
     LIMIT $3::integer
@@ -986,7 +1068,8 @@ LEFT JOIN LATERAL (
 ORDER BY r.created_us , r.id ;
 
 -- name: count_status
--- How many rows match, over one range of runnerq_activities_status_created_idx per status in $2.
+-- How many rows match, over one range of runnerq_activities_status_listing_idx per status in $2
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -998,26 +1081,44 @@ ORDER BY r.created_us , r.id ;
 -- rows matching the row-by-row conditions, at most $4).
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     LIMIT $3::integer
 )
 SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
 
 -- name: count_type
--- How many rows match, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- How many rows match, over one range of runnerq_activities_type_listing_idx per (type in $11, status in $2)
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -1029,19 +1130,38 @@ SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
 -- rows matching the row-by-row conditions, at most $4).
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     LIMIT $3::integer
 )
@@ -1102,21 +1222,36 @@ SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
 
 -- name: count_plain_status
 -- count_status without row-by-row conditions ($9/$10 NULL, unused): it reads
--- only runnerq_activities_status_created_idx
--- (an index-only scan where the visibility map allows), never the rows.
+-- only runnerq_activities_status_listing_idx (an index-only scan where the
+-- visibility map allows), never the rows; processing rows come from lease_idx.
 WITH cand AS MATERIALIZED (
     SELECT 1
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT 1
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT 1
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT 1
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     LIMIT $3::integer
 )
@@ -1125,21 +1260,38 @@ WHERE $9::smallint[] IS NULL AND $10::jsonb IS NULL;
 
 -- name: count_plain_type
 -- count_type without row-by-row conditions ($9/$10 NULL, unused): it reads
--- only runnerq_activities_type_created_idx
--- (an index-only scan where the visibility map allows), never the rows.
+-- only runnerq_activities_type_listing_idx (an index-only scan where the
+-- visibility map allows), never the rows; processing rows come from lease_idx.
 WITH cand AS MATERIALIZED (
     SELECT 1
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT 1
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT 1
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT 1
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     LIMIT $3::integer
 )
@@ -1147,7 +1299,8 @@ SELECT count(*), least(count(*), $4::integer) FROM cand
 WHERE $9::smallint[] IS NULL AND $10::jsonb IS NULL;
 
 -- name: pick_status
--- The rows an action applies to, newest first, over one range of runnerq_activities_status_created_idx per status in $2.
+-- The rows an action applies to, newest first, over one range of runnerq_activities_status_listing_idx per status in $2
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -1158,19 +1311,36 @@ WHERE $9::smallint[] IS NULL AND $10::jsonb IS NULL;
 -- with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at DESC, x.id DESC
     LIMIT $3::integer
@@ -1188,7 +1358,8 @@ FROM edge e LEFT JOIN hits h ON true
 ORDER BY h.created_at DESC, h.id DESC;
 
 -- name: pick_type
--- The rows an action applies to, newest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- The rows an action applies to, newest first, over one range of runnerq_activities_type_listing_idx per (type in $11, status in $2)
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -1199,19 +1370,38 @@ ORDER BY h.created_at DESC, h.id DESC;
 -- with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at DESC, x.id DESC
     LIMIT $3::integer
