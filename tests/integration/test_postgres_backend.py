@@ -263,6 +263,33 @@ async def test_claim_order_and_ack_round_trip(pg_backend: PostgresBackend) -> No
     assert (await b.stats("q")).completed == 5
 
 
+
+async def test_only_claims_commit_asynchronously(pg_backend: PostgresBackend) -> None:
+    """A claim's transaction runs with synchronous_commit off (no fsync wait); an ack's keeps the server's."""
+    b = pg_backend
+    items = [new(), new()]
+    await b.enqueue("q", items)
+    token = uuid.uuid4().hex
+    async with b.pool.acquire() as conn:
+        server = await conn.fetchval("SHOW synchronous_commit")
+        assert server != "off"
+        for statement, args in [("claim", ["q", None, 1, token, "w", 30_000]),
+                                ("claim_suspect", ["q", None, 1, token, "w", 30_000])]:
+            async with conn.transaction():
+                await conn.fetch(Q[statement], *args)
+                assert await conn.fetchval("SHOW synchronous_commit") == "off", statement
+            assert await conn.fetchval("SHOW synchronous_commit") == server  # transaction-local
+        async with conn.transaction():
+            (row,) = await conn.fetch(Q["claim"], "q", None, 1, token, "w", 30_000)
+            await conn.fetchrow(Q["ack_completed"], "q", [row[0]], [token], [None])
+            assert await conn.fetchval("SHOW synchronous_commit") == "off"  # the claim's, in one transaction
+        async with conn.transaction():
+            (row,) = await conn.fetch("SELECT id FROM runnerq_activities WHERE status = 'processing'")
+            await conn.fetchrow(Q["ack_completed"], "q", [row[0]], [token], [None])
+            assert await conn.fetchval("SHOW synchronous_commit") == server
+    assert (await b.stats("q")).completed == 2
+
+
 EDGE_TIMES = [
     "1969-12-31 23:59:59.999999+00", "1960-06-01 12:00:00.0005+00", "1999-12-31 23:59:59.9995+00",
     "2000-01-01 00:00:00+00", "2000-01-01 00:00:00.000001+00", "2024-02-29 10:11:12.345+00",

@@ -178,6 +178,17 @@ SELECT EXISTS (SELECT 1 FROM taken) AS taken, (SELECT status FROM holder) AS hol
 -- transaction cannot move), so its cost does not grow with the table. The
 -- ordering columns are not changed by the claim, so the final ORDER BY
 -- restores claim order. Suspects (migration 0006) are left to claim_suspect.
+-- The claim commits asynchronously (set_config('synchronous_commit', 'off',
+-- true): this transaction only): it does not wait for its WAL to reach the
+-- disk, which was a quarter of a claim's time in a drain, and claims are the
+-- engine's critical path. What a server crash can then lose is the claims of
+-- its last moments (at most 3 x wal_writer_delay, 600 ms by default), never
+-- anything else: the activity is pending again, as after an expired lease,
+-- and runs again (at least once); the worker's lease renewal reports the
+-- claim lost and its ack is rejected as stale. An ack (synchronous) flushes
+-- the WAL up to its own commit, so a claim whose activity was acknowledged
+-- is always on disk. Enqueues, acks, releases and every other statement keep
+-- the server's synchronous_commit.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid
     FROM runnerq_activities
@@ -204,13 +215,14 @@ WITH picked AS MATERIALIZED (
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
        timestamptz_send(created_at) AS created_at_us, timestamptz_send(ready_at) AS ready_at_us
-FROM claimed
+FROM claimed CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
 ORDER BY priority DESC, retry_count DESC, ready_at, id;
 
 -- name: claim_suspect
 -- The parameters ($3 is 1) and rows of claim, over the suspects only: "picked"
 -- walks runnerq_activities_suspect_idx (a few rows), and the engine runs what
 -- it returns alone, so an expiry of this claim counts (requeue_expired).
+-- It commits asynchronously, as claim does.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid
     FROM runnerq_activities
@@ -236,7 +248,7 @@ WITH picked AS MATERIALIZED (
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
        timestamptz_send(created_at) AS created_at_us, timestamptz_send(ready_at) AS ready_at_us
-FROM claimed;
+FROM claimed CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit;
 
 -- name: suspects_ready
 -- $1 queue, $2 activity types (NULL: any): how many suspects claim_suspect
