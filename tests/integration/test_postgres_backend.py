@@ -26,6 +26,7 @@ from runnerq_fast.models import (
     Ack,
     AckOutcome,
     ActivityEvent,
+    ActivityFilter,
     EnqueueOutcome,
     EnqueueResult,
     LeaseRef,
@@ -262,6 +263,28 @@ async def test_claim_order_and_ack_round_trip(pg_backend: PostgresBackend) -> No
     assert [e.event_type for e in events] == ["enqueued", "claimed", "completed"]
     assert (await b.stats("q")).completed == 5
 
+
+
+
+async def test_key_text_columns_compare_bytes(pg_backend: PostgresBackend) -> None:
+    """Migration 0009: the index key columns are COLLATE "C" (memcmp, not strcoll), idempotency's too."""
+    rows = await pg_backend.pool.fetch(
+        "SELECT c.relname, a.attname, l.collname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+        " JOIN pg_collation l ON l.oid = a.attcollation"
+        " WHERE c.relname IN ('runnerq_activities', 'runnerq_idempotency')"
+        " AND a.attname IN ('queue_name', 'activity_type', 'status')")
+    assert sorted(tuple(r) for r in rows) == [
+        ("runnerq_activities", "activity_type", "C"), ("runnerq_activities", "queue_name", "C"),
+        ("runnerq_activities", "status", "C"),
+        ("runnerq_idempotency", "activity_type", "C"), ("runnerq_idempotency", "queue_name", "C")]
+    # the delete's join of idempotency rows against deleted activities compares one collation
+    item = new(key="k")
+    await pg_backend.enqueue("q", [item])
+    (c,) = await pg_backend.claim("q", "w", 1, None, 30_000)
+    await pg_backend.ack("q", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED)])
+    deleted = await pg_backend.delete_activities("q", ActivityFilter(ids=(item.id,)))
+    assert deleted.changed == [item.id]
+    assert await pg_backend.pool.fetchval("SELECT count(*) FROM runnerq_idempotency") == 0
 
 
 async def test_only_claims_commit_asynchronously(pg_backend: PostgresBackend) -> None:
