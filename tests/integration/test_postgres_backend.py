@@ -134,7 +134,7 @@ async def test_claim_uses_the_dequeue_index(pg_backend: PostgresBackend) -> None
     )
     await pg_backend.pool.execute("ANALYZE")
     for types in (None, ["job"]):
-        rows = await pg_backend.pool.fetch("EXPLAIN " + Q["claim"], "a", types, 500, "t", "w", 1000)
+        rows = await pg_backend.pool.fetch("EXPLAIN " + Q["claim"], "a", types, 500, "t", "w", 1000, False)
         plan = "\n".join(r[0] for r in rows)
         assert "runnerq_activities_dequeue_idx" in plan, plan
 
@@ -287,30 +287,36 @@ async def test_key_text_columns_compare_bytes(pg_backend: PostgresBackend) -> No
     assert await pg_backend.pool.fetchval("SELECT count(*) FROM runnerq_idempotency") == 0
 
 
-async def test_only_claims_commit_asynchronously(pg_backend: PostgresBackend) -> None:
-    """A claim's transaction runs with synchronous_commit off (no fsync wait); an ack's keeps the server's."""
-    b = pg_backend
-    items = [new(), new()]
-    await b.enqueue("q", items)
-    token = uuid.uuid4().hex
-    async with b.pool.acquire() as conn:
-        server = await conn.fetchval("SHOW synchronous_commit")
-        assert server != "off"
-        for statement, args in [("claim", ["q", None, 1, token, "w", 30_000]),
-                                ("claim_suspect", ["q", None, 1, token, "w", 30_000])]:
+@pytest.mark.parametrize("async_claims", [False, True], ids=["default", "async_claims"])
+async def test_claims_commit_asynchronously_only_when_asked(pg_url: str, async_claims: bool) -> None:
+    """async_claims=True: a claim's transaction runs with synchronous_commit off; an ack's keeps the server's.
+
+    By default every statement, claims included, commits with the server's setting.
+    """
+    b = await PostgresBackend.open(pg_url, async_claims=async_claims)
+    try:
+        items = [new(), new(), new()]
+        await b.enqueue("q", items)
+        await b.pool.execute("UPDATE runnerq_activities SET suspect = true WHERE id = $1::uuid", items[1].id)
+        token = uuid.uuid4().hex
+        async with b.pool.acquire() as conn:
+            server = await conn.fetchval("SHOW synchronous_commit")
+            assert server != "off"
+            claim_commit = "off" if async_claims else server
+            for statement, limit in [("claim", 1), ("claim_suspect", 1)]:
+                async with conn.transaction():
+                    assert len(await conn.fetch(Q[statement], "q", None, limit, token, "w", 30_000, async_claims)) == 1
+                    assert await conn.fetchval("SHOW synchronous_commit") == claim_commit, statement
+                assert await conn.fetchval("SHOW synchronous_commit") == server  # transaction-local
             async with conn.transaction():
-                await conn.fetch(Q[statement], *args)
-                assert await conn.fetchval("SHOW synchronous_commit") == "off", statement
-            assert await conn.fetchval("SHOW synchronous_commit") == server  # transaction-local
-        async with conn.transaction():
-            (row,) = await conn.fetch(Q["claim"], "q", None, 1, token, "w", 30_000)
-            await conn.fetchrow(Q["ack_completed"], "q", [row[0]], [token], [None])
-            assert await conn.fetchval("SHOW synchronous_commit") == "off"  # the claim's, in one transaction
-        async with conn.transaction():
-            (row,) = await conn.fetch("SELECT id FROM runnerq_activities WHERE status = 'processing'")
-            await conn.fetchrow(Q["ack_completed"], "q", [row[0]], [token], [None])
-            assert await conn.fetchval("SHOW synchronous_commit") == server
-    assert (await b.stats("q")).completed == 2
+                await conn.fetchrow(Q["ack_completed"], "q", [items[0].id], [token], [None])
+                assert await conn.fetchval("SHOW synchronous_commit") == server
+        (claimed,) = await b.claim("q", "w", 5, None, 30_000)  # through the backend: its option goes with it
+        assert claimed.id == items[2].id
+        assert await b.ack("q", [Ack(claimed.id, claimed.claim_token, AckOutcome.COMPLETED)]) == []
+        assert (await b.stats("q")).completed == 2
+    finally:
+        await b.close()
 
 
 EDGE_TIMES = [

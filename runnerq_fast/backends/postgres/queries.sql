@@ -166,7 +166,8 @@ SELECT EXISTS (SELECT 1 FROM taken) AS taken, (SELECT status FROM holder) AS hol
 
 -- name: claim
 -- $1 queue, $2 activity types (NULL: any), $3 limit, $4 claim token,
--- $5 worker id, $6 lease in milliseconds. Rows come back in claim order.
+-- $5 worker id, $6 lease in milliseconds, $7 commit asynchronously (see
+-- below). Rows come back in claim order.
 -- The two times leave as timestamptz_send(): 8 bytes, big-endian
 -- microseconds since 2000-01-01 UTC, which rows.claimed_from_rows turns into
 -- epoch milliseconds (floor), the same figure as the numeric
@@ -178,17 +179,18 @@ SELECT EXISTS (SELECT 1 FROM taken) AS taken, (SELECT status FROM holder) AS hol
 -- transaction cannot move), so its cost does not grow with the table. The
 -- ordering columns are not changed by the claim, so the final ORDER BY
 -- restores claim order. Suspects (migration 0006) are left to claim_suspect.
--- The claim commits asynchronously (set_config('synchronous_commit', 'off',
--- true): this transaction only): it does not wait for its WAL to reach the
--- disk, which was a quarter of a claim's time in a drain, and claims are the
--- engine's critical path. What a server crash can then lose is the claims of
--- its last moments (at most 3 x wal_writer_delay, 600 ms by default), never
--- anything else: the activity is pending again, as after an expired lease,
--- and runs again (at least once); the worker's lease renewal reports the
--- claim lost and its ack is rejected as stale. An ack (synchronous) flushes
--- the WAL up to its own commit, so a claim whose activity was acknowledged
--- is always on disk. Enqueues, acks, releases and every other statement keep
--- the server's synchronous_commit.
+-- $7 (PostgresBackend(async_claims=True), off by default): commit this claim
+-- asynchronously (set_config('synchronous_commit', 'off', true): this
+-- transaction only), without waiting for its WAL to reach the disk: a
+-- quarter of a claim's time in a drain, and claims are the engine's critical
+-- path. A server crash can then forget the claims of its last moments (at
+-- most 3 x wal_writer_delay, 600 ms by default): such an activity is pending
+-- again after recovery and may be claimed by another worker while its first
+-- run still goes on (the first worker's heartbeat reports the lease lost and
+-- its ack is rejected as stale) -- the one case where a lease does not
+-- protect a running activity, hence opt-in. Nothing else is lost: an ack
+-- flushes the WAL up to its own commit, so an acknowledged activity's claim
+-- is always on disk; every other statement keeps the server's setting.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid
     FROM runnerq_activities
@@ -212,17 +214,19 @@ WITH picked AS MATERIALIZED (
     SELECT $1::text, 'claimed', now(), array_agg(id ORDER BY priority DESC, retry_count DESC, ready_at, id), $5::text
     FROM claimed
     HAVING count(*) > 0
+), async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true) WHERE $7::boolean
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
        timestamptz_send(created_at) AS created_at_us, timestamptz_send(ready_at) AS ready_at_us
-FROM claimed CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+FROM claimed LEFT JOIN async_commit ON true
 ORDER BY priority DESC, retry_count DESC, ready_at, id;
 
 -- name: claim_suspect
 -- The parameters ($3 is 1) and rows of claim, over the suspects only: "picked"
 -- walks runnerq_activities_suspect_idx (a few rows), and the engine runs what
 -- it returns alone, so an expiry of this claim counts (requeue_expired).
--- It commits asynchronously, as claim does.
+-- $7: commit asynchronously, as for claim.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid
     FROM runnerq_activities
@@ -245,10 +249,12 @@ WITH picked AS MATERIALIZED (
     SELECT $1::text, 'claimed', now(), array_agg(id), $5::text
     FROM claimed
     HAVING count(*) > 0
+), async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true) WHERE $7::boolean
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
        timestamptz_send(created_at) AS created_at_us, timestamptz_send(ready_at) AS ready_at_us
-FROM claimed CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit;
+FROM claimed LEFT JOIN async_commit ON true;
 
 -- name: suspects_ready
 -- $1 queue, $2 activity types (NULL: any): how many suspects claim_suspect
