@@ -288,6 +288,46 @@ async def test_one_stream_entry_per_batch_and_resumable_event_ids(redis_backend:
     assert [(e.id, e.activity_id, e.event_type) for e in got] == [(2, second, "enqueued"), (3, second, "cancelled")]
 
 
+async def test_stream_entries_keep_details_of_any_text_once_per_entry(redis_backend: RedisBackend) -> None:
+    q = "stream-details"
+    b = redis_backend
+    ids = [r.activity_id for r in await b.enqueue(q, [new("t") for _ in range(4)])]
+    claimed = await b.claim(q, "w\x1e\x1fker", 4, None, 30_000)
+    errors = ["E: a\x1fb\x1ec", "", "E: a\x1fb\x1ec"]
+    await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.FAILED, None, e) for c, e in zip(claimed, errors, strict=False)]
+                + [Ack(claimed[3].id, claimed[3].claim_token, AckOutcome.COMPLETED, b"1")])
+    stream = b.event_stream(q, after_id=0)
+    got = [await asyncio.wait_for(anext(stream), 3) for _ in range(12)]
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert [e.id for e in got] == list(range(1, 13))
+    assert [(e.event_type, e.detail) for e in got[4:8]] == [("claimed", "w\x1e\x1fker")] * 4
+    failed = {e.activity_id: e.detail for e in got[8:] if e.event_type == "failed"}
+    assert failed == {c.id: e for c, e in zip(claimed, errors, strict=False)}
+    assert [(e.activity_id, e.event_type, e.detail) for e in got[8:] if e.event_type == "completed"] == [
+        (claimed[3].id, "completed", None)
+    ]
+    assert sorted(e.activity_id for e in got[:4]) == sorted(ids)
+    entries: Any = await b.client.xrange(f"{b._ns}:{{{q}}}:events")
+    ack_entry = entries[-1][1]
+    assert sorted(k for k in ack_entry if k.startswith(b"d")) == [b"d1", b"d2"]  # each distinct detail once
+    for e in got:  # the hash keeps the same events
+        assert e in await b.get_events(e.activity_id)
+
+
+async def test_stream_entries_of_the_earlier_layout_still_read(redis_backend: RedisBackend) -> None:
+    # before the "e" records, an entry had fields "<i>" = "<kind>\x1f<id>" and "d<i>" = detail per event
+    q = "stream-old"
+    b = redis_backend
+    key = f"{b._ns}:{{{q}}}:events"
+    await b.client.xadd(key, {"at": 1000, "n": 2, "1": "enqueued\x1fa1", "2": "claimed\x1fa2", "d2": "w1"}, id="0-7")
+    stream = b.event_stream(q, after_id=0)
+    got = [await asyncio.wait_for(anext(stream), 3) for _ in range(2)]
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert [(e.id, e.activity_id, e.event_type, e.at_ms, e.detail) for e in got] == [
+        (6, "a1", "enqueued", 1000, None), (7, "a2", "claimed", 1000, "w1")
+    ]
+
+
 async def test_a_cancellation_swallowed_by_the_client_still_cancels(
     redis_backend: RedisBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:

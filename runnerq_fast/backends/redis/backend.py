@@ -210,22 +210,39 @@ def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[Activit
 
 
 def _entry_events(queue: str, entry_id: bytes, fields: dict[bytes, bytes]) -> list[ActivityEvent]:
-    """The events of one stream entry (one script run), see ``lua/_common.lua``."""
+    """The events of one stream entry (one script run), see ``lua/_common.lua``.
+
+    An entry holds its events as records ``<kind>\\x1f<id>\\x1f<detail ref>\\x1e`` in field ``e``
+    (details in fields ``d<ref>``); an entry written before that layout has fields ``<i>`` and
+    ``d<i>`` per event instead.
+    """
     last = int(entry_id.split(b"-", 1)[1])
     n = int(fields[b"n"])
     at = int(fields[b"at"])
+    first = last - n + 1
+    records = fields.get(b"e")
     out = []
+    if records is not None:
+        details: dict[bytes, str | None] = {b"": None}
+        for i, record in enumerate(records.split(b"\x1e")[:n]):
+            kind, activity_id, ref = record.split(b"\x1f")
+            if ref in details:
+                detail = details[ref]
+            else:
+                detail = details[ref] = fields[b"d" + ref].decode()
+            out.append(ActivityEvent(first + i, activity_id.decode(), queue, kind.decode(), at, detail))
+        return out
     for i in range(1, n + 1):
         kind, _, activity_id = fields[str(i).encode()].partition(b"\x1f")
-        detail = fields.get(b"d%d" % i)
+        old_detail = fields.get(b"d%d" % i)
         out.append(
             ActivityEvent(
-                last - n + i,
+                first + i - 1,
                 activity_id.decode(),
                 queue,
                 kind.decode(),
                 at,
-                None if detail is None else detail.decode(),
+                None if old_detail is None else old_detail.decode(),
             )
         )
     return out

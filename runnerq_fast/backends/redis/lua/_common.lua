@@ -44,45 +44,75 @@ local READY = {pending = true, scheduled = true, retrying = true}
 -- script). The caller writes the returned (field, value) pair into the activity hash in the
 -- same HSET as the transition: field "x:<event id>", value "<kind>\31<at ms>[\31<detail>]".
 -- The queue's stream gets ONE entry per script (per EVENT_CHUNK events) with the explicit id
--- "0-<last event id in it>" and fields: at (ms), n (events in it), "<i>" = "<kind>\31<activity id>"
--- and "d<i>" = detail, for i = 1..n; event i of the entry has id <last> - n + i.
+-- "0-<last event id in it>" and fields: at (ms), n (events in it), e = one record per event,
+-- "<kind>\31<activity id>\31<detail ref>\30", and "d<ref>" = a detail, each distinct detail of the
+-- entry once (ref "" = no detail); event i of the entry has id <last> - n + i. (Entries written
+-- before this layout have fields "<i>" = "<kind>\31<activity id>" and "d<i>" = detail instead of e;
+-- the reader takes both.) The records go into EVBUF as three strings each, joined once at the end
+-- by table.concat: no string is built per event.
 local EVN = tonumber(redis.call('GET', P .. 'evseq') or 0)
 local EVBUF, EVCOUNT, EVLEN = {}, 0, 0 -- EVLEN = #EVBUF
+local EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0 -- detail -> its record tail; 'd<ref>', detail, ...
 local EVENT_CHUNK = 500
 
 local function rq_flush_events()
   if EVCOUNT == 0 then return end
-  redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT, unpack(EVBUF))
+  redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT,
+    'e', table.concat(EVBUF, '', 1, EVLEN), unpack(EVDETAILS))
   redis.call('SET', P .. 'evseq', EVN)
   EVBUF, EVCOUNT, EVLEN = {}, 0, 0
+  EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0
 end
 
 -- The hash values of the script's events by kind, then by detail (a batch repeats them: every
--- claim of one call has the same "claimed\31<now>\31<worker>").
-local EVVALUES = {}
+-- claim of one call has the same "claimed\31<now>\31<worker>"); the record heads "<kind>\31".
+local EVVALUES, EVHEADS = {}, {}
+-- Event field names: "x:" .. the event id, formatted once per ten ids ("x:<id // 10>" .. last digit).
+local DIGITS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
+local EVTENS -- "x:" .. (EVN - EVN % 10) / 10 for the current ten, or nil
 
 local function rq_event(id, kind, detail)
   EVN = EVN + 1
   EVCOUNT = EVCOUNT + 1
   local n = EVLEN
-  local count = string.format('%d', EVCOUNT) -- integer formatting: tostring() formats a double (%.14g)
-  EVBUF[n + 1] = count
-  EVBUF[n + 2] = kind .. '\31' .. id
+  local head = EVHEADS[kind]
+  if not head then head = kind .. '\31'; EVHEADS[kind] = head end
   local values = EVVALUES[kind]
   if not values then values = {}; EVVALUES[kind] = values end
-  local value = values[detail or false]
-  if not value then
-    value = detail and (kind .. '\31' .. NOWS .. '\31' .. detail) or (kind .. '\31' .. NOWS)
-    values[detail or false] = value
-  end
+  local value, tail
   if detail then
-    EVBUF[n + 3] = 'd' .. count
-    EVBUF[n + 4] = detail
-    EVLEN = n + 4
+    tail = EVREFS[detail]
+    if not tail then
+      EVNDETAILS = EVNDETAILS + 1
+      local ref = string.format('%d', EVNDETAILS)
+      EVDETAILS[2 * EVNDETAILS - 1] = 'd' .. ref
+      EVDETAILS[2 * EVNDETAILS] = detail
+      tail = '\31' .. ref .. '\30'
+      EVREFS[detail] = tail
+    end
+    value = values[detail]
+    if not value then
+      value = kind .. '\31' .. NOWS .. '\31' .. detail
+      values[detail] = value
+    end
   else
-    EVLEN = n + 2
+    tail = '\31\30'
+    value = values[false]
+    if not value then
+      value = kind .. '\31' .. NOWS
+      values[false] = value
+    end
   end
-  local field = string.format('x:%d', EVN)
+  EVBUF[n + 1] = head
+  EVBUF[n + 2] = id
+  EVBUF[n + 3] = tail
+  EVLEN = n + 3
+  local last = EVN % 10
+  if last == 0 or not EVTENS then
+    local tens = (EVN - last) / 10
+    EVTENS = tens > 0 and ('x:' .. string.format('%d', tens)) or 'x:'
+  end
+  local field = EVTENS .. DIGITS[last]
   if EVCOUNT >= EVENT_CHUNK then rq_flush_events() end
   return field, value
 end
