@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import re
 import subprocess
 import sys
@@ -36,8 +37,6 @@ from runnerq_fast.ids import new_activity_id
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, NewActivity
 
 sys.path.insert(0, str(Path(__file__).parent / "peers"))
-import contextlib
-
 import bare_redis
 
 
@@ -97,7 +96,10 @@ async def _runnerq(g: Grind, n: int) -> dict[str, int]:
         claimed: list[ClaimedActivity] = []
         g.zero()
         while len(claimed) < n:
-            claimed += await backend.claim(queue, "w", 256, ["noop"], 30_000)
+            got = await backend.claim(queue, "w", 256, ["noop"], 30_000)
+            if not got:
+                raise RuntimeError(f"claimed {len(claimed)} of {n}")
+            claimed += got
         out["claim"] = g.dump("rq-claim")
         g.zero()
         for i in range(0, n, 256):

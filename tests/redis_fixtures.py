@@ -1,7 +1,8 @@
 """Fixtures for tests against a real Redis server (a pytest plugin).
 
 Registered by ``pytest_plugins`` in ``tests/conftest.py``: ``redis_url`` and
-``redis_namespace``, ``redis_backend``.
+``redis_namespace``, ``redis_backend``; :func:`damage` writes one damaged field of an
+activity hash for the corrupt-row tests.
 
 The server comes from ``RUNNERQ_TEST_REDIS`` (default
 ``redis://127.0.0.1:6379/0``). The server is shared with other users, so a
@@ -25,6 +26,35 @@ from redis.exceptions import RedisError
 from runnerq_fast.backends.redis import RedisBackend
 
 REDIS_URL = os.environ.get("RUNNERQ_TEST_REDIS", "redis://127.0.0.1:6379/0")
+
+
+NUMBER_PARTS = ("c", "r", "pr", "rc", "mr", "to")
+"""The numbers packed in an activity hash's field ``n``, in order (created, ready, priority, retry count,
+max retries, timeout; ``rq_nums`` in ``lua/_common.lua``), by the names they had as fields of their own."""
+
+
+async def damage(client: aioredis.Redis, key: str, field: str, value: bytes | None) -> None:
+    """Overwrite (``None``: remove) one field of the activity hash ``key``, which must exist.
+
+    ``field`` is a hash field, or one of :data:`NUMBER_PARTS`: that part of the field ``n`` is
+    replaced (removed: the field is left with a part too few).
+    """
+    if field not in NUMBER_PARTS:
+        if value is None:
+            assert await client.hdel(key, field) == 1
+        else:
+            assert await client.hset(key, field, value) == 0
+        return
+    n = await client.hget(key, "n")
+    assert n is not None
+    created, _, rest = n.partition(b":")
+    parts = [created, *rest.split(b"\x1f")]
+    i = NUMBER_PARTS.index(field)
+    if value is None:
+        del parts[i]
+    else:
+        parts[i] = value
+    assert await client.hset(key, "n", parts[0] + b":" + b"\x1f".join(parts[1:])) == 0
 
 
 @pytest.fixture

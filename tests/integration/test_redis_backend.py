@@ -21,7 +21,7 @@ from runnerq_fast.backends.redis import RedisBackend
 from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
 from runnerq_fast.models import Ack, AckOutcome, WorkerInfo
 from tests.conformance import new
-from tests.redis_fixtures import REDIS_URL
+from tests.redis_fixtures import REDIS_URL, damage
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +134,9 @@ async def test_a_stale_ready_entry_is_dropped_and_a_merged_claim_still_fills_its
 @pytest.mark.parametrize(
     ("field", "value", "reason"),
     [
-        ("to", b"5\x1f6", r"timeout_ms is '5\x1f6', not an integer"),  # the separator of claim.lua's numbers
-        ("mr", None, "max_retries is ''"),  # a missing field
+        ("to", b"5\x1f6", "timeout_ms is missing"),  # the separator of the numbers (field n): none reads
+        ("mr", None, "max_retries is missing"),  # a part missing from n: none reads
+        ("to", b"5.5", "timeout_ms is '5.5', not an integer"),
     ],
 )
 async def test_a_claimed_row_whose_numbers_do_not_decode_is_dead_lettered_alone_with_its_reason(
@@ -143,11 +144,7 @@ async def test_a_claimed_row_whose_numbers_do_not_decode_is_dead_lettered_alone_
 ) -> None:
     q = "packed"
     ids = [r.activity_id for r in await redis_backend.enqueue(q, [new("t") for _ in range(3)])]
-    key = f"{redis_namespace}:{{{q}}}:a:{ids[1]}"
-    if value is None:
-        assert await redis_backend.client.hdel(key, field) == 1
-    else:
-        assert await redis_backend.client.hset(key, field, value) == 0
+    await damage(redis_backend.client, f"{redis_namespace}:{{{q}}}:a:{ids[1]}", field, value)
     got = await redis_backend.claim(q, "w", 10, None, 5000)
     assert sorted(a.id for a in got) == sorted([ids[0], ids[2]])
     snap = await redis_backend.get_activity(ids[1])

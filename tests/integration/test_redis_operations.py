@@ -15,6 +15,7 @@ from runnerq_fast.backends.redis import RedisBackend, keys
 from runnerq_fast.backends.redis.operations import member
 from runnerq_fast.models import Ack, AckOutcome, ActivityCount, ActivityFilter, LeaseRef
 from tests.conformance import new, now_ms
+from tests.redis_fixtures import damage
 
 F = ActivityFilter
 
@@ -141,7 +142,7 @@ async def test_a_corrupt_hash_is_listed_with_its_reason_and_a_missing_one_is_ski
 ) -> None:
     b, q = redis_backend, "corrupt"
     ids = [r.activity_id for r in await b.enqueue(q, [new("t") for _ in range(5)])]
-    await b.client.hset(keys.activity(b._ns, q, ids[1]), "pr", "not a number")
+    await damage(b.client, keys.activity(b._ns, q, ids[1]), "pr", b"not a number")
     await b.client.hdel(keys.activity(b._ns, q, ids[2]), "t")
     await b.client.delete(keys.activity(b._ns, q, ids[3]))  # gone: an expired result, silently skipped
     with caplog.at_level(logging.WARNING, logger="runnerq_fast.backends.redis"):
@@ -303,7 +304,7 @@ async def test_a_hash_without_its_creation_time_does_not_fail_the_ack_batch(redi
     b, q = redis_backend, "damaged"
     await b.enqueue(q, [new("t"), new("t")])
     held = await b.claim(q, "w", 2, None, 30_000)
-    await b.client.hdel(keys.activity(b._ns, q, held[0].id), "c")
+    await damage(b.client, keys.activity(b._ns, q, held[0].id), "c", None)
     assert await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1") for c in held]) == []
     for c in held:
         res = await b.get_result(c.id)

@@ -42,7 +42,14 @@ from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import faults, keys
 from runnerq_fast.backends.redis.enqargs import enqueue_args
 from runnerq_fast.backends.redis.guard import guarded as _guarded
-from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
+from runnerq_fast.backends.redis.operations import (
+    SNAPSHOT_FIELDS,
+    RedisOperations,
+    member,
+    numbers,
+    parse_member,
+    snapshot,
+)
 from runnerq_fast.backends.redis.registry import RedisRegistry
 from runnerq_fast.backends.redis.retention import RedisRetention
 from runnerq_fast.backends.rowcheck import as_int, as_text
@@ -138,17 +145,16 @@ def _s(value: bytes | str | None) -> str | None:
 
 
 #: the hash fields of a claimed activity after its id, in the order _claim_corrupt takes them
-_CLAIMED_FIELDS = ("t", "p", "pr", "rc", "mr", "to", "m", "c", "r")
+_CLAIMED_FIELDS = ("t", "p", "m", "n")
 
 
 def _claim_corrupt(row: Sequence[bytes | None]) -> str:
     """The reason a claimed activity does not decode; ``row`` = the values of ``_CLAIMED_FIELDS``."""
-    names = ("activity_type", "payload", "priority", "retry_count", "max_retries", "timeout_ms", "metadata",
-             "created_at_ms", "ready_at_ms")
-    values = [b"" if v is None else v for v in row]  # a missing field reads as '' (as claim.lua returns it)
-    fields: dict[str, object] = {n: as_int(v) for n, v in zip(names, values, strict=True)}
-    fields["activity_type"] = as_text(values[0])
-    fields["payload"], fields["metadata"] = values[1], values[6]
+    names = ("created_at_ms", "ready_at_ms", "priority", "retry_count", "max_retries", "timeout_ms")
+    typ, payload, metadata, n = (b"" if v is None else v for v in row)  # a missing field reads as '' (as claim.lua)
+    fields: dict[str, object] = {f: as_int(v) for f, v in zip(names, numbers(n), strict=True)}
+    fields["activity_type"] = as_text(typ)
+    fields["payload"], fields["metadata"] = payload, metadata
     return rowcheck.reason(fields) or f"{rowcheck.PREFIX}a claimed field does not decode"
 
 
@@ -566,7 +572,8 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         bad: list[str] = []
         for j in range(0, len(flat), 5):
             try:
-                pr, rc, mr, to, created, ready = flat[j + 4].split(b"\x1f")
+                created, _, rest = flat[j + 4].partition(b":")
+                ready, pr, rc, mr, to = rest.split(b"\x1f")
                 out.append(
                     ClaimedActivity(
                         flat[j].decode(),
@@ -854,8 +861,9 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
             held = replies[wanted.index("processing")]
             async with self._r.pipeline(transaction=False) as pipe:
                 for i in held:
-                    pipe.hget(keys.activity(self._ns, queue, i.decode()), "c")
-                created = await _guarded(pipe.execute())
+                    pipe.hget(keys.activity(self._ns, queue, i.decode()), "n")
+                nums = await _guarded(pipe.execute())
+            created = [numbers(n)[0] for n in nums]
             members += [member(int(c), i.decode()) for i, c in zip(held, created, strict=True) if c is not None]
         members = sorted(members, reverse=True)[offset : offset + limit]
         return await self._snapshots(queue, [parse_member(m)[1] for m in members])

@@ -20,13 +20,18 @@
 --   P.."wake"          LIST   wake tokens for blocked fetchers of every type (capped)
 --   P.."wake:"..type   LIST   wake tokens for blocked fetchers of one type (capped)
 --   P.."done"          pub/sub channel: comma-separated ids that reached a terminal status
--- Activity hash fields: t type, p payload, m metadata, pr priority, mr max_retries,
---   to timeout_ms, ik idempotency key, rc retry_count, c created ms, r ready ms,
---   s status, tk claim token, l lease deadline ms, sa started ms, fa finished ms,
---   da dead-lettered ms, e last error, res result, pa parent id, cr cancel requested ("1"),
+-- Activity hash fields (in the order an enqueue writes them: the claim reads the first four):
+--   s status, p payload, m metadata,
+--   n the numbers, "<created ms, 15 digits>:<ready ms>\31<priority>\31<retry_count>\31<max_retries>\31<timeout_ms>"
+--     (rq_nums splits it; its first 16 bytes are the prefix of the activity's index member),
+--   t type, ik idempotency key, pa parent id,
+--   k the claim, "<claim token>\31<started ms>\31<lease deadline ms>" (written by a claim, kept after it),
+--   fa finished ms, da dead-lettered ms, e last error, res result, cr cancel requested ("1"),
 --   su suspect ("1": its lease expired while claimed beside others, uncounted; an ack removes it),
 --   and one field per event:
 --   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
+-- (Until this layout the numbers and the claim were fields of their own: pr, rc, mr, to, c, r and
+-- tk, sa, l. A store written before it is drained before upgrading: see the README.)
 -- The st:, ty:, kids: and counts indexes change in the same script as the status, so they never
 -- drift; the reaper removes expired finished activities with their entries (P.."fin").
 local P = KEYS[1]
@@ -128,6 +133,7 @@ local CHUNK = 4000
 local function rq_member(created, id)
   if not created then return '000000000000000:' .. id end -- a hash without c (damaged): never fail a batch
   if #created == 13 then return '00' .. created .. ':' .. id end -- the usual case, cheaply
+  if #created == 15 then return created .. ':' .. id end
   return string.format('%015d', tonumber(created) or 0) .. ':' .. id
 end
 
@@ -161,6 +167,40 @@ local function rq_member_of(created, id, typ)
     if r[2][1] then return r[2][1] end
   until cursor == '0'
   return rq_member(created, id)
+end
+
+-- The numbers of an activity (hash field n) as strings, indexed by the N* positions below; {} for
+-- a missing or unparseable field (every number then reads as missing).
+local NC, NR, NPR, NRC, NMR, NTO = 1, 2, 3, 4, 5, 6
+local function rq_nums(n)
+  if not n then return {} end
+  local c, r, pr, rc, mr, to = string.match(n, '^([^:]*):([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)$')
+  if not c then return {} end
+  return {c, r, pr, rc, mr, to}
+end
+
+-- The field n of the numbers `t` (as rq_nums returns them; numbers are formatted as integers).
+local function rq_pack(t)
+  local f = {}
+  for i = 1, 6 do
+    local v = t[i]
+    f[i] = type(v) == 'number' and string.format('%d', v) or v
+  end
+  return f[1] .. ':' .. f[2] .. '\31' .. f[3] .. '\31' .. f[4] .. '\31' .. f[5] .. '\31' .. f[6]
+end
+
+-- The index member of activity `id` from its field n: its first 16 bytes ("<created, 15 digits>:")
+-- and the id; a damaged field n gives the member of its creation time (rq_member).
+local function rq_mem(n, id)
+  if n and string.byte(n, 16) == 58 then return string.sub(n, 1, 16) .. id end
+  return rq_member(rq_nums(n)[NC], id)
+end
+
+-- rq_mem for a possibly corrupt activity: a creation time that is no integer is looked up by id
+-- in the type's index (rq_member_of).
+local function rq_mem_of(n, id, typ)
+  if n and string.byte(n, 16) == 58 then return string.sub(n, 1, 16) .. id end
+  return rq_member_of(rq_nums(n)[NC], id, typ)
 end
 
 -- Buffered change of the per (status, type) counters, flushed by rq_flush (by status, then type:
@@ -319,13 +359,13 @@ local function rq_finish(id, typ, mem, old, status, result, err, ttl_ms, detail)
   end
 end
 
--- Remove finished activity `id` (status `st`, type `typ`, hash field c `created`, parent `pa`,
+-- Remove finished activity `id` (status `st`, type `typ`, hash field n `nums`, parent `pa`,
 -- idempotency key `ik`): its hash (events and result with it), every index entry, its counter,
 -- and its idempotency key while the key still names it: released (prune, delete), or with
 -- `keep_key` (the reaper dropping an expired result) kept until its own ttl as "<id>\31<status>",
 -- so the key still deduplicates for idempotency_ttl.
-local function rq_forget(id, st, typ, created, pa, ik, keep_key)
-  local mem = rq_member(created, id)
+local function rq_forget(id, st, typ, nums, pa, ik, keep_key)
+  local mem = rq_mem(nums, id)
   redis.call('UNLINK', P .. 'a:' .. id)
   rq_zrem(P .. 'st:' .. st, mem)
   rq_count(st, typ, -1)

@@ -10,49 +10,55 @@
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ttl = ARGV[1]
 local rejected, done = {}, {}
--- a retry reads 3 fields more (h[6], h[7], h[8]); the other outcomes do not need them (a hash
--- field lookup scans the hash, and a missing field such as cr scans all of it)
-local ACK_CHECKS = {6, 'priority', 7, 'retry_count'}
+-- a retry reads one field more (h[6] = cr); the other outcomes do not need it (a hash field
+-- lookup scans the hash, and a missing field such as cr scans all of it)
+local ACK_CHECKS = {NPR, 'priority', NRC, 'retry_count'}
 local nd = 0 -- #done
 local LEASE = P .. 'lease'
+local KEY_PREFIX = P .. 'a:'
+local GUARDS = {} -- claim token -> token .. '\31', how the field k of an activity it holds starts
 for b = 1, #ARGV - 1, 7 do
   local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local flags = tonumber(ARGV[b + 7])
   local result, err = nil, nil
   if flags % 2 == 1 then result = ARGV[b + 4] end
   if flags >= 2 then err = ARGV[b + 5] end
-  local k = P .. 'a:' .. id
+  local k = KEY_PREFIX .. id
   local h
   if outcome == 2 then
-    h = redis.call('HMGET', k, 's', 'tk', 't', 'c', 'su', 'pr', 'rc', 'cr')
+    h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su', 'cr')
   else
-    h = redis.call('HMGET', k, 's', 'tk', 't', 'c', 'su')
+    h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
   end
-  if h[1] ~= 'processing' or h[2] ~= token then
+  local guard = GUARDS[token]
+  if not guard then guard = token .. '\31'; GUARDS[token] = guard end
+  if h[1] ~= 'processing' or not h[2] or string.sub(h[2], 1, #guard) ~= guard then
     rejected[#rejected + 1] = id
   else
     rq_zrem(LEASE, id)
     if h[5] then redis.call('HDEL', k, 'su') end
-    local mem = rq_member(h[4], id)
-    if outcome == 5 or (outcome == 2 and h[8]) then
+    local mem = rq_mem(h[4], id)
+    local nums = outcome == 2 and rq_nums(h[4])
+    if outcome == 5 or (outcome == 2 and h[6]) then
       rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
       nd = nd + 1
       done[nd] = id
-    elseif outcome == 2 and rq_corrupt(h, ACK_CHECKS) then -- cannot be retried: dead-lettered with the reason
-      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(h, ACK_CHECKS), ttl)
+    elseif outcome == 2 and rq_corrupt(nums, ACK_CHECKS) then -- cannot be retried: dead-lettered with the reason
+      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(nums, ACK_CHECKS), ttl)
       nd = nd + 1
       done[nd] = id
     elseif outcome == 2 then
-      local rc = tonumber(h[7]) + 1
+      local rc = tonumber(nums[NRC]) + 1
       local ready = math.max(tonumber(ARGV[b + 6]), NOW)
+      nums[NRC], nums[NR] = rc, ready
       local ef, ev = rq_event(id, 'retrying', err)
       if err then
-        redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev, 'e', err)
+        redis.call('HSET', k, 's', 'retrying', 'n', rq_pack(nums), ef, ev, 'e', err)
       else
-        redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev)
+        redis.call('HSET', k, 's', 'retrying', 'n', rq_pack(nums), ef, ev)
       end
       rq_move(id, h[3], mem, 'processing', 'retrying')
-      rq_make_ready(id, h[3], tonumber(h[6]), rc, ready)
+      rq_make_ready(id, h[3], tonumber(nums[NPR]), rc, ready)
     else
       local status = 'completed'
       if outcome == 3 then status = 'failed' elseif outcome == 4 then status = 'dead_letter' end

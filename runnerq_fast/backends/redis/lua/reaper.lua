@@ -16,34 +16,36 @@ local ttl = ARGV[2]
 local uncounted = ARGV[4]
 local FIN_BATCH = tonumber(ARGV[3])
 local requeued, dead, cancelled = {}, {}, {}
-local REAP_CHECKS = {2, 'retry_count', 3, 'max_retries', 5, 'priority', 6, 'ready_at_ms', 7, 'created_at_ms',
-  9, 'timeout_ms'}
+local REAP_CHECKS = {NRC, 'retry_count', NMR, 'max_retries', NPR, 'priority', NR, 'ready_at_ms', NC, 'created_at_ms',
+  NTO, 'timeout_ms'}
 local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr', 'to', 'su')
-  local bad = h[1] == 'processing' and rq_corrupt(h, REAP_CHECKS)
+  local h = redis.call('HMGET', k, 's', 'n', 't', 'cr', 'su')
+  local nums = rq_nums(h[2])
+  local bad = h[1] == 'processing' and rq_corrupt(nums, REAP_CHECKS)
   if bad then
-    rq_finish(id, h[4] or '', rq_member_of(h[7], id, h[4] or ''), 'processing', 'dead_letter', nil, bad, ttl)
+    rq_finish(id, h[3] or '', rq_mem_of(h[2], id, h[3] or ''), 'processing', 'dead_letter', nil, bad, ttl)
     dead[#dead + 1] = id
   elseif h[1] == 'processing' then
-    local mem = rq_member(h[7], id)
-    local rc = tonumber(h[2])
-    if h[10] then rc = rc + 1 end
-    if h[8] then
-      rq_finish(id, h[4], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
+    local mem = rq_mem(h[2], id)
+    local rc = tonumber(nums[NRC])
+    if h[5] then rc = rc + 1 end
+    nums[NRC] = rc
+    if h[4] then
+      rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
       cancelled[#cancelled + 1] = id
-    elseif h[10] and rc > tonumber(h[3]) then
-      redis.call('HSET', k, 'rc', rc)
-      rq_finish(id, h[4], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
+    elseif h[5] and rc > tonumber(nums[NMR]) then
+      redis.call('HSET', k, 'n', rq_pack(nums))
+      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
       dead[#dead + 1] = id
     else
-      local err = h[10] and 'lease expired' or uncounted
+      local err = h[5] and 'lease expired' or uncounted
       local ef, ev = rq_event(id, 'requeued', err)
-      redis.call('HSET', k, 's', 'pending', 'e', err, 'rc', rc, 'su', '1', ef, ev)
-      rq_move(id, h[4], mem, 'processing', 'pending')
-      rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6]), true)
+      redis.call('HSET', k, 's', 'pending', 'e', err, 'n', rq_pack(nums), 'su', '1', ef, ev)
+      rq_move(id, h[3], mem, 'processing', 'pending')
+      rq_make_ready(id, h[3], tonumber(nums[NPR]), rc, tonumber(nums[NR]), true)
       requeued[#requeued + 1] = id
     end
   end
@@ -52,7 +54,7 @@ end
 local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
 for _, id in ipairs(gone) do
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa', 'ik')
+  local h = redis.call('HMGET', k, 's', 't', 'n', 'pa', 'ik')
   if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
     rq_forget(id, h[1], h[2], h[3], h[4], h[5], true) -- its idempotency key lives on (idempotency ttl)
   end
