@@ -285,6 +285,30 @@ async def test_one_stream_entry_per_batch_and_resumable_event_ids(redis_backend:
     assert [(e.id, e.activity_id, e.event_type) for e in got] == [(2, second, "enqueued"), (3, second, "cancelled")]
 
 
+async def test_one_ack_batch_mixes_plain_completions_with_other_outcomes(redis_backend: RedisBackend) -> None:
+    # plain completions (a result, no error) go as 3 arguments each before the others (lua/ack.lua)
+    b, q = redis_backend, "mixed-acks"
+    await b.enqueue(q, [new("t") for _ in range(5)] + [new("u")])
+    c = await b.claim(q, "w", 6, None, 30_000)
+    acks = [
+        Ack(c[0].id, c[0].claim_token, AckOutcome.COMPLETED, b"1"),
+        Ack(c[1].id, c[1].claim_token, AckOutcome.RETRY, None, "E: again", retry_at_ms=0),
+        Ack(c[2].id, "stale", AckOutcome.COMPLETED, b"2"),
+        Ack(c[3].id, c[3].claim_token, AckOutcome.COMPLETED, None),
+        Ack(c[4].id, c[4].claim_token, AckOutcome.FAILED, None, "E: no"),
+        Ack(c[5].id, c[5].claim_token, AckOutcome.COMPLETED, b"[3]"),
+    ]
+    assert await b.ack(q, acks) == [c[2].id]
+    statuses = {a.id: (await b.get_activity(a.id)).status for a in c}  # type: ignore[union-attr]
+    assert statuses == {c[0].id: "completed", c[1].id: "retrying", c[2].id: "processing", c[3].id: "completed",
+                        c[4].id: "failed", c[5].id: "completed"}
+    assert [(await b.get_result(a.id)).data for a in (c[0], c[5])] == [b"1", b"[3]"]  # type: ignore[union-attr]
+    stats = await b.stats(q)
+    assert (stats.completed, stats.retrying, stats.processing, stats.failed) == (3, 1, 1, 1)
+    kinds = [e.event_type for e in await b.get_events(c[0].id)]
+    assert kinds == ["enqueued", "claimed", "completed"]
+
+
 async def test_stream_entries_keep_details_of_any_text_once_per_entry(redis_backend: RedisBackend) -> None:
     q = "stream-details"
     b = redis_backend

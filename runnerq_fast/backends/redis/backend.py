@@ -607,10 +607,15 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         if not acks:
             return []
-        args: list[Any] = [self._ttl_ms]
+        plain: list[Any] = []  # completed with a result and no error: 3 arguments each (see lua/ack.lua)
+        other: list[Any] = []
+        completed = AckOutcome.COMPLETED
         for a in acks:
+            if a.outcome == completed and a.result is not None and a.error is None:
+                plain += (a.id, a.claim_token, a.result)
+                continue
             flags = (1 if a.result is not None else 0) | (2 if a.error is not None else 0)
-            args += (
+            other += (
                 a.id,
                 a.claim_token,
                 int(a.outcome),  # int(): redis-py would send an IntEnum's repr
@@ -619,7 +624,7 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
                 int(a.retry_at_ms),
                 flags,
             )
-        rejected = await self._run("ack", queue, args)
+        rejected = await self._run("ack", queue, [self._ttl_ms, len(plain) // 3, *plain, *other])
         return [r.decode() for r in rejected]
 
     async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:

@@ -4,8 +4,9 @@
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
 --   P.."counts", P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
 --   P.."wake", P.."wake:"..type; publishes on P.."done".
--- ARGV: result ttl ms, then 7 per ack: id, claim token, outcome (1 completed, 2 retry,
---   3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
+-- ARGV: result ttl ms, C, then 3 per plain completion (completed with a result and no error):
+--   id, claim token, result, C times; then 7 per other ack: id, claim token, outcome
+--   (1 completed, 2 retry, 3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
 --   flags (1 = has result, 2 = has error).
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ttl = ARGV[1]
@@ -17,7 +18,41 @@ local nd = 0 -- #done
 local LEASE = P .. 'lease'
 local KEY_PREFIX = P .. 'a:'
 local GUARDS = {} -- claim token -> token .. '\31', how the field k of an activity it holds starts
-for b = 1, #ARGV - 1, 7 do
+
+-- The plain completions: rq_finish unrolled (the usual ack of a drain); their counter changes
+-- are summed per type.
+local plain = tonumber(ARGV[2])
+local first = 3 + 3 * plain -- the first of the other acks
+local completed = rq_st('completed')
+local finscore = string.format('%d', NOW + tonumber(ttl))
+local per_type = {}
+for b = 3, first - 1, 3 do
+  local id, token = ARGV[b], ARGV[b + 1]
+  local k = KEY_PREFIX .. id
+  local h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
+  local guard = GUARDS[token]
+  if not guard then guard = token .. '\31'; GUARDS[token] = guard end
+  if h[1] ~= 'processing' or not h[2] or string.sub(h[2], 1, #guard) ~= guard then
+    rejected[#rejected + 1] = id
+  else
+    rq_zrem(LEASE, id)
+    if h[5] then redis.call('HDEL', k, 'su') end
+    local ef, ev = rq_event(id, 'completed', nil)
+    redis.call('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 2])
+    rq_zadd(completed, '0', rq_mem(h[4], id))
+    rq_zadd(P .. 'fin', finscore, id)
+    local typ = h[3]
+    per_type[typ] = (per_type[typ] or 0) + 1
+    nd = nd + 1
+    done[nd] = id
+  end
+end
+for typ, n in pairs(per_type) do
+  rq_count('processing', typ, -n)
+  rq_count('completed', typ, n)
+end
+
+for b = first - 1, #ARGV - 1, 7 do
   local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local flags = tonumber(ARGV[b + 7])
   local result, err = nil, nil
