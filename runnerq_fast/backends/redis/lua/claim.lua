@@ -80,7 +80,9 @@ elseif nonempty > 1 then
 end
 
 local out, o = {}, 0 -- o = #out
-local LEASE = P .. 'lease'
+-- rq_move and rq_zadd unrolled for the claimed: their index members by old status, the lease
+-- set's arguments and the counter changes by (old status, type), written after the loop
+local gone, leases, moved = {}, {}, {}
 local n = 0
 for i, id in ipairs(ids) do
   if n >= limit then break end
@@ -91,12 +93,18 @@ for i, id in ipairs(ids) do
   end
   local k = P .. 'a:' .. id
   local h = redis.call('HMGET', k, 's', 'p', 'm', 'n')
-  if h[1] and READY[h[1]] then
+  local old = h[1]
+  if old and READY[old] then
     n = n + 1
     local ef, ev = rq_event(id, 'claimed', worker)
     redis.call('HSET', k, 's', 'processing', 'k', claim, ef, ev)
-    rq_move(id, typ, rq_mem_of(h[4], id, typ), h[1], 'processing')
-    rq_zadd(LEASE, deadline, id)
+    local members = gone[old]
+    if not members then members = {}; gone[old] = members; moved[old] = {} end
+    members[#members + 1] = rq_mem_of(h[4], id, typ)
+    local by_type = moved[old]
+    by_type[typ] = (by_type[typ] or 0) + 1
+    leases[2 * n - 1] = deadline
+    leases[2 * n] = id
     out[o + 1] = id
     out[o + 2] = typ
     out[o + 3] = h[2] or '' -- a missing field: the caller dead-letters it
@@ -105,6 +113,14 @@ for i, id in ipairs(ids) do
     o = o + 5
   end
 end
+for old, members in pairs(gone) do
+  for j = 1, #members, CHUNK do redis.call('ZREM', rq_st(old), unpack(members, j, math.min(j + CHUNK - 1, #members))) end
+  for typ, c in pairs(moved[old]) do
+    rq_count(old, typ, -c)
+    rq_count('processing', typ, c)
+  end
+end
+for j = 1, 2 * n, CHUNK do redis.call('ZADD', P .. 'lease', unpack(leases, j, math.min(j + CHUNK - 1, 2 * n))) end
 rq_flush()
 if #dead > 0 then redis.call('PUBLISH', P .. 'done', table.concat(dead, ',')) end
 return out
