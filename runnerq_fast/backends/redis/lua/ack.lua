@@ -26,6 +26,7 @@ local first = 3 + 3 * plain -- the first of the other acks
 local completed = rq_st('completed')
 local finscore = string.format('%d', NOW + tonumber(ttl))
 local per_type = {}
+local released, indexed, expiring, m = {}, {}, {}, 0 -- lease removals, st:completed and fin arguments
 for b = 3, first - 1, 3 do
   local id, token = ARGV[b], ARGV[b + 1]
   local k = KEY_PREFIX .. id
@@ -35,12 +36,15 @@ for b = 3, first - 1, 3 do
   if h[1] ~= 'processing' or not h[2] or string.sub(h[2], 1, #guard) ~= guard then
     rejected[#rejected + 1] = id
   else
-    rq_zrem(LEASE, id)
     if h[5] then redis.call('HDEL', k, 'su') end
     local ef, ev = rq_event(id, 'completed', nil)
     redis.call('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 2])
-    rq_zadd(completed, '0', rq_mem(h[4], id))
-    rq_zadd(P .. 'fin', finscore, id)
+    m = m + 1
+    released[m] = id
+    indexed[2 * m - 1] = '0'
+    indexed[2 * m] = rq_mem(h[4], id)
+    expiring[2 * m - 1] = finscore
+    expiring[2 * m] = id
     local typ = h[3]
     per_type[typ] = (per_type[typ] or 0) + 1
     nd = nd + 1
@@ -50,6 +54,12 @@ end
 for typ, n in pairs(per_type) do
   rq_count('processing', typ, -n)
   rq_count('completed', typ, n)
+end
+for j = 1, m, CHUNK do redis.call('ZREM', LEASE, unpack(released, j, math.min(j + CHUNK - 1, m))) end
+for j = 1, 2 * m, CHUNK do
+  local last = math.min(j + CHUNK - 1, 2 * m)
+  redis.call('ZADD', completed, unpack(indexed, j, last))
+  redis.call('ZADD', P .. 'fin', unpack(expiring, j, last))
 end
 
 for b = first - 1, #ARGV - 1, 7 do
