@@ -2,7 +2,8 @@
 
 Registered by ``pytest_plugins`` in ``tests/conftest.py``: ``redis_url`` and
 ``redis_namespace``, ``redis_backend``; :func:`damage` writes one damaged field of an
-activity hash for the corrupt-row tests.
+activity hash for the corrupt-row tests, :func:`to_earlier_layout` rewrites one as versions before
+the packed fields ``n`` and ``k`` wrote it (for the upgrade tests).
 
 The server comes from ``RUNNERQ_TEST_REDIS`` (default
 ``redis://127.0.0.1:6379/0``). The server is shared with other users, so a
@@ -56,6 +57,17 @@ async def damage(client: aioredis.Redis, key: str, field: str, value: bytes | No
     else:
         parts[i] = value
     assert await client.hset(key, "n", parts[0] + b":" + b"\x1f".join(parts[1:])) == 0
+
+
+async def to_earlier_layout(client: Any, key: str) -> None:
+    """Rewrite an activity hash as versions before the packed fields n and k wrote it."""
+    n, k = await client.hmget(key, ["n", "k"])
+    created, _, rest = n.partition(b":")
+    old = dict(zip(("c", "r", "pr", "rc", "mr", "to"), [created.lstrip(b"0"), *rest.split(b"\x1f")], strict=True))
+    if k is not None:
+        old.update(zip(("tk", "sa", "l"), k.split(b"\x1f"), strict=True))
+    await client.hset(key, mapping=old)
+    await client.hdel(key, "n", "k")
 
 
 @pytest.fixture

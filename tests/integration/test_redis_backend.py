@@ -21,7 +21,7 @@ from runnerq_fast.backends.redis import RedisBackend
 from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
 from runnerq_fast.models import Ack, AckOutcome, WorkerInfo
 from tests.conformance import new
-from tests.redis_fixtures import REDIS_URL, damage
+from tests.redis_fixtures import REDIS_URL, damage, to_earlier_layout
 
 
 @pytest.fixture(scope="module")
@@ -425,3 +425,22 @@ async def test_registry_keys_share_the_hash_tag_and_a_lost_queue_set_comes_back_
     assert await redis_backend.list_workers() == []
     await redis_backend.register_worker(info, 60_000)
     assert await redis_backend.list_workers() == [info]
+
+
+async def test_migrate_upgrades_hashes_of_the_earlier_layout(redis_backend: RedisBackend) -> None:
+    b = redis_backend
+    q = "up*[grade]?"  # glob characters in the queue name: the SCAN pattern escapes them
+    pending, held = [r.activity_id for r in await b.enqueue(q, [new("t"), new("t", priority=rq.Priority.HIGH)])]
+    (claimed,) = await b.claim(q, "w", 1, None, 30_000)
+    assert claimed.id == held
+    before = {i: await b.get_activity(i) for i in (pending, held)}
+    for i in (pending, held):
+        await to_earlier_layout(b.client, f"{b._ns}:{{{q}}}:a:{i}")
+    assert (await b.get_activity(held)).corrupt is not None  # type: ignore[union-attr]
+    await b.migrate()
+    await b.migrate()  # idempotent
+    assert {i: await b.get_activity(i) for i in (pending, held)} == before
+    assert await b.ack(q, [Ack(held, claimed.claim_token, AckOutcome.COMPLETED, b"7")]) == []
+    (again,) = await b.claim(q, "w", 1, None, 30_000)
+    assert (again.id, again.priority, again.created_at_ms) == (pending, before[pending].priority,  # type: ignore[union-attr]
+                                                              before[pending].created_at_ms)  # type: ignore[union-attr]

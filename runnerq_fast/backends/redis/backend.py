@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -104,9 +105,12 @@ _SCRIPTS = (
     "hold",
     "workers",
     "ready",
+    "upgrade",
 )
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
+_UPGRADE_BATCH = 1000
+_GLOB_SPECIAL = re.compile(r"[*?\[\]\\]")
 _EXPIRED_BATCH = 10_000
 _EXPIRED_CALLS = 20
 _STREAM_PAGE = 1000
@@ -445,6 +449,28 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         await self._r.aclose()
 
     # ---------------------------------------------------------------- scripts
+    async def migrate(self) -> None:
+        """Upgrade the activity hashes of every queue written before the packed layout (``lua/upgrade.lua``).
+
+        Until this version an activity hash kept its numbers and its claim in fields of their own;
+        they are now the fields ``n`` and ``k`` (see ``lua/_common.lua``). Run it (``runnerq-fast
+        migrate``) with every worker and producer of the namespace stopped, once, before starting
+        this version on a store an earlier one wrote; it is idempotent. It walks the keys of each
+        queue of the registry (``SCAN``), :data:`_UPGRADE_BATCH` hashes per script call.
+        """
+        queues = sorted(m.decode() for m in await _guarded(self._r.smembers(keys.queues(self._ns))))
+        for queue in queues:
+            start = keys.activity(self._ns, queue, "")
+            pattern = _GLOB_SPECIAL.sub(r"\\\g<0>", start) + "*"
+            ids: list[str] = []
+            async for key in self._r.scan_iter(match=pattern, count=1000):
+                ids.append(key[len(start.encode()) :].decode())
+                if len(ids) >= _UPGRADE_BATCH:
+                    await self._run("upgrade", queue, ids)
+                    ids = []
+            if ids:
+                await self._run("upgrade", queue, ids)
+
     async def _load_scripts(self) -> None:
         async with self._r.pipeline(transaction=False) as pipe:
             for name in _SCRIPTS:
