@@ -45,6 +45,9 @@ class Grind:
 
     def __init__(self, port: int, out: Path) -> None:
         self.port, self.out = port, out
+        with contextlib.suppress(redis.ConnectionError), redis.Redis(port=port) as other:
+            other.ping()
+            raise SystemExit(f"a server already listens on port {port}: give a free one")
         self.proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}/cg.%p", "redis-server", "--port", str(port),
              "--save", "", "--appendonly", "no"],

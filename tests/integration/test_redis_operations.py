@@ -324,3 +324,47 @@ async def test_a_requested_cancel_records_why_it_ended(redis_backend: RedisBacke
         last = (await b.get_events(aid))[-1]
         assert (last.event_type, last.detail) == ("cancelled", why)
     assert hc.id == c
+
+
+async def test_an_expired_batch_of_results_spares_one_finished_again_since(
+    redis_backend: RedisBackend, redis_url: str, redis_namespace: str
+) -> None:
+    # P.."fin" keeps one member per script run (a batch of ids): an activity retried and finished
+    # again later is in a later batch too, and goes only with that one
+    short = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.05)
+    try:
+        q = "batches"
+        a, c = [r.activity_id for r in await short.enqueue(q, [new("t"), new("t")])]
+        held = await short.claim(q, "w", 2, None, 30_000)
+        await short.ack(q, [Ack(h.id, h.claim_token, AckOutcome.FAILED, None, "E: x") for h in held])
+        assert (await redis_backend.retry_activities(q, F(ids=(a,)))).changed == [a]
+        (again,) = await redis_backend.claim(q, "w", 1, None, 30_000)  # the default result ttl: 24 h
+        await redis_backend.ack(q, [Ack(a, again.claim_token, AckOutcome.COMPLETED, b"2")])
+        await asyncio.sleep(0.12)
+        await short.requeue_expired(q, 100)
+        assert await redis_backend.get_activity(c) is None
+        result = await redis_backend.get_result(a)
+        assert result is not None and result.data == b"2"
+        assert await redis_backend.client.zcard(keys.prefix(redis_namespace, q) + "fin") == 1
+    finally:
+        await short.close()
+
+
+async def test_a_result_expiry_of_the_earlier_layout_is_still_dropped(redis_url: str, redis_namespace: str) -> None:
+    # before the batches, P.."fin" had one member per id
+    b = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.05)
+    try:
+        q = "legacy-fin"
+        (aid,) = [r.activity_id for r in await b.enqueue(q, [new("t")])]
+        (c,) = await b.claim(q, "w", 1, None, 30_000)
+        await b.ack(q, [Ack(aid, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        fin = keys.prefix(redis_namespace, q) + "fin"
+        (batch,) = await b.client.zrange(fin, 0, -1)
+        await b.client.delete(keys.prefix(redis_namespace, q) + "finb:" + batch.decode())
+        await b.client.zadd(fin, {batch: 0.0, aid: 1.0})
+        await asyncio.sleep(0.06)
+        await b.requeue_expired(q, 100)
+        assert await b.get_activity(aid) is None and await b.client.zcard(fin) == 0
+        assert (await b.stats(q)).total == 0
+    finally:
+        await b.close()

@@ -11,8 +11,12 @@
 --                             member rq_member(created, id) (lex order)
 --   P.."ty:"..type     ZSET   every activity of one type, same members (lex order)
 --   P.."kids:"..parent ZSET   the activities enqueued by one activity, same members (lex order)
---   P.."fin"           ZSET   finished ids the reaper removes (completed, failed, cancelled),
---                             scored by the time they expire (finished ms + result ttl ms)
+--   P.."fin"           ZSET   the finished activities the reaper removes (completed, failed, cancelled),
+--                             scored by the time they expire (finished ms + result ttl ms): one member
+--                             "b<n>" per script and expiry time (rq_fin), whose ids are in
+--                             P.."finb:b<n>"; a member written before these batches is one id
+--   P.."finb:b"..n     STRING one batch of P.."fin": "<finished ms>\31<id>,<id>,..."
+--   P.."finseq"        STRING the last batch number n
 --   P.."dead"          ZSET   dead-lettered ids, scored by dead-letter time (ms)
 --   P.."counts"        HASH   "<status>\31<type>" -> number of activities
 --   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
@@ -127,6 +131,15 @@ end
 -- a set it may have buffered writes for.
 local ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
 local CHUNK = 4000
+-- Finished activities for P.."fin", by the text of their expiry score (rq_fin, written by rq_flush).
+local FINS = {}
+
+-- Record finished activity `id` (finished now) for the reaper, to be removed at `score` (ms, text).
+local function rq_fin(score, id)
+  local t = FINS[score]
+  if not t then t = {}; FINS[score] = t end
+  t[#t + 1] = id
+end
 
 -- The member of an activity in the lex-ordered indexes: created ms as 15 digits, ':', id
 -- (`created` is the decimal text of the hash field c).
@@ -249,7 +262,12 @@ local function rq_flush()
       if d ~= 0 and redis.call('HINCRBY', P .. 'counts', f, d) <= 0 then redis.call('HDEL', P .. 'counts', f) end
     end
   end
-  ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
+  for score, ids in pairs(FINS) do
+    local batch = 'b' .. redis.call('INCR', P .. 'finseq')
+    redis.call('SET', P .. 'finb:' .. batch, NOWS .. '\31' .. table.concat(ids, ','))
+    redis.call('ZADD', P .. 'fin', score, batch)
+  end
+  ZADDS, ZREMS, SADDS, COUNTS, FINS = {}, {}, {}, {}, {}
   rq_flush_events()
 end
 
@@ -355,7 +373,7 @@ local function rq_finish(id, typ, mem, old, status, result, err, ttl_ms, detail)
       score = tostring(NOW + tonumber(ttl_ms))
       FINSCORES[ttl_ms] = score
     end
-    rq_zadd(P .. 'fin', score, id)
+    rq_fin(score, id)
   end
 end
 

@@ -2,7 +2,7 @@
 -- guarded by its claim. A retry of an activity whose cancellation was requested ends it cancelled.
 -- An accepted ack removes the suspect mark (field su).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
---   P.."counts", P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
+--   P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
 --   P.."wake", P.."wake:"..type; publishes on P.."done".
 -- ARGV: result ttl ms, C, then 3 per plain completion (completed with a result and no error):
 --   id, claim token, result, C times; then 7 per other ack: id, claim token, outcome
@@ -26,7 +26,7 @@ local first = 3 + 3 * plain -- the first of the other acks
 local completed = rq_st('completed')
 local finscore = string.format('%d', NOW + tonumber(ttl))
 local per_type = {}
-local released, indexed, expiring, m = {}, {}, {}, 0 -- lease removals, st:completed and fin arguments
+local released, indexed, m = {}, {}, 0 -- lease removals, st:completed arguments
 for b = 3, first - 1, 3 do
   local id, token = ARGV[b], ARGV[b + 1]
   local k = KEY_PREFIX .. id
@@ -43,8 +43,7 @@ for b = 3, first - 1, 3 do
     released[m] = id
     indexed[2 * m - 1] = '0'
     indexed[2 * m] = rq_mem(h[4], id)
-    expiring[2 * m - 1] = finscore
-    expiring[2 * m] = id
+    rq_fin(finscore, id)
     local typ = h[3]
     per_type[typ] = (per_type[typ] or 0) + 1
     nd = nd + 1
@@ -56,11 +55,7 @@ for typ, n in pairs(per_type) do
   rq_count('completed', typ, n)
 end
 for j = 1, m, CHUNK do redis.call('ZREM', LEASE, unpack(released, j, math.min(j + CHUNK - 1, m))) end
-for j = 1, 2 * m, CHUNK do
-  local last = math.min(j + CHUNK - 1, 2 * m)
-  redis.call('ZADD', completed, unpack(indexed, j, last))
-  redis.call('ZADD', P .. 'fin', unpack(expiring, j, last))
-end
+for j = 1, 2 * m, CHUNK do redis.call('ZADD', completed, unpack(indexed, j, math.min(j + CHUNK - 1, 2 * m))) end
 
 for b = first - 1, #ARGV - 1, 7 do
   local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])

@@ -1,6 +1,6 @@
 -- runnerq-fast: cancel an activity that has not started (pending, scheduled, retrying).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type, P.."susp:"..type, P.."sched",
---   P.."st:"..status, P.."counts", P.."fin", P.."events"; publishes on P.."done".
+--   P.."st:"..status, P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."events"; publishes on P.."done".
 -- ARGV: id, result ttl ms.
 -- Returns: 1 if cancelled, else 0.
 local id = ARGV[1]

@@ -2,7 +2,7 @@
 -- a processing one is marked cancel-requested (field "cr", event cancel_requested) and ends
 -- cancelled when its engine acks it (the heartbeat reports the request).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type, P.."susp:"..type, P.."sched",
---   P.."st:"..status, P.."counts", P.."fin", P.."events"; publishes on P.."done".
+--   P.."st:"..status, P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."events"; publishes on P.."done".
 -- ARGV: result ttl ms, then ids.
 -- Returns: {changed ids, number of existing ids skipped (another status, or already requested)}.
 local ttl = ARGV[1]

@@ -1,10 +1,10 @@
 -- runnerq-fast: requeue activities whose lease expired, dead-letter the exhausted, cancel those
 -- whose cancellation was requested; then remove finished activities whose result ttl passed,
--- with their index entries, counts and idempotency keys (P.."fin", at most ARGV[3] per run). An
+-- with their index entries, counts and idempotency keys (P.."fin", about ARGV[3] per run). An
 -- expiry counts an attempt only against a suspect (field su: claimed alone); any other goes back
 -- uncounted, and either way the activity is a suspect from now on (P.."susp:"..type).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
---   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
+--   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."dead", P.."ready:"..type,
 --   P.."susp:"..type, P.."types", P.."sched", P.."events", P.."wake", P.."wake:"..type,
 --   P.."idem:"..#type..":"..type..":"..key (a removed holder's key keeps its ttl and becomes
 --   "<id>\31<status>"); publishes on P.."done".
@@ -50,15 +50,33 @@ for _, id in ipairs(expired) do
     end
   end
 end
--- finished activities whose result ttl passed go, with their index entries and counts
-local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
-for _, id in ipairs(gone) do
-  local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'n', 'pa', 'ik')
-  if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
+-- finished activities whose result ttl passed go, with their index entries and counts: whole
+-- batches (P.."finb:"..member), begun while fewer than ARGV[3] were dropped. An id of a batch goes
+-- only if it is still finished at the batch's time (a retried and finished again one is in a later one).
+local dropped = 0
+local function drop(id, finished)
+  local h = redis.call('HMGET', P .. 'a:' .. id, 's', 't', 'n', 'pa', 'ik', 'fa')
+  if (h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled') and (not finished or h[6] == finished) then
     rq_forget(id, h[1], h[2], h[3], h[4], h[5], true) -- its idempotency key lives on (idempotency ttl)
   end
-  rq_zrem(P .. 'fin', id)
+  dropped = dropped + 1
+end
+local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
+for _, member in ipairs(gone) do
+  if dropped >= FIN_BATCH then break end
+  if string.find(member, '^b%d+$') then
+    local key = P .. 'finb:' .. member
+    local batch = redis.call('GET', key)
+    if batch then
+      local sep = string.find(batch, '\31', 1, true)
+      local finished = string.sub(batch, 1, sep - 1)
+      for id in string.gmatch(string.sub(batch, sep + 1), '[^,]+') do drop(id, finished) end
+    end
+    redis.call('DEL', key)
+  else
+    drop(member, nil) -- one id (written before the batches)
+  end
+  rq_zrem(P .. 'fin', member)
 end
 rq_flush()
 rq_wake()
@@ -66,4 +84,4 @@ local finished = {}
 for _, id in ipairs(dead) do finished[#finished + 1] = id end
 for _, id in ipairs(cancelled) do finished[#finished + 1] = id end
 if #finished > 0 then redis.call('PUBLISH', P .. 'done', table.concat(finished, ',')) end
-return {requeued, dead, cancelled, #gone}
+return {requeued, dead, cancelled, dropped}

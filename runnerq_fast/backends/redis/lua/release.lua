@@ -1,7 +1,7 @@
 -- runnerq-fast: put held activities back to pending without counting an attempt (shutdown);
 -- one whose cancellation was requested ends cancelled instead.
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
---   P.."counts", P.."fin", P.."ready:"..type (P.."susp:"..type: a suspect stays one), P.."types",
+--   P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."ready:"..type (P.."susp:"..type: a suspect stays one), P.."types",
 --   P.."sched", P.."events", P.."wake", P.."wake:"..type;
 --   publishes on P.."done".
 -- ARGV: result ttl ms, then pairs of (id, claim token).
