@@ -359,9 +359,10 @@ async def test_a_result_expiry_of_the_earlier_layout_is_still_dropped(redis_url:
         (c,) = await b.claim(q, "w", 1, None, 30_000)
         await b.ack(q, [Ack(aid, c.claim_token, AckOutcome.COMPLETED, b"1")])
         fin = keys.prefix(redis_namespace, q) + "fin"
-        (batch,) = await b.client.zrange(fin, 0, -1)
+        r: Any = b.client
+        (batch,) = await r.zrange(fin, 0, -1)
         await b.client.delete(keys.prefix(redis_namespace, q) + "finb:" + batch.decode())
-        await b.client.zadd(fin, {batch: 0.0, aid: 1.0})
+        await r.zadd(fin, {batch: 0.0, aid: 1.0})
         await asyncio.sleep(0.06)
         await b.requeue_expired(q, 100)
         assert await b.get_activity(aid) is None and await b.client.zcard(fin) == 0
