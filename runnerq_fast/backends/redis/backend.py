@@ -156,6 +156,7 @@ def _claim_corrupt(row: Sequence[bytes | None]) -> str:
     """The reason a claimed activity does not decode; ``row`` = the values of ``_CLAIMED_FIELDS``."""
     names = ("created_at_ms", "ready_at_ms", "priority", "retry_count", "max_retries", "timeout_ms")
     typ, payload, metadata, n = (b"" if v is None else v for v in row)  # a missing field reads as '' (as claim.lua)
+    metadata = metadata if row[2] is not None else b"{}"  # but no field m is no metadata
     fields: dict[str, object] = {f: as_int(v) for f, v in zip(names, numbers(n), strict=True)}
     fields["activity_type"] = as_text(typ)
     fields["payload"], fields["metadata"] = payload, metadata

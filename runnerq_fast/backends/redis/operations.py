@@ -132,7 +132,7 @@ def snapshot(queue: str, activity_id: str, v: Sequence[bytes | None]) -> Activit
             "status": status,
             "priority": as_int(pr),
             "payload": p,
-            "metadata": m,
+            "metadata": b"{}" if m is None else m,  # no field m: no metadata (lua/_common.lua)
             "retry_count": as_int(rc),
             "max_retries": as_int(mr),
             "timeout_ms": as_int(to),

@@ -25,7 +25,7 @@
 --   P.."wake:"..type   LIST   wake tokens for blocked fetchers of one type (capped)
 --   P.."done"          pub/sub channel: comma-separated ids that reached a terminal status
 -- Activity hash fields (in the order an enqueue writes them: the claim reads the first four):
---   s status, p payload, m metadata,
+--   s status, p payload, m metadata (none when it is {}: a hash without m has metadata {}),
 --   n the numbers, "<created ms, 15 digits>:<ready ms>\31<priority>\31<retry_count>\31<max_retries>\31<timeout_ms>"
 --     (rq_nums splits it; its first 16 bytes are the prefix of the activity's index member),
 --   t type, ik idempotency key, pa parent id,

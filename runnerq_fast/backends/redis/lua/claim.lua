@@ -108,7 +108,7 @@ for i, id in ipairs(ids) do
     out[o + 1] = id
     out[o + 2] = typ
     out[o + 3] = h[2] or '' -- a missing field: the caller dead-letters it
-    out[o + 4] = h[3] or ''
+    out[o + 4] = h[3] or '{}' -- no field m: no metadata
     out[o + 5] = h[4] or ''
     o = o + 5
   end

@@ -143,11 +143,11 @@ local function check(id)
     if not priorities[tostring(pr)] then return false end
   end
   if meta then
-    if not h[5] then return nil end
+    local m = h[5] or '{}' -- no field m: no metadata
     for j = 2, #meta, 2 do -- cheap test first: a plain value must appear as such in the JSON text
-      if PLAIN[j] and not string.find(h[5], meta[j], 1, true) then return false end
+      if PLAIN[j] and not string.find(m, meta[j], 1, true) then return false end
     end
-    local ok, doc = pcall(cjson.decode, h[5])
+    local ok, doc = pcall(cjson.decode, m)
     if not ok then return nil end
     if type(doc) ~= 'table' then return false end
     for j = 1, #meta, 2 do
