@@ -100,6 +100,10 @@ _MAX_STATEMENT_ITEMS = 100_000
 """Most activities one enqueue statement writes (an event batch names at most 2**20 - 1)."""
 
 
+_CREATED = EnqueueOutcome.CREATED
+"""Bound once: an enum member looked up on its class costs ``EnumType.__getattr__`` (Python 3.11), ~1 k instructions."""
+
+
 def _hex(value: Any) -> str:
     """asyncpg's UUID → the 32-hex-digit form the engine uses."""
     return str(value.hex)
@@ -555,10 +559,10 @@ class PostgresBackend(Backend):
         if all(it.idempotency_key is None for it in items):
             for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
                 await self._insert(self._pool, queue, items[start : start + _MAX_STATEMENT_ITEMS])
-            return [EnqueueResult(it.id, EnqueueOutcome.CREATED) for it in items]
+            return [EnqueueResult(it.id, _CREATED) for it in items]
         async with self._pool.acquire() as conn, conn.transaction():
             results = await self._claim_keys(conn, queue, items)
-            created = [it for it, res in zip(items, results, strict=True) if res.outcome == EnqueueOutcome.CREATED]
+            created = [it for it, res in zip(items, results, strict=True) if res.outcome == _CREATED]
             for start in range(0, len(created), _MAX_STATEMENT_ITEMS):
                 await self._insert(conn, queue, created[start : start + _MAX_STATEMENT_ITEMS], commit_hook=False)
         if created:
@@ -573,10 +577,10 @@ class PostgresBackend(Backend):
             for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
                 chunk = items[start : start + _MAX_STATEMENT_ITEMS]
                 await conn.execute(Q["enqueue"], queue, *_enqueue_args(chunk), True, _parents(chunk))
-            return [EnqueueResult(it.id, EnqueueOutcome.CREATED) for it in items]
+            return [EnqueueResult(it.id, _CREATED) for it in items]
         async with conn.transaction():  # a savepoint in the caller's transaction
             results = await self._claim_keys(conn, queue, items)
-            created = [it for it, res in zip(items, results, strict=True) if res.outcome == EnqueueOutcome.CREATED]
+            created = [it for it, res in zip(items, results, strict=True) if res.outcome == _CREATED]
             for start in range(0, len(created), _MAX_STATEMENT_ITEMS):
                 chunk = created[start : start + _MAX_STATEMENT_ITEMS]
                 await conn.execute(Q["enqueue"], queue, *_enqueue_args(chunk), True, _parents(chunk))
@@ -612,7 +616,7 @@ class PostgresBackend(Backend):
         keyed: list[tuple[str, str, int]] = []
         for i, it in enumerate(items):
             if it.idempotency_key is None:
-                results[i] = EnqueueResult(it.id, EnqueueOutcome.CREATED)
+                results[i] = EnqueueResult(it.id, _CREATED)
             else:
                 keyed.append((it.activity_type, it.idempotency_key, i))
         keyed.sort()
@@ -633,7 +637,7 @@ class PostgresBackend(Backend):
                 )
             )
             if holder == new_id:
-                results[i] = EnqueueResult(it.id, EnqueueOutcome.CREATED)
+                results[i] = EnqueueResult(it.id, _CREATED)
                 pending.add(new_id)
                 continue
             if holder not in pending:
@@ -648,7 +652,7 @@ class PostgresBackend(Backend):
                     beh == OnDuplicate.ALLOW_REUSE_ON_FAILURE,
                 )
                 if row is not None and row[0]:
-                    results[i] = EnqueueResult(it.id, EnqueueOutcome.CREATED)
+                    results[i] = EnqueueResult(it.id, _CREATED)
                     pending.add(new_id)
                     continue
             outcome = EnqueueOutcome.REJECTED if beh == OnDuplicate.NO_REUSE else EnqueueOutcome.EXISTING
