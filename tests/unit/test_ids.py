@@ -1,56 +1,85 @@
-"""Activity ids: UUIDv7 layout, strict order within a process, batches made at once."""
+"""Activity ids: UUIDv7 layout, strict order within a process, batches made at once; compiled and pure twins."""
 
 from __future__ import annotations
 
+import importlib
 import time
 import uuid
+from types import ModuleType
 
 import pytest
 
-from runnerq_fast import ids
-from runnerq_fast.ids import new_activity_id, new_activity_ids
+from runnerq_fast import _ids_py, ids
+
+
+def _compiled() -> ModuleType | None:
+    try:
+        return importlib.import_module("runnerq_fast._ids")
+    except ImportError:
+        return None
+
+
+COMPILED = _compiled()
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="the compiled ids module is not built")
+IMPLS = [pytest.param(_ids_py, id="pure"), pytest.param(COMPILED, id="compiled", marks=needs_compiled)]
 
 
 def _check(values: list[str]) -> None:
     for v in values:
-        assert len(v) == 32 and v == v.lower() and int(v, 16) >= 0
+        assert type(v) is str and len(v) == 32 and v == v.lower() and int(v, 16) >= 0
         u = uuid.UUID(v)
         assert u.version == 7 and u.variant == uuid.RFC_4122
     assert values == sorted(values) and len(set(values)) == len(values)
 
 
-def test_single_and_batch_ids_are_uuid7_and_strictly_increasing_together() -> None:
-    values = [new_activity_id() for _ in range(3)] + new_activity_ids(700) + [new_activity_id()] + new_activity_ids(2)
+def test_the_selector_exports_the_active_twin() -> None:
+    from runnerq_fast import speedups
+
+    assert ids.new_activity_ids is (COMPILED if speedups.enabled else _ids_py).new_activity_ids  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_single_and_batch_ids_are_uuid7_and_strictly_increasing_together(impl: ModuleType) -> None:
+    one, many = impl.new_activity_id, impl.new_activity_ids
+    values = [one() for _ in range(3)] + many(700) + [one()] + many(2) + many(1)
     _check(values)
 
 
-def test_an_id_carries_the_current_millisecond() -> None:
+@pytest.mark.parametrize("impl", IMPLS)
+def test_an_id_carries_the_current_millisecond(impl: ModuleType) -> None:
     before = time.time_ns() // 1_000_000
-    (v,) = new_activity_ids(1)
+    (v,) = impl.new_activity_ids(1)
+    w = impl.new_activity_id()
     after = time.time_ns() // 1_000_000
-    assert before <= int(v[:12], 16) <= after + 1
+    assert before <= int(v[:12], 16) <= int(w[:12], 16) <= after + 1
 
 
-def test_new_activity_ids_of_nothing_is_empty() -> None:
-    assert new_activity_ids(0) == []
-    assert new_activity_ids(-3) == []
+@pytest.mark.parametrize("impl", IMPLS)
+def test_new_activity_ids_of_nothing_is_empty(impl: ModuleType) -> None:
+    assert impl.new_activity_ids(0) == []
+    assert impl.new_activity_ids(-3) == []
 
 
-def test_a_batch_past_the_counter_borrows_the_next_millisecond(monkeypatch: pytest.MonkeyPatch) -> None:
-    frozen = 1_800_000_000_000 * 1_000_000  # far ahead of every id made so far in this process
-    monkeypatch.setattr(ids, "_last_seq", ids._last_seq)  # restored afterwards: later ids go by the real clock
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_batch_past_the_counter_borrows_the_next_millisecond(
+    impl: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Frozen 30 ms ahead: later ids (after the test) go by the real clock again within ~30 ms, in order meanwhile.
+    frozen = (int(impl.new_activity_id()[:12], 16) + 30) * 1_000_000  # past every id this twin made
     monkeypatch.setattr(time, "time_ns", lambda: frozen)
-    batch = new_activity_ids(5000)  # more than the 4096 counter values of one millisecond
+    batch = impl.new_activity_ids(5000)  # more than the 4096 counter values of one millisecond
     _check(batch)
     ms = frozen // 1_000_000
     assert {int(v[:12], 16) for v in batch} == {ms, ms + 1}
-    assert batch[4095][12:16] == "7fff" and batch[4096][:16] == f"{ms + 1:012x}7000"
-    after = new_activity_id()  # the clock has not moved: the next id goes on from the borrowed millisecond
-    assert after > batch[-1] and int(after[:12], 16) == ms + 1
+    assert batch[0][:16] == f"{ms:012x}7000" and batch[4095][12:16] == "7fff"
+    assert batch[4096][:16] == f"{ms + 1:012x}7000"
+    after = impl.new_activity_id()  # the clock has not moved: the next id goes on from the borrowed millisecond
+    assert after > batch[-1] and after[:16] == f"{ms + 1:012x}7{5000 - 4096:03x}"
 
 
-def test_the_random_half_varies_in_all_its_62_bits() -> None:
-    batch = new_activity_ids(4000)
+@pytest.mark.parametrize("impl", IMPLS)
+def test_the_random_half_varies_in_all_its_62_bits(impl: ModuleType) -> None:
+    batch = impl.new_activity_ids(4000) + [impl.new_activity_id() for _ in range(4000)]
     lows = [int(v[16:], 16) for v in batch]
     assert all(lo >> 62 == 0b10 for lo in lows)  # the variant
     seen = 0
