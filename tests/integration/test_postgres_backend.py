@@ -270,6 +270,20 @@ async def test_a_keyed_batch_in_a_callers_transaction_rolls_back_with_it(pg_url:
         await b.close()
 
 
+
+async def test_a_keyed_item_whose_id_is_written_another_way_is_still_recognised_as_the_holder(
+    pg_backend: PostgresBackend,
+) -> None:
+    dashed, upper = str(uuid.uuid4()), uuid.uuid4().hex.upper()
+    items = [
+        NewActivity(dashed, "job", PAYLOAD, idempotency_key="a"),
+        NewActivity(upper, "job", PAYLOAD, idempotency_key="b"),
+        new(key="a"),
+    ]
+    res = await pg_backend.enqueue("q", items)
+    assert [r.outcome for r in res] == [EnqueueOutcome.CREATED, EnqueueOutcome.CREATED, EnqueueOutcome.EXISTING]
+    assert res[2].activity_id == uuid.UUID(dashed).hex
+
 async def test_concurrent_keyed_batches_over_shared_keys_create_each_key_once(pg_url: str) -> None:
     backend = await PostgresBackend.open(pg_url, migrate=False, min_size=8, max_size=8)
     try:

@@ -116,6 +116,15 @@ def _hex(value: Any) -> str:
     return str(value.hex)
 
 
+def _id_hex(activity_id: str) -> str:
+    """An item's id in the form :func:`_hex` gives (the database accepted it as a uuid).
+
+    Ids the engine makes are that form already (32 lowercase hex digits): no
+    ``uuid.UUID`` round trip for them; anything else (dashes, braces, upper case) goes through one.
+    """
+    return activity_id if len(activity_id) == 32 and activity_id.islower() else uuid.UUID(activity_id).hex
+
+
 def _uuid_or_none(value: str) -> str | None:
     try:
         return uuid.UUID(value).hex
@@ -639,7 +648,7 @@ class PostgresBackend(Backend):
             holders = await self._claim_round(conn, queue, [items[i] for i in batch])
             contested: list[tuple[int, str]] = []  # (item position, holder) that may take their key over
             for i, holder in zip(batch, holders, strict=True):
-                new_id = uuid.UUID(items[i].id).hex
+                new_id = _id_hex(items[i].id)
                 if holder == new_id:
                     results[i] = EnqueueResult(items[i].id, _CREATED)
                     pending.add(new_id)
@@ -651,7 +660,7 @@ class PostgresBackend(Backend):
                 continue
             taken = await self._take_over(conn, queue, [(items[i], holder) for i, holder in contested])
             for i, holder in contested:
-                new_id = uuid.UUID(items[i].id).hex
+                new_id = _id_hex(items[i].id)
                 if new_id in taken:
                     results[i] = EnqueueResult(items[i].id, _CREATED)
                     pending.add(new_id)
