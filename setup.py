@@ -15,6 +15,7 @@ from setuptools import Extension, setup
 
 MODULES = (
     "_codec",
+    "_ids",
     "backends._memstore",
     "backends.postgres._rows",
     "backends.redis._scoring",

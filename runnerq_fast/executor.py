@@ -22,7 +22,7 @@ from runnerq_fast.errors import (
     DuplicateActivityError,
     InvalidActivityError,
 )
-from runnerq_fast.ids import new_activity_id
+from runnerq_fast.ids import new_activity_id, new_activity_ids
 from runnerq_fast.metrics import ACTIVITIES_ENQUEUED, LabelledMetricsSink
 from runnerq_fast.models import (
     ActivityResult,
@@ -38,6 +38,13 @@ __all__ = ["ActivityBuilder", "ActivityExecutor", "ActivityFuture", "validate_ac
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 1024
 """Longest accepted idempotency key, in characters."""
+
+_ENCODED_EMPTY = b"{}"
+"""Stored metadata of an activity without any (``encode_metadata(None)``)."""
+_NORMAL = int(Priority.NORMAL)
+_RETURN_EXISTING = int(OnDuplicate.RETURN_EXISTING)
+_NOTHING: Any = object()
+"""No payload seen yet (a batch's first item)."""
 
 
 def _check_encodable(value: str, what: str) -> None:
@@ -310,27 +317,34 @@ class ActivityBuilder:
             :func:`runnerq_fast.codec.encode_json` for the accepted values;
             either is capped at ``max_payload_bytes``.
         """
-        cfg = self._executor.config
+        return self._build(new_activity_id())
+
+    def _build(self, activity_id: str) -> NewActivity:
+        """:meth:`build` with the id given (a batch makes its ids at once)."""
+        ex = self._executor
+        cfg = ex.config
         if self._run_at is not None:
             run_at_ms = int(self._run_at * 1000)
         elif self._delay > 0:
             run_at_ms = int((time.time() + self._delay) * 1000)
         else:
             run_at_ms = 0
-        timeout = cfg.default_timeout if self._timeout is None else self._timeout
+        max_bytes = cfg.max_payload_bytes
         return NewActivity(
-            id=new_activity_id(),
-            activity_type=self.activity_type,
-            payload=encode_json(self._payload, cfg.max_payload_bytes),
-            priority=self._priority,
-            max_retries=cfg.default_max_retries if self._max_retries is None else self._max_retries,
-            timeout_ms=round(timeout * 1000),
-            run_at_ms=run_at_ms,
-            metadata=self._encoded_metadata(cfg.max_payload_bytes),
-            idempotency_key=self._idem_key,
-            on_duplicate=int(self._on_duplicate),
-            idempotency_ttl_ms=round(cfg.idempotency_ttl * 1000),
-            parent_id=self._executor.parent_id,
+            activity_id,
+            self.activity_type,
+            encode_json(self._payload, max_bytes),
+            self._priority,
+            cfg.default_max_retries if self._max_retries is None else self._max_retries,
+            round((cfg.default_timeout if self._timeout is None else self._timeout) * 1000),
+            run_at_ms,
+            _ENCODED_EMPTY
+            if self._metadata is None and (ex.inherited_metadata is None or not self._inherit)
+            else self._encoded_metadata(max_bytes),
+            self._idem_key,
+            int(self._on_duplicate),
+            round(cfg.idempotency_ttl * 1000),
+            ex.parent_id,
         )
 
     async def execute(self, *, connection: object | None = None) -> ActivityFuture:
@@ -495,22 +509,74 @@ class ActivityExecutor:
         BackendError
             If the store is unreachable or failed (see :meth:`ActivityBuilder.execute`).
         """
-        return [f.activity_id for f in await self.enqueue_many_futures(items, connection=connection)]
+        built = self._build_all(items)
+        if not built:
+            return []
+        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
+        if self.metrics is not None:
+            self._count(built, results)
+        rejected = EnqueueOutcome.REJECTED
+        for item, res in zip(built, results, strict=True):
+            if res.outcome == rejected:
+                raise DuplicateActivityError(item.idempotency_key or "", res.activity_id)
+        return [res.activity_id for res in results]
 
     def _build_all(self, items: Iterable[ActivityBuilder | tuple[str, Any]]) -> list[NewActivity]:
+        """Build every item of a batch (see :meth:`enqueue_many`); ids made at once.
+
+        A tuple item gets the defaults without going through a builder: its
+        type is validated once per distinct type, a payload object met again
+        (the same object) is not encoded again, and the metadata (none of its
+        own, maybe the parent's) is encoded once per batch.
+        """
+        seq = items if isinstance(items, list | tuple) else list(items)
+        ids = new_activity_ids(len(seq))
         built: list[NewActivity] = []
-        for i, it in enumerate(items):
+        append = built.append
+        defaults: tuple[int, int, bytes, int, str | None] | None = None
+        max_bytes = self.config.max_payload_bytes
+        types: set[str] = set()
+        last_payload: Any = _NOTHING
+        data = b""
+        for i, it in enumerate(seq):
             if isinstance(it, ActivityBuilder):
-                built.append(it.build())
+                append(it._build(ids[i]))
             elif isinstance(it, tuple) and len(it) == 2:
                 activity_type, payload = it
-                built.append(ActivityBuilder(self, activity_type).payload(payload).build())
+                if type(activity_type) is not str or activity_type not in types:
+                    types.add(validate_activity_type(activity_type))
+                if payload is not last_payload:  # encoding has no side effects: the same object, the same bytes
+                    data = encode_json(payload, max_bytes)
+                    last_payload = payload
+                if defaults is None:
+                    defaults = self._tuple_defaults()
+                retries, timeout_ms, metadata, ttl_ms, parent_id = defaults
+                append(
+                    NewActivity(
+                        ids[i], activity_type, data, _NORMAL, retries, timeout_ms, 0, metadata, None,
+                        _RETURN_EXISTING, ttl_ms, parent_id,
+                    )
+                )
             else:
                 raise InvalidActivityError(
                     f"item {i} of the batch is {type(it).__name__}: give an ActivityBuilder or an "
                     "(activity_type, payload) tuple"
                 )
         return built
+
+    def _tuple_defaults(self) -> tuple[int, int, bytes, int, str | None]:
+        """Max retries, timeout (ms), encoded metadata, idempotency TTL (ms), parent id of an item with no options."""
+        cfg = self.config
+        meta = _ENCODED_EMPTY if self.inherited_metadata is None else ActivityBuilder(self, "_")._encoded_metadata(
+            cfg.max_payload_bytes
+        )
+        return (
+            cfg.default_max_retries,
+            round(cfg.default_timeout * 1000),
+            meta,
+            round(cfg.idempotency_ttl * 1000),
+            self.parent_id,
+        )
 
     async def enqueue_many_futures(
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None

@@ -8,6 +8,7 @@ concept it serves:
 compiled module                     serves
 ==================================  ===========================================
 ``runnerq_fast._codec``             the payload codec (a core module)
+``runnerq_fast._ids``               activity ids (UUIDv7)
 ``backends._memstore``              the memory backend's store core
 ``backends.postgres._rows``         claimed-row decoding, batch parameter arrays
 ``backends.redis._scoring``         the Redis ready-set score
@@ -48,6 +49,7 @@ __all__ = ["COMPILED_MODULES", "disabled_by_env", "enabled", "import_error"]
 #: The compiled modules (relative to ``runnerq_fast``), each with a pure twin named ``<module>_py``.
 COMPILED_MODULES: tuple[str, ...] = (
     "_codec",
+    "_ids",
     "backends._memstore",
     "backends.postgres._rows",
     "backends.redis._scoring",

@@ -72,6 +72,18 @@ def test_encode_metadata(benchmark: Any, impl: ModuleType) -> None:
     assert benchmark(impl.encode_metadata, {"tenant": "t1", "trace": "abc"}) == b'{"tenant":"t1","trace":"abc"}'
 
 
+@pytest.mark.parametrize("impl", _pair("_ids"))
+def test_new_activity_ids(benchmark: Any, impl: ModuleType) -> None:
+    benchmark.group = "ids.new_activity_ids 500"
+    assert len(benchmark(impl.new_activity_ids, BATCH)) == BATCH
+
+
+@pytest.mark.parametrize("impl", _pair("_ids"))
+def test_new_activity_id(benchmark: Any, impl: ModuleType) -> None:
+    benchmark.group = "ids.new_activity_id"
+    assert len(benchmark(impl.new_activity_id)) == 32
+
+
 @pytest.mark.parametrize("impl", _pair("backends.redis._scoring"))
 def test_encode_score(benchmark: Any, impl: ModuleType) -> None:
     benchmark.group = "scoring.encode_score"

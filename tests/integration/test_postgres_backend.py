@@ -199,6 +199,130 @@ async def test_same_key_twice_in_one_batch(pg_backend: PostgresBackend) -> None:
     assert (await pg_backend.stats("q")).pending == 2
 
 
+
+async def _holders(b: PostgresBackend, queue: str) -> dict[str, str]:
+    """Give queue ``queue`` one key of each kind of holder; their ids by key.
+
+    "f": held by an activity that failed; "p": by a pending one; "x": expired.
+    """
+    (f,) = await b.enqueue(queue, [new(key="f")])
+    (held,) = await b.claim(queue, "w", 1, None, 30_000)
+    assert held.id == f.activity_id
+    assert await b.ack(queue, [Ack(held.id, held.claim_token, AckOutcome.FAILED, error="boom")]) == []
+    (p,) = await b.enqueue(queue, [new(key="p")])
+    (x,) = await b.enqueue(queue, [new(key="x", ttl_ms=1)])
+    return {"f": f.activity_id, "p": p.activity_id, "x": x.activity_id}
+
+
+def _keyed_batch() -> list[NewActivity]:
+    """Repeated keys, every OnDuplicate, held/expired/free keys, another type, an unkeyed item, interleaved."""
+    AR, RE, OF, NO = (
+        OnDuplicate.ALLOW_REUSE,
+        OnDuplicate.RETURN_EXISTING,
+        OnDuplicate.ALLOW_REUSE_ON_FAILURE,
+        OnDuplicate.NO_REUSE,
+    )
+    spec = [
+        ("job", "p", RE), ("job", "f", RE), ("job", "n", OF), ("job", "p", AR), ("job", "x", NO),
+        ("job", "f", OF), ("job", None, RE), ("job", "n", AR), ("job", "p", RE), ("job2", "p", NO),
+        ("job", "f", OF), ("job", "x", NO), ("job", "n", RE), ("job", "p", NO), ("job", "f", NO),
+        ("job2", "p", OF), ("job", "q", OF), ("job", "q", OF), ("job", "q", AR), ("job", "q", NO),
+    ]  # fmt: skip
+    return [new(t, key=k, on_duplicate=d) for t, k, d in spec]
+
+
+def _shape(items: Sequence[NewActivity], results: Sequence[EnqueueResult], held: dict[str, str]) -> list[str]:
+    """Each result as outcome and whose id it names: its own item, an earlier item (by position) or a holder."""
+    who = {it.id: f"item{i}" for i, it in enumerate(items)} | {v: f"held:{k}" for k, v in held.items()}
+    return [f"{EnqueueOutcome(r.outcome).name} {who.get(r.activity_id, r.activity_id)}" for r in results]
+
+
+async def test_a_keyed_batch_decides_each_item_as_one_at_a_time_enqueues_would(pg_backend: PostgresBackend) -> None:
+    b = pg_backend
+    held_batch, held_single = await _holders(b, "batch"), await _holders(b, "single")
+    await asyncio.sleep(0.01)  # the "x" keys expire
+    items, one_by_one = _keyed_batch(), _keyed_batch()
+    batch = await b.enqueue("batch", items)
+    singles = [r for it in one_by_one for r in await b.enqueue("single", [it])]
+    assert _shape(items, batch, held_batch) == _shape(one_by_one, singles, held_single)
+    first = ["EXISTING held:p", "EXISTING held:f", "CREATED item2", "CREATED item3"]
+    assert _shape(items, batch, held_batch)[:4] == first
+    assert (await b.stats("batch")).total == (await b.stats("single")).total
+
+
+async def test_a_keyed_batch_in_a_callers_transaction_rolls_back_with_it(pg_url: str) -> None:
+    b = await PostgresBackend.open(pg_url, migrate=False)
+    try:
+        held = await _holders(b, "q")
+        await asyncio.sleep(0.01)
+        conn = await asyncpg.connect(pg_url)
+        try:
+            with pytest.raises(asyncpg.DivisionByZeroError):
+                async with conn.transaction():
+                    inside = await b.enqueue("q", _keyed_batch(), connection=conn)
+                    assert any(r.outcome == EnqueueOutcome.CREATED for r in inside)
+                    await conn.execute("SELECT 1/0")  # the caller's transaction fails after the enqueue
+        finally:
+            await conn.close()
+        assert (await b.stats("q")).total == 3  # the holders alone
+        again = await b.enqueue("q", (items := _keyed_batch()))
+        assert _shape(items, again, held)[:2] == ["EXISTING held:p", "EXISTING held:f"]
+    finally:
+        await b.close()
+
+
+
+async def test_a_keyed_item_whose_id_is_written_another_way_is_still_recognised_as_the_holder(
+    pg_backend: PostgresBackend,
+) -> None:
+    dashed, upper = str(uuid.uuid4()), uuid.uuid4().hex.upper()
+    items = [
+        NewActivity(dashed, "job", PAYLOAD, idempotency_key="a"),
+        NewActivity(upper, "job", PAYLOAD, idempotency_key="b"),
+        new(key="a"),
+    ]
+    res = await pg_backend.enqueue("q", items)
+    assert [r.outcome for r in res] == [EnqueueOutcome.CREATED, EnqueueOutcome.CREATED, EnqueueOutcome.EXISTING]
+    assert res[2].activity_id == uuid.UUID(dashed).hex
+
+async def test_concurrent_keyed_batches_over_shared_keys_create_each_key_once(pg_url: str) -> None:
+    backend = await PostgresBackend.open(pg_url, migrate=False, min_size=8, max_size=8)
+    try:
+        keys = [f"k{i:02d}" for i in range(60)]
+
+        async def batch(seed: int) -> list[tuple[str, EnqueueResult]]:
+            mine = sorted(keys, key=lambda k: hash((seed, k)))[:45]  # each batch its own order and subset
+            items = [new(key=k, on_duplicate=OnDuplicate.RETURN_EXISTING) for k in mine]
+            return list(zip(mine, await backend.enqueue("q", items), strict=True))
+
+        runs = await asyncio.gather(*(batch(seed) for seed in range(8)))
+        by_key: dict[str, set[str]] = {}
+        created = 0
+        for key, res in (pair for run in runs for pair in run):
+            by_key.setdefault(key, set()).add(res.activity_id)
+            created += res.outcome == EnqueueOutcome.CREATED
+        assert all(len(ids) == 1 for ids in by_key.values())
+        assert created == len(by_key) == (await backend.stats("q")).total
+    finally:
+        await backend.close()
+
+
+async def test_a_keyed_batch_makes_two_key_statements_not_two_per_key(pg_url: str) -> None:
+    statements: list[str] = []
+    backend = await PostgresBackend.open(pg_url, migrate=False, min_size=1, max_size=1)  # one connection: logged
+    try:
+        async with backend.pool.acquire() as conn:
+            conn.add_query_logger(lambda record: statements.append(record.query))
+        held = [new(key=f"k{i}", on_duplicate=OnDuplicate.RETURN_EXISTING) for i in range(0, 100, 2)]
+        await backend.enqueue("q", held)
+        statements.clear()
+        items = [new(key=f"k{i}", on_duplicate=OnDuplicate.ALLOW_REUSE_ON_FAILURE) for i in range(100)]
+        results = await backend.enqueue("q", items)
+        assert sum(r.outcome == EnqueueOutcome.CREATED for r in results) == 50
+        assert sum("runnerq_idempotency" in q for q in statements) == 2  # was one or two per key
+    finally:
+        await backend.close()
+
 def _varied(i: int, column: str) -> NewActivity:
     """Item ``i`` of a batch where only ``column`` differs between items (the rest are equal)."""
     vary = {column: True}

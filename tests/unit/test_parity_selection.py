@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from runnerq_fast import _codec_py, codec, speedups
+from runnerq_fast import _codec_py, _ids_py, codec, ids, speedups
 from runnerq_fast.backends.postgres import _rows_py, rows
 from runnerq_fast.backends.redis import _scoring_py, scoring
 from runnerq_fast.engine import _backoff_py, backoff
@@ -34,8 +34,11 @@ print(s.enabled, s.disabled_by_env, sorted(mods))
 
 
 def test_selectors_follow_the_flag() -> None:
-    pure = (_codec_py.encode_json, _scoring_py.encode_score, _backoff_py.backoff_seconds, _rows_py.ack_params)
-    active = (codec.encode_json, scoring.encode_score, backoff.backoff_seconds, rows.ack_params)
+    pure = (
+        _codec_py.encode_json, _scoring_py.encode_score, _backoff_py.backoff_seconds, _rows_py.ack_params,
+        _ids_py.new_activity_ids,
+    )
+    active = (codec.encode_json, scoring.encode_score, backoff.backoff_seconds, rows.ack_params, ids.new_activity_ids)
     if speedups.enabled:
         assert all(a is not p for a, p in zip(active, pure, strict=True))
     else:

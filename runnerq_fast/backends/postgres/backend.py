@@ -100,9 +100,29 @@ _MAX_STATEMENT_ITEMS = 100_000
 """Most activities one enqueue statement writes (an event batch names at most 2**20 - 1)."""
 
 
+_CREATED = EnqueueOutcome.CREATED
+"""Bound once: an enum member looked up on its class costs ``EnumType.__getattr__`` (Python 3.11), ~1 k instructions."""
+
+
+def _duplicate(item: NewActivity, holder: str) -> EnqueueResult:
+    """The result of ``item`` whose key ``holder`` keeps: REJECTED for NO_REUSE, else EXISTING."""
+    return EnqueueResult(
+        holder, EnqueueOutcome.REJECTED if item.on_duplicate == OnDuplicate.NO_REUSE else EnqueueOutcome.EXISTING
+    )
+
+
 def _hex(value: Any) -> str:
     """asyncpg's UUID → the 32-hex-digit form the engine uses."""
     return str(value.hex)
+
+
+def _id_hex(activity_id: str) -> str:
+    """An item's id in the form :func:`_hex` gives (the database accepted it as a uuid).
+
+    Ids the engine makes are that form already (32 lowercase hex digits): no
+    ``uuid.UUID`` round trip for them; anything else (dashes, braces, upper case) goes through one.
+    """
+    return activity_id if len(activity_id) == 32 and activity_id.islower() else uuid.UUID(activity_id).hex
 
 
 def _uuid_or_none(value: str) -> str | None:
@@ -567,10 +587,10 @@ class PostgresBackend(Backend):
         if all(it.idempotency_key is None for it in items):
             for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
                 await self._insert(self._pool, queue, items[start : start + _MAX_STATEMENT_ITEMS])
-            return [EnqueueResult(it.id, EnqueueOutcome.CREATED) for it in items]
+            return [EnqueueResult(it.id, _CREATED) for it in items]
         async with self._pool.acquire() as conn, conn.transaction():
             results = await self._claim_keys(conn, queue, items)
-            created = [it for it, res in zip(items, results, strict=True) if res.outcome == EnqueueOutcome.CREATED]
+            created = [it for it, res in zip(items, results, strict=True) if res.outcome == _CREATED]
             for start in range(0, len(created), _MAX_STATEMENT_ITEMS):
                 await self._insert(conn, queue, created[start : start + _MAX_STATEMENT_ITEMS], commit_hook=False)
         if created:
@@ -585,10 +605,10 @@ class PostgresBackend(Backend):
             for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
                 chunk = items[start : start + _MAX_STATEMENT_ITEMS]
                 await conn.execute(Q["enqueue"], queue, *_enqueue_args(chunk), True, _parents(chunk))
-            return [EnqueueResult(it.id, EnqueueOutcome.CREATED) for it in items]
+            return [EnqueueResult(it.id, _CREATED) for it in items]
         async with conn.transaction():  # a savepoint in the caller's transaction
             results = await self._claim_keys(conn, queue, items)
-            created = [it for it, res in zip(items, results, strict=True) if res.outcome == EnqueueOutcome.CREATED]
+            created = [it for it, res in zip(items, results, strict=True) if res.outcome == _CREATED]
             for start in range(0, len(created), _MAX_STATEMENT_ITEMS):
                 chunk = created[start : start + _MAX_STATEMENT_ITEMS]
                 await conn.execute(Q["enqueue"], queue, *_enqueue_args(chunk), True, _parents(chunk))
@@ -616,56 +636,77 @@ class PostgresBackend(Backend):
             self._notifier.committed_without_notify(queue)
 
     async def _claim_keys(self, conn: _Conn, queue: str, items: Sequence[NewActivity]) -> list[EnqueueResult]:
-        """Decide every keyed item under the key's row lock; unkeyed items are CREATED.
+        """Decide every keyed item under its key's row lock; unkeyed items are CREATED.
 
-        Keys are locked in sorted order so concurrent batches cannot deadlock.
+        Set-based: one ``idempotency_claim`` for all the keys, then one
+        ``idempotency_take_over`` for the items whose key another activity
+        holds (not one round trip per key). Items that repeat a (type, key)
+        of the batch go in later rounds, the n-th item of each key in round n,
+        so each sees what the one before it did, as if the items went one at
+        a time. The claim locks its keys in (type, key) order, so concurrent
+        batches cannot deadlock; later rounds only touch keys already locked.
         """
         results: list[EnqueueResult | None] = [None] * len(items)
-        keyed: list[tuple[str, str, int]] = []
+        keyed: dict[tuple[str, str], list[int]] = {}
         for i, it in enumerate(items):
             if it.idempotency_key is None:
-                results[i] = EnqueueResult(it.id, EnqueueOutcome.CREATED)
+                results[i] = EnqueueResult(it.id, _CREATED)
             else:
-                keyed.append((it.activity_type, it.idempotency_key, i))
-        keyed.sort()
+                keyed.setdefault((it.activity_type, it.idempotency_key), []).append(i)
+        rounds = max((len(positions) for positions in keyed.values()), default=0)
         pending: set[str] = set()  # ids this batch creates (not yet inserted)
-        for activity_type, key, i in keyed:
-            it = items[i]
-            beh = it.on_duplicate
-            new_id = uuid.UUID(it.id).hex
-            holder = _hex(
-                await conn.fetchval(
-                    Q["idempotency_upsert"],
-                    queue,
-                    activity_type,
-                    key,
-                    it.id,
-                    it.idempotency_ttl_ms,
-                    beh == OnDuplicate.ALLOW_REUSE,
-                )
-            )
-            if holder == new_id:
-                results[i] = EnqueueResult(it.id, EnqueueOutcome.CREATED)
-                pending.add(new_id)
-                continue
-            if holder not in pending:
-                row = await conn.fetchrow(
-                    Q["idempotency_take_over"],
-                    queue,
-                    activity_type,
-                    key,
-                    holder,
-                    it.id,
-                    it.idempotency_ttl_ms,
-                    beh == OnDuplicate.ALLOW_REUSE_ON_FAILURE,
-                )
-                if row is not None and row[0]:
-                    results[i] = EnqueueResult(it.id, EnqueueOutcome.CREATED)
+        for n in range(rounds):
+            batch = [positions[n] for positions in keyed.values() if len(positions) > n]
+            holders = await self._claim_round(conn, queue, [items[i] for i in batch])
+            contested: list[tuple[int, str]] = []  # (item position, holder) that may take their key over
+            for i, holder in zip(batch, holders, strict=True):
+                new_id = _id_hex(items[i].id)
+                if holder == new_id:
+                    results[i] = EnqueueResult(items[i].id, _CREATED)
                     pending.add(new_id)
-                    continue
-            outcome = EnqueueOutcome.REJECTED if beh == OnDuplicate.NO_REUSE else EnqueueOutcome.EXISTING
-            results[i] = EnqueueResult(holder, outcome)
+                elif holder in pending:
+                    results[i] = _duplicate(items[i], holder)
+                else:
+                    contested.append((i, holder))
+            if not contested:
+                continue
+            taken = await self._take_over(conn, queue, [(items[i], holder) for i, holder in contested])
+            for i, holder in contested:
+                new_id = _id_hex(items[i].id)
+                if new_id in taken:
+                    results[i] = EnqueueResult(items[i].id, _CREATED)
+                    pending.add(new_id)
+                else:
+                    results[i] = _duplicate(items[i], holder)
         return [r for r in results if r is not None]
+
+    async def _claim_round(self, conn: _Conn, queue: str, items: Sequence[NewActivity]) -> list[str]:
+        """``idempotency_claim`` for ``items`` (no (type, key) twice): each one's key holder after it (hex)."""
+        rows = await conn.fetch(
+            Q["idempotency_claim"],
+            queue,
+            [it.activity_type for it in items],
+            [it.idempotency_key for it in items],
+            [it.id for it in items],
+            [it.idempotency_ttl_ms for it in items],
+            [it.id for it in items if it.on_duplicate == OnDuplicate.ALLOW_REUSE],
+        )
+        holders = {(r[0], r[1]): r[2].hex for r in rows}
+        return [holders[(it.activity_type, it.idempotency_key or "")] for it in items]
+
+    async def _take_over(self, conn: _Conn, queue: str, contested: Sequence[tuple[NewActivity, str]]) -> set[str]:
+        """``idempotency_take_over`` for (item, holder) pairs: the ids (hex) that took their key."""
+        rows = await conn.fetch(
+            Q["idempotency_take_over"],
+            queue,
+            [it.activity_type for it, _ in contested],
+            [it.idempotency_key for it, _ in contested],
+            [holder for _, holder in contested],
+            [it.id for it, _ in contested],
+            [it.idempotency_ttl_ms for it, _ in contested],
+            [it.on_duplicate == OnDuplicate.ALLOW_REUSE_ON_FAILURE for it, _ in contested],
+        )
+        return {r[0].hex for r in rows}
 
     async def claim(
         self,
