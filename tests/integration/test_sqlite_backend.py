@@ -528,6 +528,19 @@ def test_a_killed_worker_loses_nothing(tmp_path: Path) -> None:
         ("count_status", ("q", "completed", -1, 2**62, 10_001), "runnerq_activities_status_created_idx"),
         ("count_type", ("q", "completed", -1, 2**62, 10_001, "t"), "runnerq_activities_type_created_idx"),
         ("ready_head", ("q", 4, 2**62), "runnerq_activities_dequeue_idx"),
+        # migration 0010: processing rows are left out of the two listing indexes and have their own
+        ("scan_processing_desc", ("q", "processing", -1, 2**62, 2**62, ""), "runnerq_activities_processing_idx"),
+        ("scan_processing_asc", ("q", "processing", -1, 2**62, -1, ""), "runnerq_activities_processing_idx"),
+        ("scan_processing_type_desc", ("q", "processing", -1, 2**62, 2**62, "", "t"),
+         "runnerq_activities_processing_idx"),
+        ("scan_processing_type_asc", ("q", "processing", -1, 9, -1, "", "t"), "runnerq_activities_processing_idx"),
+        ("count_processing", ("q", "processing", -1, 2**62, 10_001), "runnerq_activities_processing_idx"),
+        ("count_processing_type", ("q", "processing", -1, 2**62, 10_001, "t"), "runnerq_activities_processing_idx"),
+        ("stats", ("q",), "runnerq_activities_status_created_idx"),
+        ("stats", ("q",), "runnerq_activities_processing_idx"),
+        ("counts_by_type", ("q",), "runnerq_activities_type_created_idx"),
+        ("counts_by_type", ("q",), "runnerq_activities_processing_idx"),
+        ("queue_names", (), "runnerq_activities_status_created_idx"),
     ],
 )
 def test_listing_statements_search_their_index(tmp_path: Path, name: str, params: tuple[Any, ...], index: str) -> None:
@@ -542,6 +555,8 @@ def test_listing_statements_search_their_index(tmp_path: Path, name: str, params
         f"SEARCH runnerq_activities USING INDEX {index}" in plan
     ), plan
     assert "SCAN runnerq_activities" not in plan, plan
+    if name.startswith("scan_"):
+        assert "TEMP B-TREE" not in plan, plan  # rows come in listing order from the index, never sorted
 
 
 def test_no_status_test_of_the_table_is_an_in_list_of_three_or_more() -> None:
@@ -606,9 +621,11 @@ async def test_a_file_at_migration_7_is_rebuilt_by_0009_with_its_rows_and_indexe
     try:
         after = conn.execute("SELECT * FROM runnerq_activities ORDER BY seq").fetchall()
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        # every index is back (and 0010's processing_idx is added)
         assert sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' "
-                                                 "AND tbl_name = 'runnerq_activities'")) == indexes
-        assert [r[0] for r in conn.execute("SELECT version FROM runnerq_migrations")][-1] == 9
+                                                 "AND tbl_name = 'runnerq_activities'")) == sorted(
+            [*indexes, "runnerq_activities_processing_idx"])
+        assert 9 in [r[0] for r in conn.execute("SELECT version FROM runnerq_migrations")]
     finally:
         conn.close()
     assert [r[0] for r in after] == [r[0] for r in before] == [7, 9, 12]
@@ -653,3 +670,64 @@ def test_a_claimed_row_passes_the_quick_check_only_if_rowcheck_finds_nothing(col
               "ready_at_ms": row[9]}
     if _plain_row(row):
         assert rowcheck.reason(fields) is None
+
+
+async def _pages(b: SqliteBackend, flt: ActivityFilter, newest_first: bool) -> list[str]:
+    out: list[str] = []
+    cursor = None
+    while True:
+        page = await b.query_activities("q", flt, limit=3, cursor=cursor, newest_first=newest_first)
+        out += [s.id for s in page.items]
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
+
+
+async def test_processing_rows_are_listed_and_counted_from_their_own_index(tmp_path: Path) -> None:
+    """Migration 0010: the listing indexes leave processing rows out; they are listed, counted and summarised alike.
+
+    Processing rows of two types between pending and finished ones, paged both ways with and without a
+    type filter, counted per range, and a queue that holds nothing but processing rows.
+    """
+    b = await SqliteBackend.open(url_of(tmp_path / "p.db"))
+    try:
+        ids: dict[str, list[str]] = {"a": [], "b": []}
+        for i in range(8):
+            t = "a" if i % 3 else "b"
+            (r,) = await b.enqueue("q", [new(t)])
+            ids[t].append(r.activity_id)
+            await asyncio.sleep(0.002)  # distinct creation times
+        held = await b.claim("q", "w", 5, None, 30_000)  # the five oldest, of both types
+        await b.ack("q", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED) for c in held[:1]])
+        processing = sorted((c for c in held[1:]), key=lambda c: c.created_at_ms)
+        proc_ids = [c.id for c in processing]
+        every = ids["b"] + ids["a"]
+        created = {i: (await b.get_activity(i)).created_at_ms for i in every}  # type: ignore[union-attr]
+        in_order = sorted(every, key=lambda i: (created[i], i))
+        assert len(proc_ids) == 4 and len({c.activity_type for c in processing}) == 2
+
+        only = ActivityFilter(statuses=("processing",))
+        assert await _pages(b, only, False) == sorted(proc_ids, key=lambda i: (created[i], i))
+        assert await _pages(b, only, True) == sorted(proc_ids, key=lambda i: (created[i], i), reverse=True)
+        typed = ActivityFilter(statuses=("processing", "pending"), activity_types=("a",))
+        want = [i for i in in_order if i in ids["a"] and i != held[0].id]
+        assert await _pages(b, typed, False) == want
+        assert await _pages(b, ActivityFilter(), True) == in_order[::-1]
+        assert (await b.count_activities("q", only)).count == 4
+        assert (await b.count_activities("q", ActivityFilter(statuses=("processing",), activity_types=("b",)))).count \
+            == sum(1 for c in processing if c.activity_type == "b")
+        first = processing[0].created_at_ms
+        assert (await b.count_activities("q", ActivityFilter(statuses=("processing",), created_after_ms=first + 1))
+                ).count == sum(1 for c in processing if c.created_at_ms > first)
+        stats = await b.stats("q")
+        assert (stats.processing, stats.pending, stats.completed, stats.total) == (4, 3, 1, 8)
+
+        (lone,) = await b.enqueue("held-only", [new("a")])
+        await b.claim("held-only", "w", 1, None, 30_000)
+        summaries = {s.queue: s for s in await b.list_queues()}
+        assert set(summaries) == {"q", "held-only"}
+        assert summaries["held-only"].by_type == {"a": {"processing": 1}}
+        assert summaries["q"].by_type["a"]["processing"] + summaries["q"].by_type["b"]["processing"] == 4
+        assert [s.id for s in (await b.query_activities("held-only", only)).items] == [lone.activity_id]
+    finally:
+        await b.close()

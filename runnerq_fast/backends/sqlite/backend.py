@@ -1277,10 +1277,12 @@ def _scan(
         if flt.activity_types is not None:
             for t in flt.activity_types:
                 for st in statuses:
-                    cursors.append(conn.execute(Q[f"scan_type_{d}"], (queue, st, lo, hi, c, cid, t)))
+                    name = f"scan_processing_type_{d}" if st == "processing" else f"scan_type_{d}"
+                    cursors.append(conn.execute(Q[name], (queue, st, lo, hi, c, cid, t)))
         else:
             for st in statuses:
-                cursors.append(conn.execute(Q[f"scan_status_{d}"], (queue, st, lo, hi, c, cid)))
+                name = f"scan_processing_{d}" if st == "processing" else f"scan_status_{d}"
+                cursors.append(conn.execute(Q[name], (queue, st, lo, hi, c, cid)))
         sources = list(cursors)
     rows_iter = keyset.merged(sources, _key, newest_first)
     return (r for r in rows_iter if _indexed(r, flt)), cursors
@@ -1338,10 +1340,12 @@ def _count(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, cap: int) 
         lo = -1 if flt.created_after_ms is None else flt.created_after_ms
         hi = _BIG if flt.created_before_ms is None else flt.created_before_ms
         statuses = flt.statuses if flt.statuses is not None else filters.ALL_STATUSES
+        # the listing indexes leave out processing rows: those have an index of their own (migration 0010)
         ranges: list[tuple[str, tuple[Any, ...]]] = (
-            [("count_type", (st, t)) for t in flt.activity_types for st in statuses]
+            [("count_processing_type" if st == "processing" else "count_type", (st, t))
+             for t in flt.activity_types for st in statuses]
             if flt.activity_types is not None
-            else [("count_status", (st,)) for st in statuses]
+            else [("count_processing" if st == "processing" else "count_status", (st,)) for st in statuses]
         )
         total = 0
         for name, key in ranges:

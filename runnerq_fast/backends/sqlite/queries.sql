@@ -242,9 +242,12 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('completed', 'faile
 
 -- name: stats
 -- ?1 queue: counts by status from the queue's entries of
--- runnerq_activities_status_created_idx (a covering index: no table row is
--- read, and no entry of another queue).
-SELECT status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY status;
+-- runnerq_activities_status_created_idx, and of runnerq_activities_processing_idx
+-- for the processing rows it leaves out (migration 0010): covering indexes, no
+-- table row is read, and no entry of another queue.
+SELECT status, count(*) FROM runnerq_activities WHERE queue_name = ?1 AND status <> 'processing' GROUP BY status
+UNION ALL
+SELECT 'processing', count(*) FROM runnerq_activities WHERE queue_name = ?1 AND status = 'processing';
 
 -- name: list_activities
 -- ?1 queue, ?2 status (NULL: any), ?3 offset, ?4 limit; newest first.
@@ -292,33 +295,66 @@ LIMIT ?3;
 SELECT coalesce(max(id), 0) FROM runnerq_events;
 
 -- name: scan_status_desc
--- ?1 queue, ?2 status, ?3 created at or after, ?4 created before, ?5/?6
--- cursor (created_at, id): one range of runnerq_activities_status_created_idx,
--- newest first.
+-- ?1 queue, ?2 status (not processing: scan_processing_*), ?3 created at or
+-- after, ?4 created before, ?5/?6 cursor (created_at, id): one range of
+-- runnerq_activities_status_created_idx, newest first.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND status = ?2 AND status <> 'processing' AND created_at >= ?3 AND created_at < ?4
   AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
 ORDER BY created_at DESC, id DESC;
 
 -- name: scan_status_asc
 -- As scan_status_desc, oldest first.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND status = ?2 AND status <> 'processing' AND created_at >= ?3 AND created_at < ?4
   AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
 ORDER BY created_at, id;
 
 -- name: scan_type_desc
 -- As scan_status_desc for ?7 activity type: runnerq_activities_type_created_idx.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND status <> 'processing'
+  AND created_at >= ?3 AND created_at < ?4
   AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
 ORDER BY created_at DESC, id DESC;
 
 -- name: scan_type_asc
 -- As scan_type_desc, oldest first.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND status <> 'processing'
+  AND created_at >= ?3 AND created_at < ?4
   AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
+ORDER BY created_at, id;
+
+-- name: scan_processing_desc
+-- scan_status_desc for the processing rows (?2 is 'processing'), which
+-- runnerq_activities_status_created_idx leaves out: one range of
+-- runnerq_activities_processing_idx, in the same order.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
+  AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
+ORDER BY created_at DESC, id DESC;
+
+-- name: scan_processing_asc
+-- As scan_processing_desc, oldest first.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
+  AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
+ORDER BY created_at, id;
+
+-- name: scan_processing_type_desc
+-- scan_type_desc for the processing rows: the range of scan_processing_desc,
+-- the held rows of other types skipped.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
+  AND created_at <= ?5 AND (created_at < ?5 OR id < ?6) AND activity_type = ?7
+ORDER BY created_at DESC, id DESC;
+
+-- name: scan_processing_type_asc
+-- As scan_processing_type_desc, oldest first.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
+  AND created_at >= ?5 AND (created_at > ?5 OR id > ?6) AND activity_type = ?7
 ORDER BY created_at, id;
 
 -- name: scan_parent_desc
@@ -351,18 +387,31 @@ WHERE id IN (SELECT value FROM json_each(?1));
 
 -- name: queue_names
 -- Every queue with an activity: a skip scan over the first column of
--- runnerq_activities_status_created_idx (one probe per queue).
+-- runnerq_activities_status_created_idx and of runnerq_activities_processing_idx
+-- (one probe of each per queue).
 WITH RECURSIVE q(name) AS (
-    SELECT min(queue_name) FROM runnerq_activities
+    SELECT (SELECT min(n) FROM (SELECT min(queue_name) AS n FROM runnerq_activities WHERE status <> 'processing'
+                                UNION ALL
+                                SELECT min(queue_name) FROM runnerq_activities WHERE status = 'processing'))
     UNION ALL
-    SELECT (SELECT min(queue_name) FROM runnerq_activities WHERE queue_name > q.name) FROM q WHERE q.name IS NOT NULL
+    SELECT (SELECT min(n) FROM (SELECT min(queue_name) AS n FROM runnerq_activities
+                                WHERE status <> 'processing' AND queue_name > q.name
+                                UNION ALL
+                                SELECT min(queue_name) FROM runnerq_activities
+                                WHERE status = 'processing' AND queue_name > q.name))
+    FROM q WHERE q.name IS NOT NULL
 )
 SELECT name FROM q WHERE name IS NOT NULL;
 
 -- name: counts_by_type
 -- ?1 queue: counts by type and status (reads the queue's entries of
--- runnerq_activities_type_created_idx, not the rows).
-SELECT activity_type, status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY activity_type, status;
+-- runnerq_activities_type_created_idx, not the rows; and the processing rows,
+-- which it leaves out, through runnerq_activities_processing_idx).
+SELECT activity_type, status, count(*) FROM runnerq_activities
+WHERE queue_name = ?1 AND status <> 'processing' GROUP BY activity_type, status
+UNION ALL
+SELECT activity_type, 'processing', count(*) FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'processing' GROUP BY activity_type;
 
 -- name: ready_head
 -- ?1 queue, ?2 priority, ?3 retry count bound (exclusive): the oldest ready
@@ -414,12 +463,12 @@ DELETE FROM runnerq_events WHERE activity_id = ?1;
 DELETE FROM runnerq_idempotency WHERE queue_name = ?1 AND activity_type = ?2 AND key = ?3 AND activity_id = ?4;
 
 -- name: count_status
--- ?1 queue, ?2 status, ?3 created at or after, ?4 created before, ?5 most rows
--- to count: how many (up to ?5) are in one range of
--- runnerq_activities_status_created_idx (read from the index alone).
+-- ?1 queue, ?2 status (not processing: count_processing), ?3 created at or
+-- after, ?4 created before, ?5 most rows to count: how many (up to ?5) are in
+-- one range of runnerq_activities_status_created_idx (read from the index alone).
 SELECT count(*) FROM (
     SELECT 1 FROM runnerq_activities
-    WHERE queue_name = ?1 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+    WHERE queue_name = ?1 AND status = ?2 AND status <> 'processing' AND created_at >= ?3 AND created_at < ?4
     LIMIT ?5
 );
 
@@ -427,7 +476,27 @@ SELECT count(*) FROM (
 -- As count_status for ?6 activity type: one range of runnerq_activities_type_created_idx.
 SELECT count(*) FROM (
     SELECT 1 FROM runnerq_activities
-    WHERE queue_name = ?1 AND activity_type = ?6 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+    WHERE queue_name = ?1 AND activity_type = ?6 AND status = ?2 AND status <> 'processing'
+      AND created_at >= ?3 AND created_at < ?4
+    LIMIT ?5
+);
+
+-- name: count_processing
+-- count_status for the processing rows (?2 is 'processing'): one range of
+-- runnerq_activities_processing_idx (read from the index alone).
+SELECT count(*) FROM (
+    SELECT 1 FROM runnerq_activities
+    WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
+    LIMIT ?5
+);
+
+-- name: count_processing_type
+-- count_type for the processing rows: the range of count_processing, reading
+-- each held row's type.
+SELECT count(*) FROM (
+    SELECT 1 FROM runnerq_activities
+    WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
+      AND activity_type = ?6
     LIMIT ?5
 );
 
