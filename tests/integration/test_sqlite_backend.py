@@ -731,3 +731,56 @@ async def test_processing_rows_are_listed_and_counted_from_their_own_index(tmp_p
         assert [s.id for s in (await b.query_activities("held-only", only)).items] == [lone.activity_id]
     finally:
         await b.close()
+
+
+async def test_one_flush_of_every_kind_of_ack(tmp_path: Path) -> None:
+    """Plain completions go through one ack_completed statement, the rest one ack each, in one transaction.
+
+    Completions with and without a result (text that JSON escaping must bring back byte for byte), a
+    completion carrying an error, a retry, a failure, a retry of an activity an operator asked to cancel,
+    stale acks (wrong token, never claimed) and a batch naming one id twice: each ends as ``ack`` alone
+    would leave it, with its event, and exactly the stale ones are rejected.
+    """
+    b = await SqliteBackend.open(url_of(tmp_path / "a.db"))
+    try:
+        await b.enqueue("q", [new("t") for _ in range(9)])
+        c = sorted(await b.claim("q", "w", 9, None, 30_000), key=lambda x: x.id)
+        tricky = '{"s":"quote \\" backslash \\\\ tab \\t nul \\u0000 é 😀 \\ud83d\\ude00","n":[1,2.5,null]}'
+        assert json.loads(tricky)  # valid JSON, as results are
+        conn = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
+        conn.execute("UPDATE runnerq_activities SET cancel_requested_at = 1 WHERE id = ?", (c[5].id,))
+        conn.close()
+        acks = [
+            Ack(c[0].id, c[0].claim_token, AckOutcome.COMPLETED),
+            Ack(c[1].id, c[1].claim_token, AckOutcome.COMPLETED, tricky.encode()),
+            Ack(c[2].id, c[2].claim_token, AckOutcome.COMPLETED, b"1", "note"),
+            Ack(c[3].id, c[3].claim_token, AckOutcome.RETRY, None, "again", 0),
+            Ack(c[4].id, c[4].claim_token, AckOutcome.FAILED, None, "bad"),
+            Ack(c[5].id, c[5].claim_token, AckOutcome.RETRY, None, "again", 0),
+            Ack(c[6].id, "f" * 32, AckOutcome.COMPLETED),
+            Ack("0" * 32, c[7].claim_token, AckOutcome.COMPLETED),
+        ]
+        rejected = await b.ack("q", acks)
+        assert sorted(rejected) == sorted([c[6].id, "0" * 32])
+        status = {x.id: (await b.get_activity(x.id)).status for x in c}  # type: ignore[union-attr]
+        assert [status[x.id] for x in c] == ["completed", "completed", "completed", "retrying", "failed",
+                                             "cancelled", "processing", "processing", "processing"]
+        r0, r1, r2 = [await b.get_result(x.id) for x in c[:3]]
+        assert r0 is not None and r0.data is None
+        assert r1 is not None and r1.data == tricky
+        assert r2 is not None and r2.data == "1"
+        last = {x.id: (await b.get_activity(x.id)).last_error for x in c[:3]}  # type: ignore[union-attr]
+        assert last[c[2].id] == "note" and last[c[0].id] is None
+        kinds = {x.id: [e.event_type for e in await b.get_events(x.id)] for x in c}
+        assert [kinds[x.id][-1] for x in c[:6]] == ["completed", "completed", "completed", "retrying", "failed",
+                                                    "cancelled"]
+        assert kinds[c[6].id][-1] == "claimed"
+        # one id twice: the first ack whose claim is held is applied, the other rejected
+        twice = [Ack(c[7].id, "e" * 32, AckOutcome.COMPLETED), Ack(c[7].id, c[7].claim_token, AckOutcome.COMPLETED),
+                 Ack(c[7].id, c[7].claim_token, AckOutcome.FAILED, None, "x"),
+                 Ack(c[8].id, c[8].claim_token, AckOutcome.COMPLETED)]
+        assert await b.ack("q", twice) == [c[7].id, c[7].id]
+        assert (await b.get_activity(c[7].id)).status == "completed"  # type: ignore[union-attr]
+        assert (await b.get_activity(c[8].id)).status == "completed"  # type: ignore[union-attr]
+    finally:
+        await b.close()
