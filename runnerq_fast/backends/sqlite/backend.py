@@ -182,7 +182,9 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
     """Apply the pending numbered migrations on ``conn``.
 
     Runs in one ``BEGIN IMMEDIATE`` transaction, so processes opening one file
-    together apply each migration exactly once.
+    together apply each migration exactly once. A file with ``ANALYZE``
+    statistics has them gathered again after a migration (they would name
+    dropped indexes and miss new ones).
 
     Parameters
     ----------
@@ -206,6 +208,10 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
                 conn.execute(statement)
             conn.execute(Q["record_migration"], (m.version, m.name, _now_ms()))
             applied_now.append(m.version)
+        if applied_now and conn.execute(Q["has_statistics"]).fetchone() is not None:
+            # ANALYZE was run on this file: its statistics no longer describe the indexes a migration
+            # dropped or created, and the planner prefers the indexes it has statistics for
+            conn.execute("ANALYZE")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -1300,12 +1306,15 @@ def _scan(
         if flt.activity_types is not None:
             for t in flt.activity_types:
                 for st in statuses:
-                    name = f"scan_processing_type_{d}" if st == "processing" else f"scan_type_{d}"
+                    name = f"scan_processing_{d}" if st == "processing" else f"scan_type_{d}"
                     cursors.append(conn.execute(Q[name], (queue, st, lo, hi, c, cid, t)))
         else:
             for st in statuses:
-                name = f"scan_processing_{d}" if st == "processing" else f"scan_status_{d}"
-                cursors.append(conn.execute(Q[name], (queue, st, lo, hi, c, cid)))
+                if st == "processing":  # not in status_created_idx (migration 0010): one range per type
+                    for (t,) in conn.execute(Q["processing_types"], (queue,)).fetchall():
+                        cursors.append(conn.execute(Q[f"scan_processing_{d}"], (queue, st, lo, hi, c, cid, t)))
+                else:
+                    cursors.append(conn.execute(Q[f"scan_status_{d}"], (queue, st, lo, hi, c, cid)))
         sources = list(cursors)
     rows_iter = keyset.merged(sources, _key, newest_first)
     return (r for r in rows_iter if _indexed(r, flt)), cursors

@@ -41,6 +41,10 @@ INSERT INTO runnerq_migrations (version, name, applied_at) VALUES (?1, ?2, ?3);
 -- One row when the activities table exists (read-only opens check this).
 SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runnerq_activities';
 
+-- name: has_statistics
+-- One row when ANALYZE has been run on the file (apply_migrations runs it again after a migration).
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1';
+
 -- name: insert_activity
 -- ?1 id, ?2 queue, ?3 type, ?4 status, ?5 priority, ?6 max_retries,
 -- ?7 timeout_ms, ?8 payload, ?9 metadata, ?10 created_at, ?11 ready_at,
@@ -340,35 +344,34 @@ WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND status <> 'proc
   AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
 ORDER BY created_at, id;
 
+-- name: processing_types
+-- ?1 queue: the activity types that have processing rows, one probe of
+-- runnerq_activities_processing_idx per type (a skip scan).
+WITH RECURSIVE t(name) AS (
+    SELECT min(activity_type) FROM runnerq_activities WHERE queue_name = ?1 AND status = 'processing'
+    UNION ALL
+    SELECT (SELECT min(activity_type) FROM runnerq_activities
+            WHERE queue_name = ?1 AND status = 'processing' AND activity_type > t.name)
+    FROM t WHERE t.name IS NOT NULL
+)
+SELECT name FROM t WHERE name IS NOT NULL;
+
 -- name: scan_processing_desc
--- scan_status_desc for the processing rows (?2 is 'processing'), which
--- runnerq_activities_status_created_idx leaves out: one range of
--- runnerq_activities_processing_idx, in the same order.
+-- scan_type_desc for the processing rows (?2 is 'processing'), which the two
+-- listing indexes leave out: one range of runnerq_activities_processing_idx,
+-- in the same order. A listing of every type merges one per processing_types.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = 'processing' AND ?2 = 'processing'
+  AND created_at >= ?3 AND created_at < ?4
   AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
 ORDER BY created_at DESC, id DESC;
 
 -- name: scan_processing_asc
 -- As scan_processing_desc, oldest first.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = 'processing' AND ?2 = 'processing'
+  AND created_at >= ?3 AND created_at < ?4
   AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
-ORDER BY created_at, id;
-
--- name: scan_processing_type_desc
--- scan_type_desc for the processing rows: the range of scan_processing_desc,
--- the held rows of other types skipped.
-SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
-  AND created_at <= ?5 AND (created_at < ?5 OR id < ?6) AND activity_type = ?7
-ORDER BY created_at DESC, id DESC;
-
--- name: scan_processing_type_asc
--- As scan_processing_type_desc, oldest first.
-SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
-  AND created_at >= ?5 AND (created_at > ?5 OR id > ?6) AND activity_type = ?7
 ORDER BY created_at, id;
 
 -- name: scan_parent_desc
@@ -496,8 +499,9 @@ SELECT count(*) FROM (
 );
 
 -- name: count_processing
--- count_status for the processing rows (?2 is 'processing'): one range of
--- runnerq_activities_processing_idx (read from the index alone).
+-- count_status for the processing rows (?2 is 'processing'): the queue's
+-- entries of runnerq_activities_processing_idx (read from the index alone; a
+-- created range is tested on each, at most what the queue's workers hold).
 SELECT count(*) FROM (
     SELECT 1 FROM runnerq_activities
     WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
@@ -505,12 +509,11 @@ SELECT count(*) FROM (
 );
 
 -- name: count_processing_type
--- count_type for the processing rows: the range of count_processing, reading
--- each held row's type.
+-- count_type for the processing rows: one range of runnerq_activities_processing_idx.
 SELECT count(*) FROM (
     SELECT 1 FROM runnerq_activities
-    WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
-      AND activity_type = ?6
+    WHERE queue_name = ?1 AND activity_type = ?6 AND status = 'processing' AND ?2 = 'processing'
+      AND created_at >= ?3 AND created_at < ?4
     LIMIT ?5
 );
 

@@ -9,15 +9,17 @@
 -- held by a running worker), so these two indexes now leave it out
 -- (`WHERE status <> 'processing'`): a claim only deletes, an ack only inserts.
 -- The processing rows of a queue are listed and counted from one small index
--- of their own, processing_idx (queue, created_at, id), in the same
--- (created_at, id) order as every other listing range; a type filter on it
--- skips the held rows of other types (at most what the queue's workers hold).
+-- of their own, processing_idx, with the columns of type_created_idx: one
+-- range per type in the same (created_at, id) order as every other listing
+-- range (a listing of every type merges the ranges of the types that have
+-- processing rows, found by one probe per type), and covering for the counts.
 -- A query uses a partial index only if its WHERE spells the predicate, so the
 -- statements on these indexes (queries.sql: scan_status_*, scan_type_*,
 -- count_status, count_type, stats, counts_by_type, queue_names) say
 -- `status <> 'processing'`, and the processing ones `status = 'processing'`.
 -- Dropping and creating indexes reads the table once, under the write lock
--- apply_migrations holds.
+-- apply_migrations holds (which also gathers ANALYZE statistics again if the
+-- file has some: those of the dropped indexes are gone).
 -- Never edit an applied migration; add a new one.
 
 DROP INDEX runnerq_activities_status_created_idx;
@@ -33,5 +35,6 @@ CREATE INDEX runnerq_activities_type_created_idx
     WHERE status <> 'processing';
 
 CREATE INDEX runnerq_activities_processing_idx
-    ON runnerq_activities (queue_name, created_at, id)
+    ON runnerq_activities (queue_name, activity_type, status, created_at, id)
     WHERE status = 'processing';
+
