@@ -1134,18 +1134,21 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
     ``ack`` once each; a batch that names an id twice goes through ``ack``
     whole (the first ack of an id whose claim is held is the one applied).
     """
-    if len({a.id for a in acks}) == len(acks):
-        plain = {a.claim_token + a.id: _text(a.result) for a in acks
-                 if a.outcome == AckOutcome.COMPLETED and a.error is None and len(a.claim_token) == 32}
-        if plain:
-            done = {r[0] for r in conn.execute(Q["ack_completed"], (_json(plain).decode(), now))}
-            rest = [a for a in acks if a.claim_token + a.id not in plain]
-            rejected, retried, finished = _ack_each(conn, queue, rest, now) if rest else ([], False, False)
-            if done:
-                _insert_events(conn, queue, now, [a.id for a in acks if a.id in done], "completed", None)
-            return [a.id for a in acks if a.claim_token + a.id in plain and a.id not in done] + rejected, retried, (
-                finished or bool(done))
-    return _ack_each(conn, queue, acks, now)
+    if len({a.id for a in acks}) != len(acks):
+        return _ack_each(conn, queue, acks, now)
+    plain: list[Ack] = []
+    rest: list[Ack] = []
+    for a in acks:
+        is_plain = a.outcome == AckOutcome.COMPLETED and a.error is None and len(a.claim_token) == 32
+        (plain if is_plain else rest).append(a)
+    if not plain:
+        return _ack_each(conn, queue, acks, now)
+    arg = _json({a.claim_token + a.id: _text(a.result) for a in plain}).decode()
+    done = {r[0] for r in conn.execute(Q["ack_completed"], (arg, now))}
+    rejected, retried, finished = _ack_each(conn, queue, rest, now) if rest else ([], False, False)
+    if done:
+        _insert_events(conn, queue, now, [a.id for a in plain if a.id in done], "completed", None)
+    return [a.id for a in plain if a.id not in done] + rejected, retried, finished or bool(done)
 
 
 def _ack_each(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) -> tuple[list[str], bool, bool]:
