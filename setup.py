@@ -19,6 +19,7 @@ MODULES = (
     "backends.postgres._rows",
     "backends.redis._scoring",
     "engine._backoff",
+    "engine._context",
     "engine._deadline",
     "engine._worker",
 )

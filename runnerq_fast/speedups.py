@@ -12,6 +12,7 @@ compiled module                     serves
 ``backends.postgres._rows``         claimed-row decoding, batch parameter arrays
 ``backends.redis._scoring``         the Redis ready-set score
 ``engine._backoff``                 retry backoff
+``engine._context``                 the activity context handlers receive
 ``engine._deadline``                handler deadlines
 ``engine._worker``                  the engine's per-activity path
 ==================================  ===========================================
@@ -51,6 +52,7 @@ COMPILED_MODULES: tuple[str, ...] = (
     "backends.postgres._rows",
     "backends.redis._scoring",
     "engine._backoff",
+    "engine._context",
     "engine._deadline",
     "engine._worker",
 )

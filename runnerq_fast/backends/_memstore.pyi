@@ -5,7 +5,8 @@ branches have one type.
 """
 
 from runnerq_fast.backends._memstore_py import QueueState as QueueState
+from runnerq_fast.backends._memstore_py import ReadyQueue as ReadyQueue
 from runnerq_fast.backends._memstore_py import Row as Row
 from runnerq_fast.backends._memstore_py import StoreCore as StoreCore
 
-__all__ = ["QueueState", "Row", "StoreCore"]
+__all__ = ["QueueState", "ReadyQueue", "Row", "StoreCore"]

@@ -29,7 +29,7 @@ from runnerq_fast.models import (
     NewActivity,
 )
 
-__all__ = ["QueueState", "Row", "StoreCore"]
+__all__ = ["QueueState", "ReadyQueue", "Row", "StoreCore"]
 
 
 _SEQ_MASK = (1 << 64) - 1
@@ -38,13 +38,64 @@ _SEQ_MASK = (1 << 64) - 1
 def _ready_key(priority: int, retry_count: int, ready_at_ms: int, seq: int) -> int:
     """One integer ordering ready rows as (priority desc, retry count desc, ready time asc, seq asc).
 
-    The ready heaps hold these keys alone (unique through ``seq``, which is
-    ``key & _SEQ_MASK``; the row's id is found by seq in
-    :attr:`QueueState.heap_ids`): a heap step compares two integers, not two
+    The ready queues hold these keys (unique through ``seq``, which is
+    ``key & _SEQ_MASK``), each with its row's id beside it
+    (:class:`ReadyQueue`): a heap step compares two integers, not two
     tuples field by field. Exact while retry counts and ready times (epoch ms,
     >= 0) stay below 2**99 and seq below 2**64.
     """
     return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
+
+
+class ReadyQueue:
+    """The ready entries (:func:`_ready_key`, activity id) of one activity type, smallest key first.
+
+    Entries pushed in increasing key order (the usual case: the rows of an
+    enqueue, each after the last) are appended to a sorted run, their ids
+    in a parallel deque; any other entry goes to a heap of keys, its id kept
+    by seq (a key's low 64 bits). :meth:`pop` takes the smaller of the two
+    heads, so the order is a heap's, while a backlog enqueued in order costs
+    one comparison per push and per pop instead of a heap's log2(n) of them,
+    and no id lookup.
+    """
+
+    __slots__ = ("heap", "heap_ids", "run", "run_ids")
+
+    def __init__(self) -> None:
+        self.run: deque[int] = deque()
+        self.run_ids: deque[str] = deque()
+        self.heap: list[int] = []
+        self.heap_ids: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.run) + len(self.heap)
+
+    def push(self, key: int, activity_id: str) -> None:
+        """Add the entry of ``activity_id`` under ``key`` (keys are unique)."""
+        run = self.run
+        if not run or key > run[-1]:
+            run.append(key)
+            self.run_ids.append(activity_id)
+        else:
+            heapq.heappush(self.heap, key)
+            self.heap_ids[key & _SEQ_MASK] = activity_id
+
+    def peek(self) -> int:
+        """The smallest key (the queue must not be empty)."""
+        run, heap = self.run, self.heap
+        if not heap:
+            return run[0]
+        if run and run[0] < heap[0]:
+            return run[0]
+        return heap[0]
+
+    def pop(self) -> tuple[int, str]:
+        """Take the entry of the smallest key out: (its seq, its activity id) (the queue must not be empty)."""
+        run, heap = self.run, self.heap
+        if not heap or (run and run[0] < heap[0]):
+            return run.popleft() & _SEQ_MASK, self.run_ids.popleft()
+        seq = heapq.heappop(heap) & _SEQ_MASK
+        return seq, self.heap_ids.pop(seq)
 
 
 class Row:
@@ -54,6 +105,7 @@ class Row:
         "claim_token",
         "created_at_ms",
         "dead_lettered_at_ms",
+        "events",
         "finished_at_ms",
         "heap_seq",
         "id",
@@ -67,6 +119,7 @@ class Row:
         "priority",
         "queue",
         "ready_at_ms",
+        "result",
         "retry_count",
         "started_at_ms",
         "status",
@@ -99,6 +152,10 @@ class Row:
         self.cancel_requested = False
         #: its lease expired while it was claimed beside others: claimed alone from now on (StoreCore)
         self.suspect = False
+        #: its events, oldest first (StoreCore._event appends)
+        self.events: list[ActivityEvent] = []
+        #: its outcome once finished (StoreCore._finish), else None
+        self.result: ActivityResult | None = None
 
     def snapshot(self) -> ActivitySnapshot:
         return ActivitySnapshot(
@@ -126,17 +183,15 @@ class Row:
 
 class QueueState:
     __slots__ = (
-        "by_status", "by_type", "children", "events", "heap_ids", "order", "order_tail", "processing", "rows",
+        "by_status", "by_type", "children", "events", "order", "order_tail", "processing", "rows",
         "scheduled", "suspects", "type_rows", "wake",
     )
 
     def __init__(self) -> None:
-        # ready heaps, one per activity type, of ``_ready_key`` integers (their low 64 bits are the seq)
-        self.by_type: dict[str, list[int]] = {}
+        # ready queues, one per activity type, of ``_ready_key`` integers (their low 64 bits are the seq)
+        self.by_type: dict[str, ReadyQueue] = {}
         # ready suspect rows, kept apart (only ``claim_suspect`` takes them), same entries
-        self.suspects: dict[str, list[int]] = {}
-        # the activity id of every entry of those heaps, by seq (taken out when the entry is popped)
-        self.heap_ids: dict[int, str] = {}
+        self.suspects: dict[str, ReadyQueue] = {}
         # not-yet-due activities: (ready_at_ms, seq, id)
         self.scheduled: list[tuple[int, int, str]] = []
         self.processing: dict[str, Row] = {}
@@ -163,8 +218,6 @@ class StoreCore:
     def __init__(self) -> None:
         self._queues: dict[str, QueueState] = {}
         self._rows: dict[str, Row] = {}
-        self._events: dict[str, list[ActivityEvent]] = {}
-        self._results: dict[str, ActivityResult] = {}
         self._waiters: dict[str, list[asyncio.Future[ActivityResult]]] = {}
         self._subscribers: dict[str, set[asyncio.Queue[ActivityEvent]]] = {}
         self._seq = itertools.count(1)
@@ -176,13 +229,13 @@ class StoreCore:
             q = self._queues[name] = QueueState()
         return q
 
+    def _next_event_id(self) -> int:
+        """The id of the next event (ids count from 1, one sequence for the whole store)."""
+        return next(self._event_ids)
+
     def _event(self, row: Row, event_type: str, now: int, detail: str | None = None) -> None:
         ev = ActivityEvent(next(self._event_ids), row.id, row.queue, event_type, now, detail)
-        lst = self._events.get(row.id)
-        if lst is None:
-            self._events[row.id] = [ev]
-        else:
-            lst.append(ev)
+        row.events.append(ev)
         q = self._queues[row.queue]
         q.events.append(ev)
         subs = self._subscribers.get(row.queue)
@@ -194,11 +247,10 @@ class StoreCore:
         seq = next(self._seq)
         row.heap_seq = seq
         heaps = q.suspects if row.suspect else q.by_type
-        heap = heaps.get(row.activity_type)
-        if heap is None:
-            heap = heaps[row.activity_type] = []
-        q.heap_ids[seq] = row.id
-        heapq.heappush(heap, _ready_key(row.priority, row.retry_count, row.ready_at_ms, seq))
+        ready = heaps.get(row.activity_type)
+        if ready is None:
+            ready = heaps[row.activity_type] = ReadyQueue()
+        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), row.id)
 
     def _push_scheduled(self, q: QueueState, row: Row) -> None:
         seq = next(self._seq)
@@ -228,7 +280,7 @@ class StoreCore:
         if error is not None:
             row.last_error = error
         res = ActivityResult(row.id, status, data, error)
-        self._results[row.id] = res
+        row.result = res
         waiters = self._waiters.pop(row.id, None)
         if waiters:
             for w in waiters:
@@ -245,23 +297,22 @@ class StoreCore:
     def _claim_from(
         self,
         q: QueueState,
-        heaps: list[list[int]],
+        heaps: list[ReadyQueue],
         limit: int,
         token: str,
         lease_until: int,
         now: int,
         worker_id: str,
     ) -> list[ClaimedActivity]:
-        """Pop up to ``limit`` ready rows from ``heaps`` (best first) and claim them."""
+        """Pop up to ``limit`` ready rows from ``heaps`` (non-empty ready queues; best first) and claim them."""
         rows = self._rows
-        heap_ids = q.heap_ids
         out: list[ClaimedActivity] = []
         while heaps and len(out) < limit:
-            best = heaps[0] if len(heaps) == 1 else min(heaps, key=lambda h: h[0])
-            seq = heapq.heappop(best) & _SEQ_MASK
+            best = heaps[0] if len(heaps) == 1 else min(heaps, key=ReadyQueue.peek)
+            seq, activity_id = best.pop()
             if not best:
                 heaps.remove(best)
-            row = rows.get(heap_ids.pop(seq))
+            row = rows.get(activity_id)
             if row is None or row.heap_seq != seq or row.status not in READY_STATUSES:
                 continue
             q.by_status[row.status].pop(row.id, None)

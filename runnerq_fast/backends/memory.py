@@ -60,10 +60,11 @@ if speedups.enabled:  # the module, not its names: import-linter sees the packag
     from runnerq_fast.backends import _memstore
 
     QueueState = _memstore.QueueState
+    ReadyQueue = _memstore.ReadyQueue
     Row = _memstore.Row
     StoreCore = _memstore.StoreCore
 else:
-    from runnerq_fast.backends._memstore_py import QueueState, Row, StoreCore
+    from runnerq_fast.backends._memstore_py import QueueState, ReadyQueue, Row, StoreCore
 
 __all__ = ["MemoryBackend"]
 
@@ -219,7 +220,7 @@ class MemoryBackend(StoreCore, Backend):
         return sum(len(h) for h in self._suspect_heaps(self._queue(queue), activity_types))
 
     @staticmethod
-    def _suspect_heaps(q: QueueState, activity_types: Sequence[str] | None) -> list[list[int]]:
+    def _suspect_heaps(q: QueueState, activity_types: Sequence[str] | None) -> list[ReadyQueue]:
         if activity_types is None:
             return [h for h in q.suspects.values() if h]
         return [h for t in activity_types if (h := q.suspects.get(t))]
@@ -320,12 +321,13 @@ class MemoryBackend(StoreCore, Backend):
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:
-        return self._results.get(activity_id)
+        row = self._rows.get(activity_id)
+        return None if row is None else row.result
 
     async def wait_for_result(self, activity_id: str, timeout: float | None) -> ActivityResult | None:
-        res = self._results.get(activity_id)
-        if res is not None:
-            return res
+        row = self._rows.get(activity_id)
+        if row is not None and row.result is not None:
+            return row.result
         fut: asyncio.Future[ActivityResult] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(activity_id, []).append(fut)
         try:
@@ -370,7 +372,8 @@ class MemoryBackend(StoreCore, Backend):
         return None if row is None else row.snapshot()
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
-        return list(self._events.get(activity_id, ()))
+        row = self._rows.get(activity_id)
+        return [] if row is None else list(row.events)
 
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         rows = [r for r in self._queue(queue).rows.values() if r.status == "dead_letter"]
@@ -626,7 +629,7 @@ class MemoryBackend(StoreCore, Backend):
             row.claim_token = None
             row.lease_expires_at_ms = None
             row.cancel_requested = False
-            self._results.pop(row.id, None)
+            row.result = None
             self._event(row, "retry_requested", now, old)
             self._make_ready(q, row, now)
         return ActionResult("retry", [r.id for r in rows], skipped)
@@ -698,8 +701,6 @@ class MemoryBackend(StoreCore, Backend):
         q.type_rows.get(row.activity_type, {}).pop(rid, None)
         if row.parent_id is not None:
             q.children.get(row.parent_id, {}).pop(rid, None)
-        self._events.pop(rid, None)
-        self._results.pop(rid, None)
         if row.idempotency_key is not None:
             ikey = (queue, row.activity_type, row.idempotency_key)
             held = self._idem.get(ikey)
@@ -731,8 +732,8 @@ class MemoryBackend(StoreCore, Backend):
             return 0
         before = _now_ms() - older_than_ms
         gone = 0
-        for rid in q.rows:  # every activity of the queue: the memory store has no index by event time
-            events = self._events.get(rid)
+        for row in q.rows.values():  # every activity of the queue: the memory store has no index by event time
+            events = row.events
             if not events or events[0].at_ms >= before:
                 continue
             keep = 0
@@ -755,7 +756,7 @@ class MemoryBackend(StoreCore, Backend):
 
     def _stream_only(self, q: QueueState, queue: str, activity_id: str, kind: str, now: int) -> None:
         """An event for the live stream only (the activity's own timeline is gone)."""
-        ev = ActivityEvent(next(self._event_ids), activity_id, queue, kind, now, None)
+        ev = ActivityEvent(self._next_event_id(), activity_id, queue, kind, now, None)
         q.events.append(ev)
         for s in self._subscribers.get(queue, ()):
             s.put_nowait(ev)

@@ -268,7 +268,8 @@ async def worker_loop(out: Outcomes, local: Handoff) -> None:
     but a cancellation) is logged and the attempt counted as failed; the
     worker keeps going. Every activity taken frees its slot (``out.busy``,
     ``out.slot_free``, and its type's slot with per-type limits) when it
-    ends. While it runs, :data:`~runnerq_fast.engine.logcontext.running`
+    ends; the last one running (``out.busy`` back to 0) has the buffered acks
+    flushed at once (``out.ack_full``). While it runs, :data:`~runnerq_fast.engine.logcontext.running`
     names it (log records, :func:`~runnerq_fast.current_activity`).
     """
     me = asyncio.current_task()
@@ -292,6 +293,10 @@ async def worker_loop(out: Outcomes, local: Handoff) -> None:
             if type_busy is not None:
                 out.type_done(a.activity_type)
             slot_free.set()
+            if out.busy == 0 and out.acks:
+                # nothing claimed is left to run: no ack can join the buffer before the next claim
+                # lands, so the flusher sends it now instead of at the end of ack_flush_interval
+                out.ack_full.set()
 
 
 def settle(inflight: dict[str, ClaimedActivity], acks: Iterable[Ack], unsent: Iterable[Ack]) -> None:

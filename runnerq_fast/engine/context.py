@@ -1,125 +1,18 @@
-"""What a handler receives besides its payload."""
+"""What a handler receives besides its payload, selecting the compiled implementation when available.
+
+See :mod:`runnerq_fast.engine._context_py` for the reference semantics and
+:mod:`runnerq_fast.speedups` for how the implementation is chosen.
+"""
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING, Any
+from runnerq_fast import speedups
 
-from runnerq_fast.codec import decode_json
+if speedups.enabled:  # the module, not its names: import-linter sees the package, not a compiled module
+    from runnerq_fast.engine import _context
 
-if TYPE_CHECKING:
-    from runnerq_fast.executor import ActivityExecutor
-    from runnerq_fast.models import ClaimedActivity
+    ActivityContext = _context.ActivityContext
+else:
+    from runnerq_fast.engine._context_py import ActivityContext
 
 __all__ = ["ActivityContext"]
-
-
-class ActivityContext:
-    """Per-attempt context passed to every handler as its second argument.
-
-    Attributes
-    ----------
-    activity_id : str
-        Id of the running activity.
-    activity_type : str
-        Its type.
-    retry_count : int
-        Retries made before this attempt (0 on the first run).
-    max_retries : int
-        Retries allowed after the first attempt.
-    priority : int
-        1-4.
-    enqueued_at : float
-        Creation time, epoch **seconds**.
-    cancellation : asyncio.Event
-        Set when the engine begins to shut down; a long handler may check
-        :attr:`is_cancelled` and return early (it is cancelled anyway once
-        ``shutdown_grace`` has passed).
-    cancel_requested : bool
-        Set when an operator cancelled this running activity (the engine
-        learns it on its next lease heartbeat). An ``async def`` handler is
-        cancelled as well; a plain ``def`` one cannot be interrupted and
-        should check this flag and return. Either way the activity ends
-        ``cancelled``.
-    lease_lost : bool
-        Set when the engine learns (on a lease heartbeat) that this attempt's
-        lease was lost: it expired (the worker stalled or was cut off from the
-        store for longer than ``lease_timeout``) and the activity was taken
-        back, so it may already run elsewhere. An ``async def`` handler is
-        cancelled as well and nothing is acknowledged for it; a plain ``def``
-        one cannot be interrupted and should check this flag and return. Any
-        ack it still produces is rejected by the store (the claim no longer
-        holds) and counted in the engine's ``stats["rejected"]``.
-    """
-
-    __slots__ = (
-        "_cancel_sent",
-        "_child_executor",
-        "_executor",
-        "_metadata",
-        "_raw_metadata",
-        "activity_id",
-        "activity_type",
-        "cancel_requested",
-        "cancellation",
-        "enqueued_at",
-        "lease_lost",
-        "max_retries",
-        "priority",
-        "retry_count",
-        "task",
-    )
-
-    def __init__(self, activity: ClaimedActivity, executor: ActivityExecutor, cancellation: asyncio.Event) -> None:
-        self.activity_id = activity.id
-        self.activity_type = activity.activity_type
-        self.retry_count = activity.retry_count
-        self.max_retries = activity.max_retries
-        self.priority = activity.priority
-        self.enqueued_at = activity.created_at_ms / 1000.0
-        self._executor = executor
-        self._child_executor: ActivityExecutor | None = None
-        self.cancellation = cancellation
-        self.cancel_requested = False
-        self.lease_lost = False
-        #: the task awaiting the handler (set by the engine for the attempt; ``None`` outside one)
-        self.task: asyncio.Task[Any] | None = None
-        self._cancel_sent = False
-        self._raw_metadata = activity.metadata
-        self._metadata: dict[str, str] | None = None
-
-    @property
-    def executor(self) -> ActivityExecutor:
-        """Enqueues child activities on the same queue: each records this activity as its parent and
-        inherits its metadata.
-
-        A child's metadata is this activity's :attr:`metadata` (keys the
-        handler added to that dict included) updated with what the child sets
-        itself (``.metadata({...})``; ``.metadata({...}, inherit=False)``
-        replaces it instead). Made on first use, so a handler that enqueues
-        nothing pays nothing.
-        """
-        child = self._child_executor
-        if child is None:
-            inherited = self._raw_metadata if self._metadata is None else self._metadata
-            child = self._child_executor = self._executor.child(self.activity_id, inherited)
-        return child
-
-    @property
-    def metadata(self) -> dict[str, str]:
-        """The activity's metadata (decoded on first access); child activities inherit this dict."""
-        if self._metadata is None:
-            raw = self._raw_metadata
-            decoded: Any = decode_json(raw) if raw and raw not in (b"{}", "{}") else {}
-            self._metadata = decoded if isinstance(decoded, dict) else {}
-            if self._child_executor is not None:
-                self._child_executor.inherited_metadata = self._metadata
-        return self._metadata
-
-    @property
-    def is_cancelled(self) -> bool:
-        """Whether the engine is shutting down."""
-        return self.cancellation.is_set()
-
-    def __repr__(self) -> str:
-        return f"ActivityContext(id={self.activity_id!r}, type={self.activity_type!r}, retry={self.retry_count})"

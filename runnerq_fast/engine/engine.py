@@ -10,7 +10,9 @@ One engine serves one queue of one backend::
 * Worker tasks run handlers (async ones on the loop, plain ``def`` ones in a
   bounded thread pool) with the activity's timeout.
 * Outcomes go into an ack buffer flushed as one backend call every
-  ``ack_flush_interval`` seconds or ``ack_batch_size`` acks.
+  ``ack_flush_interval`` seconds or ``ack_batch_size`` acks, and at once when
+  the last activity running ends (no other ack can join the batch before the
+  next claim lands, so waiting would only delay the results).
 * One heartbeat call extends the lease of every activity in flight.
 * The reaper takes back activities whose lease expired (another worker died);
   the store counts the attempt only against an activity that ran alone, and

@@ -180,7 +180,8 @@ class Outcomes:
         self.cancellation = asyncio.Event()
         #: set by the engine when it stops: a cancelled attempt is then released, not failed
         self.stopping = False
-        #: buffered acks, drained by the engine's flusher; ``ack_ready`` on the first, ``ack_full`` at the batch size
+        #: buffered acks, drained by the engine's flusher; ``ack_ready`` on the first, ``ack_full`` (flush now) at
+        #: the batch size, or when the last activity running here ends (no ack can join before the next claim)
         self.acks: list[Ack] = []
         self.ack_ready = asyncio.Event()
         self.ack_full = asyncio.Event()

@@ -578,3 +578,37 @@ def test_a_handler_that_cannot_take_payload_and_ctx_is_refused_at_registration()
     engine.register_activity("f", Callable())
     engine.register_activity("g", print)  # a builtin with no signature to read: accepted
     assert engine.activity_types == ["d", "e", "f", "g"]
+
+
+async def test_acks_are_flushed_at_once_when_the_last_running_activity_ends() -> None:
+    """With nothing left to run no ack can join the batch, so the buffer is flushed then, not at the interval;
+    while another activity still runs, acks wait for the interval (or the batch size) as before."""
+    backend = rq.MemoryBackend()
+    engine = make(backend, ack_flush_interval=30.0, max_workers=4)
+    gate = asyncio.Event()
+    ran: list[str] = []
+
+    @engine.activity("t")
+    async def t(payload: Any, ctx: rq.ActivityContext) -> Any:
+        if payload == "slow":
+            await gate.wait()
+        ran.append(payload)
+        return payload
+
+    async with engine:
+        # alone: done as soon as its handler returns
+        t0 = time.monotonic()
+        assert await (await engine.executor.activity("t").payload("alone").execute()).result(timeout=5) == "alone"
+        assert time.monotonic() - t0 < 5
+        # beside a running one: its ack waits in the buffer
+        slow = await engine.executor.activity("t").payload("slow").execute()
+        quick = await engine.executor.activity("t").payload("quick").execute()
+        for _ in range(500):
+            if "quick" in ran:
+                break
+            await asyncio.sleep(0.01)
+        assert "quick" in ran
+        await asyncio.sleep(0.05)
+        assert await backend.get_result(quick.activity_id) is None  # buffered: "slow" still runs
+        gate.set()  # the last one ends: both acks go out now
+        assert await slow.result(timeout=5) == "slow" and await quick.result(timeout=5) == "quick"

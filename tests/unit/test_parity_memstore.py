@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -108,3 +109,42 @@ async def test_stored_rows_events_and_results_are_not_gc_tracked() -> None:
     assert all(r is not None and not gc.is_tracked(r) for r in results)
     if speedups.enabled:
         assert not any(gc.is_tracked(b._rows[c.id]) for c in got)
+
+
+def _ready_queue_impls() -> list[Any]:
+    from runnerq_fast.backends import _memstore_py
+
+    impls: list[Any] = [pytest.param(_memstore_py.ReadyQueue, id="pure")]
+    try:
+        from runnerq_fast.backends import _memstore
+    except ImportError:
+        return impls
+    return [*impls, pytest.param(_memstore.ReadyQueue, id="compiled")]
+
+
+@pytest.mark.parametrize("cls", _ready_queue_impls())
+def test_ready_queue_pops_in_key_order_whatever_the_push_order(cls: Any) -> None:
+    """Entries pushed in key order (the sorted run), out of order (the heap) and both mixed come out as
+    from a heap of (key, id), each as (seq, id) with seq the key's low 64 bits."""
+    import heapq
+    import random
+
+    rnd = random.Random(3)
+    base = -(3 << 300)  # negative keys, as _ready_key makes them for every priority
+    keys = [base + (i << 70) + i for i in range(0, 30_000, 3)]
+    # an ordered run, then random keys, then an ordered run again, popping between the pushes
+    pushes = keys[:400] + rnd.sample(keys[400:5000], 600) + keys[5000:5400]
+    q, ref = cls(), list[tuple[int, str]]()
+    for i, k in enumerate(pushes):
+        q.push(k, f"id{k}")
+        heapq.heappush(ref, (k, f"id{k}"))
+        if i % 5 == 4:
+            assert q.peek() == ref[0][0]
+            key, aid = heapq.heappop(ref)
+            assert q.pop() == (key & ((1 << 64) - 1), aid)
+        assert len(q) == len(ref)
+    while ref:
+        assert q.peek() == ref[0][0]
+        key, aid = heapq.heappop(ref)
+        assert q.pop() == (key & ((1 << 64) - 1), aid)
+    assert len(q) == 0 and not q

@@ -8,6 +8,7 @@ and methods as the reference.
 """
 
 cimport cython
+from cpython.long cimport PyLong_AsUnsignedLongLongMask
 
 import heapq
 import itertools
@@ -44,18 +45,77 @@ cdef inline object _ready_key(object priority, object retry_count, object ready_
     return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
 
 
+@cython.final
+cdef class ReadyQueue:
+    """The ready entries (key, activity id) of one activity type, smallest key first: a sorted run with
+    its ids beside it, plus a heap of keys with their ids by seq (see the reference twin)."""
+
+    cdef object run, run_ids
+    cdef list heap
+    cdef dict heap_ids
+    cdef object last  # the last key appended to ``run``
+
+    def __init__(self):
+        self.run = deque()
+        self.run_ids = deque()
+        self.heap = []
+        self.heap_ids = {}
+        self.last = None
+
+    def __len__(self):
+        return len(self.run) + len(self.heap)
+
+    cpdef push(self, key, activity_id):
+        """Add the entry of ``activity_id`` under ``key`` (keys are unique)."""
+        run = self.run
+        if not run or key > self.last:
+            run.append(key)
+            self.run_ids.append(activity_id)
+            self.last = key
+        else:
+            _heappush(self.heap, key)
+            self.heap_ids[PyLong_AsUnsignedLongLongMask(key)] = activity_id
+
+    cpdef peek(self):
+        """The smallest key (the queue must not be empty)."""
+        run = self.run
+        if not self.heap:
+            return run[0]
+        if run and run[0] < self.heap[0]:
+            return run[0]
+        return self.heap[0]
+
+    cdef object take(self, unsigned long long* seq):
+        """Take the entry of the smallest key out: its activity id, its seq in ``seq[0]``."""
+        run = self.run
+        if not self.heap or (run and run[0] < self.heap[0]):
+            seq[0] = PyLong_AsUnsignedLongLongMask(run.popleft())
+            return self.run_ids.popleft()
+        seq[0] = PyLong_AsUnsignedLongLongMask(_heappop(self.heap))
+        return self.heap_ids.pop(seq[0])
+
+    def pop(self):
+        """Take the entry of the smallest key out: (its seq, its activity id) (the queue must not be empty)."""
+        cdef unsigned long long seq
+        activity_id = self.take(&seq)
+        return seq, activity_id
+
+
 @cython.no_gc
 cdef class Row:
     """One stored activity (see the reference twin).
 
-    Not tracked by the cyclic garbage collector: every field holds a str, int, bool, bytes or None,
-    so a row is never part of a reference cycle, and full collections need not visit every stored row.
+    Not tracked by the cyclic garbage collector: every field holds a str, int, bool, bytes or None, its
+    events list (of untracked event structs) or its untracked result struct, so a row is never part of a
+    reference cycle, and full collections need not visit every stored row.
     """
 
     cdef public object id, queue, activity_type, payload, priority, max_retries, timeout_ms, metadata
     cdef public object idempotency_key, retry_count, created_at_ms, ready_at_ms, status, claim_token
     cdef public object lease_expires_at_ms, started_at_ms, finished_at_ms, dead_lettered_at_ms
     cdef public object last_error, heap_seq, parent_id, cancel_requested, suspect
+    cdef public list events  # its events, oldest first
+    cdef public object result  # its ActivityResult once finished, else None
 
     def __init__(self, queue, item, now):
         self.id = item.id
@@ -81,6 +141,8 @@ cdef class Row:
         self.parent_id = item.parent_id
         self.cancel_requested = False
         self.suspect = False
+        self.events = []
+        self.result = None
 
     def snapshot(self):
         return ActivitySnapshot(
@@ -108,18 +170,19 @@ cdef class Row:
 cdef class QueueState:
     """Per-queue heaps, processing set, rows, recent events and wake event."""
 
-    cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children, heap_ids
+    cdef public dict by_type, suspects, processing, rows, by_status, type_rows, children
     cdef public list scheduled, order, order_tail
     cdef public object events, wake
+    cdef object events_append  # events.append, bound once
 
     def __init__(self):
         self.by_type = {}
         self.suspects = {}
-        self.heap_ids = {}  # activity id of each ready-heap entry, by seq
         self.scheduled = []
         self.processing = {}
         self.rows = {}
         self.events = deque(maxlen=10_000)
+        self.events_append = self.events.append
         self.wake = WorkSignal()  # set by work made ready, cleared per type by claims
         self.by_status = {s: {} for s in ("pending", "scheduled", "retrying", *TERMINAL_STATUSES)}
         self.by_status["processing"] = self.processing
@@ -132,18 +195,17 @@ cdef class QueueState:
 cdef class StoreCore:
     """Rows, per-queue state, events and results, with the per-activity claim and ack loops."""
 
-    cdef public dict _queues, _rows, _events, _results, _waiters, _subscribers
-    cdef public object _seq, _event_ids
+    cdef public dict _queues, _rows, _waiters, _subscribers
+    cdef public object _seq
+    cdef long long _last_event_id
 
     def __init__(self):
         self._queues = {}
         self._rows = {}
-        self._events = {}
-        self._results = {}
         self._waiters = {}
         self._subscribers = {}
         self._seq = itertools.count(1)
-        self._event_ids = itertools.count(1)
+        self._last_event_id = 0
 
     # ---------------------------------------------------------- Python-visible helpers
     def _queue(self, name):
@@ -151,6 +213,11 @@ cdef class StoreCore:
         if q is None:
             q = self._queues[name] = QueueState()
         return q
+
+    def _next_event_id(self):
+        """The id of the next event (ids count from 1, one sequence for the whole store)."""
+        self._last_event_id += 1
+        return self._last_event_id
 
     def _event(self, Row row, event_type, now, detail=None):
         self._event_c(row, event_type, now, detail)
@@ -169,7 +236,7 @@ cdef class StoreCore:
         self._make_ready_c(q, row, now)
 
     def _finish(self, Row row, status, now, data, error):
-        self._finish_c(row, status, now, data, error)
+        self._finish_c(<QueueState>self._queues[row.queue], row, status, now, data, error)
 
     def _move(self, QueueState q, Row row, status):
         self._move_c(q, row, status)
@@ -183,13 +250,10 @@ cdef class StoreCore:
 
     cdef void _event_q(self, QueueState q, Row row, str event_type, object now, object detail) except *:
         """:meth:`_event_c` for a caller that holds ``row``'s queue state ``q`` already."""
-        ev = _Event(next(self._event_ids), row.id, row.queue, event_type, now, detail)
-        lst = self._events.get(row.id)
-        if lst is None:
-            self._events[row.id] = [ev]
-        else:
-            (<list>lst).append(ev)
-        q.events.append(ev)
+        self._last_event_id += 1
+        ev = _Event(self._last_event_id, row.id, row.queue, event_type, now, detail)
+        row.events.append(ev)
+        q.events_append(ev)
         if self._subscribers:
             subs = self._subscribers.get(row.queue)
             if subs:
@@ -200,11 +264,14 @@ cdef class StoreCore:
         seq = next(self._seq)
         row.heap_seq = seq
         heaps = q.suspects if row.suspect else q.by_type
-        heap = heaps.get(row.activity_type)
-        if heap is None:
-            heap = heaps[row.activity_type] = []
-        q.heap_ids[seq] = row.id
-        _heappush(heap, _ready_key(row.priority, row.retry_count, row.ready_at_ms, seq))
+        found = heaps.get(row.activity_type)
+        cdef ReadyQueue ready
+        if found is None:
+            ready = ReadyQueue()
+            heaps[row.activity_type] = ready
+        else:
+            ready = <ReadyQueue>found
+        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), row.id)
 
     cdef void _make_ready_c(self, QueueState q, Row row, object now) except *:
         if row.ready_at_ms > now:
@@ -214,19 +281,21 @@ cdef class StoreCore:
             q.wake.set()
 
     cdef void _move_c(self, QueueState q, Row row, str status) except *:
-        (<dict>q.by_status[row.status]).pop(row.id, None)
+        # the status left is most often "processing" (an ack): its dict is at hand
+        (q.processing if row.status == "processing" else <dict>q.by_status[row.status]).pop(row.id, None)
         (<dict>q.by_status[status])[row.id] = row
         row.status = status
 
-    cdef void _finish_c(self, Row row, str status, object now, object data, object error) except *:
-        self._move_c(<QueueState>self._queues[row.queue], row, status)
+    cdef void _finish_c(self, QueueState q, Row row, str status, object now, object data, object error) except *:
+        """Move ``row`` (of queue state ``q``) to the final ``status`` and store its result."""
+        self._move_c(q, row, status)
         row.finished_at_ms = now
         row.claim_token = None
         row.lease_expires_at_ms = None
         if error is not None:
             row.last_error = error
         res = _Result(row.id, status, data, error)
-        self._results[row.id] = res
+        row.result = res
         waiters = self._waiters.pop(row.id, None)
         if waiters:
             for w in waiters:
@@ -244,22 +313,22 @@ cdef class StoreCore:
 
     # ------------------------------------------------------------------- loops
     def _claim_from(self, QueueState q, list heaps, Py_ssize_t limit, token, lease_until, now, worker_id):
-        """Pop up to ``limit`` ready rows from ``heaps`` (best first) and claim them."""
+        """Pop up to ``limit`` ready rows from ``heaps`` (non-empty ready queues; best first) and claim them."""
         cdef dict rows = self._rows
-        cdef dict heap_ids = q.heap_ids
         cdef list out = []
-        cdef list best
+        cdef ReadyQueue best
         cdef Row row
+        cdef unsigned long long seq
         while heaps and len(out) < limit:
-            best = heaps[0] if len(heaps) == 1 else min(heaps, key=_first)
-            seq = _heappop(best) & _SEQ_MASK
+            best = <ReadyQueue>(heaps[0] if len(heaps) == 1 else min(heaps, key=_first))
+            activity_id = best.take(&seq)
             if not best:
                 heaps.remove(best)
-            found = rows.get(heap_ids.pop(seq))
+            found = rows.get(activity_id)
             if found is None:
                 continue
             row = <Row>found
-            if row.heap_seq != seq or row.status not in _READY:
+            if PyLong_AsUnsignedLongLongMask(row.heap_seq) != seq or row.status not in _READY:
                 continue
             (<dict>q.by_status[row.status]).pop(row.id, None)
             row.status = "processing"
@@ -289,21 +358,26 @@ cdef class StoreCore:
         """Apply ``acks``; return the ids whose claim is no longer held."""
         cdef list rejected = []
         cdef Row row
+        cdef QueueState own = None  # the queue state of the row's queue (its events and final status)
+        own_name = None
         for a in acks:
             found = self._held_c(a.id, a.claim_token)
             if found is None:
                 rejected.append(a.id)
                 continue
             row = <Row>found
+            if row.queue is not own_name:  # the rows of one batch share their queue name: looked up once
+                own_name = row.queue
+                own = <QueueState>self._queues[own_name]
             row.suspect = False  # it ended normally: claimed the ordinary way from now on
             outcome = a.outcome
             if outcome == _COMPLETED:
-                self._event_c(row, "completed", now, None)
-                self._finish_c(row, "completed", now, a.result, None)
+                self._event_q(own, row, "completed", now, None)
+                self._finish_c(own, row, "completed", now, a.result, None)
             elif outcome == _CANCELLED or (outcome == _RETRY and row.cancel_requested):
                 # a retry of an activity an operator asked to cancel ends it instead
-                self._event_c(row, "cancelled", now, None)
-                self._finish_c(row, "cancelled", now, None, None)
+                self._event_q(own, row, "cancelled", now, None)
+                self._finish_c(own, row, "cancelled", now, None, None)
             elif outcome == _RETRY:
                 row.retry_count += 1
                 row.ready_at_ms = max(a.retry_at_ms, now)
@@ -311,17 +385,17 @@ cdef class StoreCore:
                 row.lease_expires_at_ms = None
                 row.last_error = a.error
                 self._move_c(q, row, "retrying")
-                self._event_c(row, "retrying", now, a.error)
+                self._event_q(own, row, "retrying", now, a.error)
                 self._make_ready_c(q, row, now)
             elif outcome == _FAILED:
-                self._event_c(row, "failed", now, a.error)
-                self._finish_c(row, "failed", now, None, a.error)
+                self._event_q(own, row, "failed", now, a.error)
+                self._finish_c(own, row, "failed", now, None, a.error)
             else:
                 row.dead_lettered_at_ms = now
-                self._event_c(row, "dead_letter", now, a.error)
-                self._finish_c(row, "dead_letter", now, None, a.error)
+                self._event_q(own, row, "dead_letter", now, a.error)
+                self._finish_c(own, row, "dead_letter", now, None, a.error)
         return rejected
 
 
-def _first(h):
-    return h[0]
+def _first(ReadyQueue h):
+    return h.peek()

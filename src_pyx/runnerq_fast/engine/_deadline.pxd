@@ -13,8 +13,9 @@ cdef class Deadlines:
     cdef object _fire_cb
     # the slot the last call joined (its width, number and entries; entries None once it fired)
     cdef double _last_res
-    cdef object _last_slot
+    cdef long long _last_slot
     cdef set _last_entries
+    cdef object _time  # the loop's bound ``time`` method
 
-    cdef set _slot_entries(self, double res, object slot)
+    cdef set _slot_entries(self, double res, long long slot)
     cdef _Entry enter(self, object task, double timeout)

@@ -15,7 +15,7 @@ cdef object _CancelledError = asyncio.CancelledError
 cdef class _Entry:
     """One call in a slot: the task to cancel and whether the slot did."""
 
-    def __cinit__(self, task):
+    def __init__(self, task):
         self.task = task
         self.fired = False
 
@@ -29,15 +29,16 @@ cdef class Deadlines:
         self._slots = {}
         self._fire_cb = self._fire
         self._last_res = 0.0
-        self._last_slot = None
+        self._last_slot = 0
         self._last_entries = None
+        self._time = loop.time
 
     @property
     def pending_slots(self):
         """Slots whose timer has not fired yet."""
         return len(self._slots)
 
-    cdef set _slot_entries(self, double res, object slot):
+    cdef set _slot_entries(self, double res, long long slot):
         """The entry set of time slot ``slot`` of width ``res`` seconds, made and timed on first use.
 
         A call in the same slot as the last one (most calls) reuses its set
@@ -80,8 +81,10 @@ cdef class Deadlines:
         cdef set entries
         if res < self._min_res:
             res = self._min_res
-        entries = self._slot_entries(res, int(ceil((<double>self._loop.time() + timeout) / res)))
-        cdef _Entry entry = _Entry(task)
+        entries = self._slot_entries(res, <long long>ceil((<double>self._time() + timeout) / res))
+        cdef _Entry entry = _Entry.__new__(_Entry)
+        entry.task = task
+        entry.fired = False
         entry.entries = entries
         entries.add(entry)
         return entry
@@ -101,7 +104,7 @@ cdef class Deadlines:
         res = t / 1000.0
         if res < self._min_res:
             res = self._min_res
-        entries = self._slot_entries(res, int(ceil((<double>self._loop.time() + t) / res)))
+        entries = self._slot_entries(res, <long long>ceil((<double>self._time() + t) / res))
         entry = _Entry(task)
         entries.add(entry)
         cancelling = task.cancelling()

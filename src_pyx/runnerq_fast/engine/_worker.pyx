@@ -7,6 +7,10 @@ worker loop takes without a call when one is waiting, and typed counters.
 Like the twin, it works on the engine's ``Outcomes`` and never sees the engine.
 """
 
+cimport cython
+from cpython.contextvars cimport PyContextVar_Set
+
+from runnerq_fast.engine._context cimport ActivityContext, new_context
 from runnerq_fast.engine._deadline cimport Deadlines, _Entry
 
 import asyncio
@@ -15,7 +19,6 @@ import logging
 import time
 
 from runnerq_fast._codec import decode_json, encode_json
-from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import call_hooks
 from runnerq_fast.engine.logcontext import running
@@ -38,10 +41,9 @@ cdef object _RetryableError = RetryableError
 cdef object _InvalidActivityError = InvalidActivityError
 cdef object _COMPLETED = int(AckOutcome.COMPLETED)
 
-cdef object _ActivityContext = ActivityContext
 cdef object _call_hooks = call_hooks
 cdef object _describe_error = describe_error
-cdef object _running_set = running.set
+cdef object _running = running
 
 
 cdef class Handoff:
@@ -81,9 +83,10 @@ cdef class Handoff:
     def put_batch(self, batch, dict inflight):
         """Record each of ``batch`` in ``inflight`` (by id) and append it; wake one worker now, the rest later."""
         items = self._items
+        append = items.append
         for a in batch:
             inflight[a.id] = a
-            items.append(a)
+            append(a)
         if items and self._getters:
             self._wakeup_next()
             if items and self._getters and not self._spreading:
@@ -156,26 +159,49 @@ cdef bint _failed(out, a, exc, double started, timeout) except -1:
     return False
 
 
-cdef bint _completed(out, a, result, double duration) except -1:
-    """Buffer the ack of a handler that returned ``result``; true unless the result could not be stored."""
+@cython.final
+cdef class _Fixed:
+    """The parts of an ``Outcomes`` that never change after it is made, read once per worker task.
+
+    (``Outcomes.acks`` is not among them: the engine's flusher swaps the list.)
+    """
+
+    cdef dict stats
+    cdef object ack_ready, ack_full
+    cdef Py_ssize_t ack_batch_size
+    cdef bint metrics_on
+
+    def __init__(self, out):
+        self.stats = out.stats
+        self.ack_ready = out.ack_ready
+        self.ack_full = out.ack_full
+        self.ack_batch_size = out.ack_batch_size
+        self.metrics_on = out.metrics_on
+
+
+cdef bint _completed(out, _Fixed fixed, a, result, double duration) except -1:
+    """Buffer the ack of a handler that returned ``result``; true unless the result could not be stored.
+
+    ``duration`` (seconds) is read only when metrics are on.
+    """
     if result is None:
         data = None
     else:
         try:
             data = _encode_json(result, 0, "result")
         except _InvalidActivityError as exc:
-            out.fail(a, _describe_error(exc, prefix=False), duration if out.metrics_on else None)
+            out.fail(a, _describe_error(exc, prefix=False), duration if fixed.metrics_on else None)
             return False
     cdef list acks = out.acks
     acks.append(_Ack(a.id, a.claim_token, _COMPLETED, data))
     cdef Py_ssize_t n = len(acks)
     if n == 1:
-        out.ack_ready.set()
-    if n >= out.ack_batch_size:
-        out.ack_full.set()
-    cdef dict stats = out.stats
+        fixed.ack_ready.set()
+    if n >= fixed.ack_batch_size:
+        fixed.ack_full.set()
+    cdef dict stats = fixed.stats
     stats["completed"] += 1
-    if out.metrics_on:
+    if fixed.metrics_on:
         out.done_metrics.append((a.activity_type, duration))
     return True
 
@@ -200,7 +226,7 @@ async def run_one(out, a, task=None):
     except Exception as exc:
         out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
         return
-    ctx = _ActivityContext(a, out.executor, out.cancellation)
+    ctx = new_context(a, out.executor, out.cancellation)
     hooks = out.hooks
     if hooks:
         await _call_hooks(hooks, "on_processing", a)
@@ -233,7 +259,7 @@ async def run_one(out, a, task=None):
         out.cancelled(a, ctx)  # it returned (or swallowed the cancellation) after the request
         return
     cdef double duration = _perf_counter() - started
-    if _completed(out, a, result, duration) and hooks:
+    if _completed(out, _Fixed(out), a, result, duration) and hooks:
         await _call_hooks(hooks, "on_processed", a, duration)
 
 
@@ -246,9 +272,11 @@ async def worker_loop(out, Handoff local):
     names the activity for the whole attempt.
     """
     me = _current_task()
-    slot_free = out.slot_free
+    cancelling_now = me.cancelling  # bound methods, looked up once per worker
+    slot_free_set = out.slot_free.set
     type_busy = out.type_busy  # None unless per-type limits are set
     items = local._items
+    take = items.popleft
     cdef dict handlers = out.handlers
     deadlines_obj = out.deadlines
     cdef Deadlines deadlines = deadlines_obj if type(deadlines_obj) is Deadlines else None
@@ -259,18 +287,25 @@ async def worker_loop(out, Handoff local):
     cdef dict running = out.running
     cdef set cancel_ids = out.cancel_ids
     cdef bint inline = not out.hooks
-    cdef double started
+    cdef double started, timeout_s
+    cdef ActivityContext ctx
+    cdef _Fixed fixed = _Fixed(out)
+    cdef dict async_fns = {}  # activity type -> its async handler function (handlers never change once started)
     while True:
         if items:
-            a = items.popleft()
+            a = take()
         else:
             a = await local.get()
         if a is None:
             return
-        _running_set(a)  # not reset: this task runs nothing else until the next activity sets it again
+        PyContextVar_Set(_running, a)  # not reset: this task runs nothing else until the next activity sets it again
         try:
-            handler = handlers.get(a.activity_type) if inline else None
-            if handler is None or not handler.is_async or cancel_ids:
+            fn = async_fns.get(a.activity_type) if inline else None
+            if fn is None and inline:
+                handler = handlers.get(a.activity_type)
+                if handler is not None and handler.is_async:
+                    fn = async_fns[a.activity_type] = handler.fn
+            if fn is None or cancel_ids:
                 await run_one(out, a, me)
             else:
                 try:
@@ -278,22 +313,24 @@ async def worker_loop(out, Handoff local):
                 except Exception as exc:
                     out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
                 else:
-                    ctx = _ActivityContext(a, executor, cancellation)
+                    ctx = new_context(a, executor, cancellation)
                     started = _perf_counter()
                     timeout_ms = a.timeout_ms
-                    timeout = timeout_ms / 1000.0 if timeout_ms > 0 else None
                     ctx.task = me
-                    running[a.id] = ctx
+                    a_id = a.id
+                    running[a_id] = ctx
                     try:
                         try:
-                            if deadlines is None or timeout is None:
-                                result = await deadlines_call(handler.fn, payload, ctx, timeout, me)
+                            if deadlines is None or timeout_ms <= 0:
+                                result = await deadlines_call(fn, payload, ctx,
+                                                              timeout_ms / 1000.0 if timeout_ms > 0 else None, me)
                             else:
                                 # Deadlines.call inlined: no coroutine of its own per activity
-                                entry = deadlines.enter(me, timeout)
-                                cancelling = me.cancelling()
+                                timeout_s = <double>timeout_ms / 1000.0
+                                entry = deadlines.enter(me, timeout_s)
+                                cancelling = cancelling_now()
                                 try:
-                                    result = await handler.fn(payload, ctx)
+                                    result = await fn(payload, ctx)
                                 except _CancelledError as exc:
                                     if entry.fired:
                                         entry.fired = False
@@ -305,13 +342,13 @@ async def worker_loop(out, Handoff local):
                                     if entry.fired:
                                         me.uncancel()
                         finally:
-                            del running[a.id]
+                            del running[a_id]
                     except BaseException as exc:
                         if ctx.lease_lost and out.abandoned(a, ctx, exc):
                             pass  # stopped because its lease was lost: nothing to acknowledge
                         elif ctx.cancel_requested:
                             out.cancelled(a, ctx)
-                        elif _failed(out, a, exc, started, timeout):
+                        elif _failed(out, a, exc, started, timeout_ms / 1000.0 if timeout_ms > 0 else None):
                             raise
                     else:
                         if ctx.lease_lost:
@@ -319,7 +356,8 @@ async def worker_loop(out, Handoff local):
                         if ctx.cancel_requested:
                             out.cancelled(a, ctx)
                         else:
-                            _completed(out, a, result, _perf_counter() - started)
+                            _completed(out, fixed, a, result,
+                                       _perf_counter() - started if fixed.metrics_on else 0.0)
         except _CancelledError:
             raise
         except BaseException:
@@ -327,10 +365,15 @@ async def worker_loop(out, Handoff local):
             log.exception("engine error while running activity %s; it will be retried", a.id)
             out.retry_or_dead(a, "engine error (see the worker log)", None)
         finally:
-            out.busy -= 1
+            busy = out.busy - 1
+            out.busy = busy
             if type_busy is not None:
                 out.type_done(a.activity_type)
-            slot_free.set()
+            slot_free_set()
+            if busy == 0 and out.acks:
+                # nothing claimed is left to run: no ack can join the buffer before the next claim
+                # lands, so the flusher sends it now instead of at the end of ack_flush_interval
+                fixed.ack_full.set()
 
 
 def settle(dict inflight, acks, unsent):
@@ -340,6 +383,6 @@ def settle(dict inflight, acks, unsent):
         if pending and id(ack) in pending:
             continue
         ack_id = ack.id
-        held = inflight.get(ack_id)
-        if held is not None and held.claim_token == ack.claim_token:
-            del inflight[ack_id]
+        held = inflight.pop(ack_id, None)  # one lookup: put back in the rare case of another claim
+        if held is not None and held.claim_token != ack.claim_token:
+            inflight[ack_id] = held

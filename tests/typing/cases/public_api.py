@@ -28,7 +28,7 @@ async def send_email(payload: dict[str, Any], ctx: rq.ActivityContext) -> dict[s
     return {"sent": True}
 
 
-reveal_type(send_email)  # N: Revealed type is "def (payload: dict[str, Any], ctx: runnerq_fast.engine.context.ActivityContext) -> typing.Coroutine[Any, Any, dict[str, bool]]"
+reveal_type(send_email)  # N: Revealed type is "def (payload: dict[str, Any], ctx: runnerq_fast.engine._context_py.ActivityContext) -> typing.Coroutine[Any, Any, dict[str, bool]]"
 
 
 @engine.activity("audit")
