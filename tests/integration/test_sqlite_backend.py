@@ -820,3 +820,44 @@ async def test_a_migration_gathers_analyze_statistics_again_on_a_file_that_had_t
             assert "runnerq_activities_type_created_idx" in plan, plan
         finally:
             conn.close()
+
+
+async def test_writes_waiting_together_share_one_commit_and_each_stays_atomic(tmp_path: Path) -> None:
+    """Group commit: writes queued behind a busy thread run in one transaction, one savepoint each.
+
+    A write that raises is undone alone (its row is gone) and raises to its caller; the others are
+    stored and answered; one commit serves them all. When the write lock cannot be had, every
+    write of the group fails, and the next ones succeed once it is free.
+    """
+    path = tmp_path / "g.db"
+    b = await SqliteBackend.open(url_of(path), busy_timeout=0.05)
+    try:
+        def boom(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["insert_event"], ("ghost", "q", "enqueued", 1, None))
+            raise ValueError("boom")
+
+        b.commits = b.writes = 0
+        busy = asyncio.ensure_future(b._call(time.sleep, 0.2))  # the thread is busy: the writes below queue up
+        await asyncio.sleep(0.05)
+        first, failed, last = await asyncio.gather(
+            b.enqueue("q", [new("t")]), b._write(boom), b.enqueue("q", [new("t")]), return_exceptions=True)
+        await busy
+        assert isinstance(failed, ValueError)
+        assert isinstance(first, list) and isinstance(last, list)
+        assert (b.commits, b.writes) == (1, 3)
+        assert (await b.stats("q")).pending == 2
+        assert await b.get_events("ghost") == []
+
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # holds the write lock
+        busy = asyncio.ensure_future(b._call(time.sleep, 0.1))
+        await asyncio.sleep(0.02)
+        got = await asyncio.gather(b.enqueue("q", [new("t")]), b.enqueue("q", [new("t")]), return_exceptions=True)
+        await busy
+        assert all(isinstance(g, BackendError) and "locked" in str(g) for g in got), got
+        other.execute("ROLLBACK")
+        other.close()
+        await b.enqueue("q", [new("t")])
+        assert (await b.stats("q")).pending == 3
+    finally:
+        await b.close()
