@@ -26,6 +26,7 @@ from runnerq_fast.models import (
     Ack,
     AckOutcome,
     ActivityEvent,
+    ActivityFilter,
     EnqueueOutcome,
     EnqueueResult,
     LeaseRef,
@@ -133,7 +134,7 @@ async def test_claim_uses_the_dequeue_index(pg_backend: PostgresBackend) -> None
     )
     await pg_backend.pool.execute("ANALYZE")
     for types in (None, ["job"]):
-        rows = await pg_backend.pool.fetch("EXPLAIN " + Q["claim"], "a", types, 500, "t", "w", 1000)
+        rows = await pg_backend.pool.fetch("EXPLAIN " + Q["claim"], "a", types, 500, "t", "w", 1000, False)
         plan = "\n".join(r[0] for r in rows)
         assert "runnerq_activities_dequeue_idx" in plan, plan
 
@@ -261,6 +262,61 @@ async def test_claim_order_and_ack_round_trip(pg_backend: PostgresBackend) -> No
     events = await b.get_events(items[0].id)
     assert [e.event_type for e in events] == ["enqueued", "claimed", "completed"]
     assert (await b.stats("q")).completed == 5
+
+
+
+
+async def test_key_text_columns_compare_bytes(pg_backend: PostgresBackend) -> None:
+    """Migration 0009: the index key columns are COLLATE "C" (memcmp, not strcoll), idempotency's too."""
+    rows = await pg_backend.pool.fetch(
+        "SELECT c.relname, a.attname, l.collname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+        " JOIN pg_collation l ON l.oid = a.attcollation"
+        " WHERE c.relname IN ('runnerq_activities', 'runnerq_idempotency')"
+        " AND a.attname IN ('queue_name', 'activity_type', 'status')")
+    assert sorted(tuple(r) for r in rows) == [
+        ("runnerq_activities", "activity_type", "C"), ("runnerq_activities", "queue_name", "C"),
+        ("runnerq_activities", "status", "C"),
+        ("runnerq_idempotency", "activity_type", "C"), ("runnerq_idempotency", "queue_name", "C")]
+    # the delete's join of idempotency rows against deleted activities compares one collation
+    item = new(key="k")
+    await pg_backend.enqueue("q", [item])
+    (c,) = await pg_backend.claim("q", "w", 1, None, 30_000)
+    await pg_backend.ack("q", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED)])
+    deleted = await pg_backend.delete_activities("q", ActivityFilter(ids=(item.id,)))
+    assert deleted.changed == [item.id]
+    assert await pg_backend.pool.fetchval("SELECT count(*) FROM runnerq_idempotency") == 0
+
+
+@pytest.mark.parametrize("async_claims", [False, True], ids=["default", "async_claims"])
+async def test_claims_commit_asynchronously_only_when_asked(pg_url: str, async_claims: bool) -> None:
+    """async_claims=True: a claim's transaction runs with synchronous_commit off; an ack's keeps the server's.
+
+    By default every statement, claims included, commits with the server's setting.
+    """
+    b = await PostgresBackend.open(pg_url, async_claims=async_claims)
+    try:
+        items = [new(), new(), new()]
+        await b.enqueue("q", items)
+        await b.pool.execute("UPDATE runnerq_activities SET suspect = true WHERE id = $1::uuid", items[1].id)
+        token = uuid.uuid4().hex
+        async with b.pool.acquire() as conn:
+            server = await conn.fetchval("SHOW synchronous_commit")
+            assert server != "off"
+            claim_commit = "off" if async_claims else server
+            for statement, limit in [("claim", 1), ("claim_suspect", 1)]:
+                async with conn.transaction():
+                    assert len(await conn.fetch(Q[statement], "q", None, limit, token, "w", 30_000, async_claims)) == 1
+                    assert await conn.fetchval("SHOW synchronous_commit") == claim_commit, statement
+                assert await conn.fetchval("SHOW synchronous_commit") == server  # transaction-local
+            async with conn.transaction():
+                await conn.fetchrow(Q["ack_completed"], "q", [items[0].id], [token], [None])
+                assert await conn.fetchval("SHOW synchronous_commit") == server
+        (claimed,) = await b.claim("q", "w", 5, None, 30_000)  # through the backend: its option goes with it
+        assert claimed.id == items[2].id
+        assert await b.ack("q", [Ack(claimed.id, claimed.claim_token, AckOutcome.COMPLETED)]) == []
+        assert (await b.stats("q")).completed == 2
+    finally:
+        await b.close()
 
 
 EDGE_TIMES = [

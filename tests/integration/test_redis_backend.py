@@ -21,7 +21,7 @@ from runnerq_fast.backends.redis import RedisBackend
 from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
 from runnerq_fast.models import Ack, AckOutcome, WorkerInfo
 from tests.conformance import new
-from tests.redis_fixtures import REDIS_URL
+from tests.redis_fixtures import REDIS_URL, damage, to_earlier_layout
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +134,9 @@ async def test_a_stale_ready_entry_is_dropped_and_a_merged_claim_still_fills_its
 @pytest.mark.parametrize(
     ("field", "value", "reason"),
     [
-        ("to", b"5\x1f6", r"timeout_ms is '5\x1f6', not an integer"),  # the separator of claim.lua's numbers
-        ("mr", None, "max_retries is ''"),  # a missing field
+        ("to", b"5\x1f6", "timeout_ms is missing"),  # the separator of the numbers (field n): none reads
+        ("mr", None, "max_retries is missing"),  # a part missing from n: none reads
+        ("to", b"5.5", "timeout_ms is '5.5', not an integer"),
     ],
 )
 async def test_a_claimed_row_whose_numbers_do_not_decode_is_dead_lettered_alone_with_its_reason(
@@ -143,11 +144,7 @@ async def test_a_claimed_row_whose_numbers_do_not_decode_is_dead_lettered_alone_
 ) -> None:
     q = "packed"
     ids = [r.activity_id for r in await redis_backend.enqueue(q, [new("t") for _ in range(3)])]
-    key = f"{redis_namespace}:{{{q}}}:a:{ids[1]}"
-    if value is None:
-        assert await redis_backend.client.hdel(key, field) == 1
-    else:
-        assert await redis_backend.client.hset(key, field, value) == 0
+    await damage(redis_backend.client, f"{redis_namespace}:{{{q}}}:a:{ids[1]}", field, value)
     got = await redis_backend.claim(q, "w", 10, None, 5000)
     assert sorted(a.id for a in got) == sorted([ids[0], ids[2]])
     snap = await redis_backend.get_activity(ids[1])
@@ -288,6 +285,70 @@ async def test_one_stream_entry_per_batch_and_resumable_event_ids(redis_backend:
     assert [(e.id, e.activity_id, e.event_type) for e in got] == [(2, second, "enqueued"), (3, second, "cancelled")]
 
 
+async def test_one_ack_batch_mixes_plain_completions_with_other_outcomes(redis_backend: RedisBackend) -> None:
+    # plain completions (a result, no error) go as 3 arguments each before the others (lua/ack.lua)
+    b, q = redis_backend, "mixed-acks"
+    await b.enqueue(q, [new("t") for _ in range(5)] + [new("u")])
+    c = await b.claim(q, "w", 6, None, 30_000)
+    acks = [
+        Ack(c[0].id, c[0].claim_token, AckOutcome.COMPLETED, b"1"),
+        Ack(c[1].id, c[1].claim_token, AckOutcome.RETRY, None, "E: again", retry_at_ms=0),
+        Ack(c[2].id, "stale", AckOutcome.COMPLETED, b"2"),
+        Ack(c[3].id, c[3].claim_token, AckOutcome.COMPLETED, None),
+        Ack(c[4].id, c[4].claim_token, AckOutcome.FAILED, None, "E: no"),
+        Ack(c[5].id, c[5].claim_token, AckOutcome.COMPLETED, b"[3]"),
+    ]
+    assert await b.ack(q, acks) == [c[2].id]
+    statuses = {a.id: (await b.get_activity(a.id)).status for a in c}  # type: ignore[union-attr]
+    assert statuses == {c[0].id: "completed", c[1].id: "retrying", c[2].id: "processing", c[3].id: "completed",
+                        c[4].id: "failed", c[5].id: "completed"}
+    assert [(await b.get_result(a.id)).data for a in (c[0], c[5])] == [b"1", b"[3]"]  # type: ignore[union-attr]
+    stats = await b.stats(q)
+    assert (stats.completed, stats.retrying, stats.processing, stats.failed) == (3, 1, 1, 1)
+    kinds = [e.event_type for e in await b.get_events(c[0].id)]
+    assert kinds == ["enqueued", "claimed", "completed"]
+
+
+async def test_stream_entries_keep_details_of_any_text_once_per_entry(redis_backend: RedisBackend) -> None:
+    q = "stream-details"
+    b = redis_backend
+    ids = [r.activity_id for r in await b.enqueue(q, [new("t") for _ in range(4)])]
+    claimed = await b.claim(q, "w\x1e\x1fker", 4, None, 30_000)
+    errors = ["E: a\x1fb\x1ec", "", "E: a\x1fb\x1ec"]
+    await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.FAILED, None, e) for c, e in zip(claimed, errors, strict=False)]
+                + [Ack(claimed[3].id, claimed[3].claim_token, AckOutcome.COMPLETED, b"1")])
+    stream = b.event_stream(q, after_id=0)
+    got = [await asyncio.wait_for(anext(stream), 3) for _ in range(12)]
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert [e.id for e in got] == list(range(1, 13))
+    assert [(e.event_type, e.detail) for e in got[4:8]] == [("claimed", "w\x1e\x1fker")] * 4
+    failed = {e.activity_id: e.detail for e in got[8:] if e.event_type == "failed"}
+    assert failed == {c.id: e for c, e in zip(claimed, errors, strict=False)}
+    assert [(e.activity_id, e.event_type, e.detail) for e in got[8:] if e.event_type == "completed"] == [
+        (claimed[3].id, "completed", None)
+    ]
+    assert sorted(e.activity_id for e in got[:4]) == sorted(ids)
+    entries: Any = await b.client.xrange(f"{b._ns}:{{{q}}}:events")
+    ack_entry = entries[-1][1]
+    assert sorted(k for k in ack_entry if k.startswith(b"d")) == [b"d1", b"d2"]  # each distinct detail once
+    for e in got:  # the hash keeps the same events
+        assert e in await b.get_events(e.activity_id)
+
+
+async def test_stream_entries_of_the_earlier_layout_still_read(redis_backend: RedisBackend) -> None:
+    # before the "e" records, an entry had fields "<i>" = "<kind>\x1f<id>" and "d<i>" = detail per event
+    q = "stream-old"
+    b = redis_backend
+    key = f"{b._ns}:{{{q}}}:events"
+    await b.client.xadd(key, {"at": 1000, "n": 2, "1": "enqueued\x1fa1", "2": "claimed\x1fa2", "d2": "w1"}, id="0-7")
+    stream = b.event_stream(q, after_id=0)
+    got = [await asyncio.wait_for(anext(stream), 3) for _ in range(2)]
+    await stream.aclose()  # type: ignore[attr-defined]
+    assert [(e.id, e.activity_id, e.event_type, e.at_ms, e.detail) for e in got] == [
+        (6, "a1", "enqueued", 1000, None), (7, "a2", "claimed", 1000, "w1")
+    ]
+
+
 async def test_a_cancellation_swallowed_by_the_client_still_cancels(
     redis_backend: RedisBackend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -364,3 +425,22 @@ async def test_registry_keys_share_the_hash_tag_and_a_lost_queue_set_comes_back_
     assert await redis_backend.list_workers() == []
     await redis_backend.register_worker(info, 60_000)
     assert await redis_backend.list_workers() == [info]
+
+
+async def test_migrate_upgrades_hashes_of_the_earlier_layout(redis_backend: RedisBackend) -> None:
+    b = redis_backend
+    q = "up*[grade]?"  # glob characters in the queue name: the SCAN pattern escapes them
+    pending, held = [r.activity_id for r in await b.enqueue(q, [new("t"), new("t", priority=rq.Priority.HIGH)])]
+    (claimed,) = await b.claim(q, "w", 1, None, 30_000)
+    assert claimed.id == held
+    before = {i: await b.get_activity(i) for i in (pending, held)}
+    for i in (pending, held):
+        await to_earlier_layout(b.client, f"{b._ns}:{{{q}}}:a:{i}")
+    assert (await b.get_activity(held)).corrupt is not None  # type: ignore[union-attr]
+    await b.migrate()
+    await b.migrate()  # idempotent
+    assert {i: await b.get_activity(i) for i in (pending, held)} == before
+    assert await b.ack(q, [Ack(held, claimed.claim_token, AckOutcome.COMPLETED, b"7")]) == []
+    (again,) = await b.claim(q, "w", 1, None, 30_000)
+    assert (again.id, again.priority, again.created_at_ms) == (pending, before[pending].priority,  # type: ignore[union-attr]
+                                                              before[pending].created_at_ms)  # type: ignore[union-attr]

@@ -25,8 +25,9 @@ from runnerq_fast.backends.redis import keys
 from runnerq_fast.backends.redis.cluster import RedisClusterBackend, parse_cluster_url
 from runnerq_fast.errors import ConfigError
 from runnerq_fast.models import Ack, AckOutcome
-from tests.conformance import FAST, eventually
+from tests.conformance import FAST, eventually, new
 from tests.redis_cluster_fixtures import LocalCluster
+from tests.redis_fixtures import to_earlier_layout
 
 # ------------------------------------------------------------------ URLs (no server)
 
@@ -148,6 +149,19 @@ async def test_many_queues_spread_over_every_master_and_drain(
         assert res is not None and res.status == "completed"
         snap = await backend.get_activity(ids[q][3])
         assert snap is not None and snap.queue == q
+
+
+async def test_migrate_upgrades_the_queues_of_every_master(redis_cluster_backend: RedisClusterBackend) -> None:
+    b = redis_cluster_backend
+    queues = [f"up-{i}" for i in range(6)]  # spread over the masters by their slots
+    held = {q: (await b.enqueue(q, [new("t")]))[0].activity_id for q in queues}
+    for q, i in held.items():
+        await to_earlier_layout(b.client, keys.activity(b._ns, q, i))
+    await b.migrate()
+    for q, i in held.items():
+        (got,) = await b.claim(q, "w", 1, None, 30_000)
+        assert got.id == i
+        assert await b.ack(q, [Ack(i, got.claim_token, AckOutcome.COMPLETED, b"1")]) == []
 
 
 async def test_result_wait_hears_queues_on_every_master(redis_cluster_backend: RedisClusterBackend) -> None:

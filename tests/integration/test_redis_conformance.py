@@ -13,8 +13,9 @@ from tests.conformance_leases import LeaseConformance
 from tests.conformance_ops import OperationsConformance
 from tests.conformance_registry import RegistryConformance
 from tests.conformance_retention import RetentionConformance
+from tests.redis_fixtures import damage
 
-# hash field := value that does not decode as the field's type
+# hash field (or part of the numbers field n, tests.redis_fixtures.NUMBER_PARTS) := value that does not decode
 ROW_DAMAGES = {"priority": ("pr", b"high"), "retry_count": ("rc", b"x"), "max_retries": ("mr", b"1.5"),
                "timeout": ("to", b""), "ready": ("r", b"\xff"), "created": ("c", b"1e3")}
 PAYLOAD_DAMAGES = {"not-json": ("p", b"{not json"), "not-utf8": ("p", b"\xff\x00")}
@@ -49,6 +50,6 @@ class TestRedisConformance(
 
 def _damage(backend: RedisBackend, namespace: str, field: str, value: bytes) -> Callable[[str, str], Awaitable[None]]:
     async def corrupt(queue: str, activity_id: str) -> None:
-        assert await backend.client.hset(keys.activity(namespace, queue, activity_id), field, value) == 0
+        await damage(backend.client, keys.activity(namespace, queue, activity_id), field, value)
 
     return corrupt

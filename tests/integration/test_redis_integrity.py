@@ -17,6 +17,7 @@ from runnerq_fast.backends.redis import RedisBackend, keys
 from runnerq_fast.cli import cli
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
 from tests.conformance import new, now_ms
+from tests.redis_fixtures import NUMBER_PARTS, damage
 
 HOSTILE = ["A", "A}:idem:1:t:k", "A}", "{A}", "}{", "A%7D", "%", "%25", "x}:sched", "{", "a{b}c"]
 
@@ -90,7 +91,11 @@ async def _three_claimed(b: RedisBackend, q: str) -> list[ClaimedActivity]:
 
 
 async def _damage(b: RedisBackend, q: str, activity_id: str, field: str, value: bytes) -> None:
-    await b.client.hset(keys.activity(b._ns, q, activity_id), field, value)
+    key = keys.activity(b._ns, q, activity_id)
+    if field in NUMBER_PARTS:
+        await damage(b.client, key, field, value)
+    else:
+        await b.client.hset(key, field, value)
 
 
 async def test_an_ack_batch_with_a_corrupt_retry_dead_letters_it_and_applies_the_others(

@@ -15,6 +15,7 @@ from runnerq_fast.backends.redis import RedisBackend, keys
 from runnerq_fast.backends.redis.operations import member
 from runnerq_fast.models import Ack, AckOutcome, ActivityCount, ActivityFilter, LeaseRef
 from tests.conformance import new, now_ms
+from tests.redis_fixtures import damage
 
 F = ActivityFilter
 
@@ -141,7 +142,7 @@ async def test_a_corrupt_hash_is_listed_with_its_reason_and_a_missing_one_is_ski
 ) -> None:
     b, q = redis_backend, "corrupt"
     ids = [r.activity_id for r in await b.enqueue(q, [new("t") for _ in range(5)])]
-    await b.client.hset(keys.activity(b._ns, q, ids[1]), "pr", "not a number")
+    await damage(b.client, keys.activity(b._ns, q, ids[1]), "pr", b"not a number")
     await b.client.hdel(keys.activity(b._ns, q, ids[2]), "t")
     await b.client.delete(keys.activity(b._ns, q, ids[3]))  # gone: an expired result, silently skipped
     with caplog.at_level(logging.WARNING, logger="runnerq_fast.backends.redis"):
@@ -303,7 +304,7 @@ async def test_a_hash_without_its_creation_time_does_not_fail_the_ack_batch(redi
     b, q = redis_backend, "damaged"
     await b.enqueue(q, [new("t"), new("t")])
     held = await b.claim(q, "w", 2, None, 30_000)
-    await b.client.hdel(keys.activity(b._ns, q, held[0].id), "c")
+    await damage(b.client, keys.activity(b._ns, q, held[0].id), "c", None)
     assert await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1") for c in held]) == []
     for c in held:
         res = await b.get_result(c.id)
@@ -323,3 +324,62 @@ async def test_a_requested_cancel_records_why_it_ended(redis_backend: RedisBacke
         last = (await b.get_events(aid))[-1]
         assert (last.event_type, last.detail) == ("cancelled", why)
     assert hc.id == c
+
+
+async def test_an_expired_batch_of_results_spares_one_finished_again_since(
+    redis_backend: RedisBackend, redis_url: str, redis_namespace: str
+) -> None:
+    # P.."fin" keeps one member per script run (a batch of ids): an activity retried and finished
+    # again later is in a later batch too, and goes only with that one
+    short = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.05)
+    try:
+        q = "batches"
+        a, c = [r.activity_id for r in await short.enqueue(q, [new("t"), new("t")])]
+        held = await short.claim(q, "w", 2, None, 30_000)
+        await short.ack(q, [Ack(h.id, h.claim_token, AckOutcome.FAILED, None, "E: x") for h in held])
+        assert (await redis_backend.retry_activities(q, F(ids=(a,)))).changed == [a]
+        (again,) = await redis_backend.claim(q, "w", 1, None, 30_000)  # the default result ttl: 24 h
+        await redis_backend.ack(q, [Ack(a, again.claim_token, AckOutcome.COMPLETED, b"2")])
+        await asyncio.sleep(0.12)
+        await short.requeue_expired(q, 100)
+        assert await redis_backend.get_activity(c) is None
+        result = await redis_backend.get_result(a)
+        assert result is not None and result.data == b"2"
+        assert await redis_backend.client.zcard(keys.prefix(redis_namespace, q) + "fin") == 1
+    finally:
+        await short.close()
+
+
+async def test_a_result_expiry_of_the_earlier_layout_is_still_dropped(redis_url: str, redis_namespace: str) -> None:
+    # before the batches, P.."fin" had one member per id
+    b = await RedisBackend.open(redis_url, namespace=redis_namespace, result_ttl=0.05)
+    try:
+        q = "legacy-fin"
+        (aid,) = [r.activity_id for r in await b.enqueue(q, [new("t")])]
+        (c,) = await b.claim(q, "w", 1, None, 30_000)
+        await b.ack(q, [Ack(aid, c.claim_token, AckOutcome.COMPLETED, b"1")])
+        fin = keys.prefix(redis_namespace, q) + "fin"
+        r: Any = b.client
+        (batch,) = await r.zrange(fin, 0, -1)
+        await b.client.delete(keys.prefix(redis_namespace, q) + "finb:" + batch.decode())
+        await r.zadd(fin, {batch: 0.0, aid: 1.0})
+        await asyncio.sleep(0.06)
+        await b.requeue_expired(q, 100)
+        assert await b.get_activity(aid) is None and await b.client.zcard(fin) == 0
+        assert (await b.stats(q)).total == 0
+    finally:
+        await b.close()
+
+
+async def test_no_metadata_is_stored_as_no_field_and_reads_as_empty(redis_backend: RedisBackend) -> None:
+    b, q = redis_backend, "meta"
+    plain, tagged = [r.activity_id for r in await b.enqueue(q, [new("t"), new("t", metadata=b'{"k":"v"}')])]
+    r: Any = b.client
+    assert await r.hexists(keys.activity(b._ns, q, plain), "m") == 0  # metadata {}: one hash field less
+    assert await r.hget(keys.activity(b._ns, q, tagged), "m") == b'{"k":"v"}'
+    snap = await b.get_activity(plain)
+    assert snap is not None and snap.metadata == b"{}" and snap.corrupt is None
+    page = await b.query_activities(q, F(metadata=(("k", "v"),)))
+    assert [s.id for s in page.items] == [tagged]
+    claimed = {c.id: c.metadata for c in await b.claim(q, "w", 2, None, 30_000)}
+    assert claimed == {plain: b"{}", tagged: b'{"k":"v"}'}

@@ -19,10 +19,14 @@
 --     5 cancelled (runnerq_fast.models.AckOutcome). A retry of an activity
 --     whose cancellation was requested (cancel_requested_at) ends it
 --     cancelled instead, and so do a release and an expired lease;
---   * listings (query_*, count_*, pick_*) walk runnerq_activities_status_created_idx
---     or runnerq_activities_type_created_idx one range per status (and type)
+--   * listings (query_*, count_*, pick_*) walk runnerq_activities_status_listing_idx
+--     or runnerq_activities_type_listing_idx one range per status (and type)
 --     through LATERAL joins, so each range is an ordered index scan that stops
---     at its LIMIT; absent bounds are -infinity/infinity, never
+--     at its LIMIT. Those indexes leave out the processing rows (migration
+--     0008: a claim writes no entry in them), so each statement reads the
+--     processing rows of the queue, when asked for, through lease_idx in a
+--     UNION ALL branch and sorts them: at most the activities in flight.
+--     Absent bounds are -infinity/infinity, never
 --     "$n IS NULL OR ...", so every statement keeps one plan (generic or custom).
 --     The bound on the side the scan starts from is ONE row comparison on
 --     (created_at, id) that folds the cursor and the created range together
@@ -162,7 +166,8 @@ SELECT EXISTS (SELECT 1 FROM taken) AS taken, (SELECT status FROM holder) AS hol
 
 -- name: claim
 -- $1 queue, $2 activity types (NULL: any), $3 limit, $4 claim token,
--- $5 worker id, $6 lease in milliseconds. Rows come back in claim order.
+-- $5 worker id, $6 lease in milliseconds, $7 commit asynchronously (see
+-- below). Rows come back in claim order.
 -- The two times leave as timestamptz_send(): 8 bytes, big-endian
 -- microseconds since 2000-01-01 UTC, which rows.claimed_from_rows turns into
 -- epoch milliseconds (floor), the same figure as the numeric
@@ -174,6 +179,18 @@ SELECT EXISTS (SELECT 1 FROM taken) AS taken, (SELECT status FROM holder) AS hol
 -- transaction cannot move), so its cost does not grow with the table. The
 -- ordering columns are not changed by the claim, so the final ORDER BY
 -- restores claim order. Suspects (migration 0006) are left to claim_suspect.
+-- $7 (PostgresBackend(async_claims=True), off by default): commit this claim
+-- asynchronously (set_config('synchronous_commit', 'off', true): this
+-- transaction only), without waiting for its WAL to reach the disk: a
+-- quarter of a claim's time in a drain, and claims are the engine's critical
+-- path. A server crash can then forget the claims of its last moments (at
+-- most 3 x wal_writer_delay, 600 ms by default): such an activity is pending
+-- again after recovery and may be claimed by another worker while its first
+-- run still goes on (the first worker's heartbeat reports the lease lost and
+-- its ack is rejected as stale) -- the one case where a lease does not
+-- protect a running activity, hence opt-in. Nothing else is lost: an ack
+-- flushes the WAL up to its own commit, so an acknowledged activity's claim
+-- is always on disk; every other statement keeps the server's setting.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid
     FROM runnerq_activities
@@ -197,16 +214,19 @@ WITH picked AS MATERIALIZED (
     SELECT $1::text, 'claimed', now(), array_agg(id ORDER BY priority DESC, retry_count DESC, ready_at, id), $5::text
     FROM claimed
     HAVING count(*) > 0
+), async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true) WHERE $7::boolean
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
        timestamptz_send(created_at) AS created_at_us, timestamptz_send(ready_at) AS ready_at_us
-FROM claimed
+FROM claimed LEFT JOIN async_commit ON true
 ORDER BY priority DESC, retry_count DESC, ready_at, id;
 
 -- name: claim_suspect
 -- The parameters ($3 is 1) and rows of claim, over the suspects only: "picked"
 -- walks runnerq_activities_suspect_idx (a few rows), and the engine runs what
 -- it returns alone, so an expiry of this claim counts (requeue_expired).
+-- $7: commit asynchronously, as for claim.
 WITH picked AS MATERIALIZED (
     SELECT ctid AS row_ctid
     FROM runnerq_activities
@@ -229,10 +249,12 @@ WITH picked AS MATERIALIZED (
     SELECT $1::text, 'claimed', now(), array_agg(id), $5::text
     FROM claimed
     HAVING count(*) > 0
+), async_commit AS (
+    SELECT set_config('synchronous_commit', 'off', true) WHERE $7::boolean
 )
 SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
        timestamptz_send(created_at) AS created_at_us, timestamptz_send(ready_at) AS ready_at_us
-FROM claimed;
+FROM claimed LEFT JOIN async_commit ON true;
 
 -- name: suspects_ready
 -- $1 queue, $2 activity types (NULL: any): how many suspects claim_suspect
@@ -545,16 +567,18 @@ SELECT tx::text, id, ($1::bigint & 1048575) FROM runnerq_events WHERE id = ($1::
 SELECT pg_snapshot_xmin(pg_current_snapshot())::text, 0::bigint, 0::bigint;
 
 -- name: queue_names
--- Every queue with an activity: a skip scan over the first column of
--- runnerq_activities_status_created_idx (one probe per queue).
-WITH RECURSIVE q AS (
-    (SELECT queue_name FROM runnerq_activities ORDER BY queue_name LIMIT 1)
-    UNION ALL
-    SELECT (SELECT a.queue_name FROM runnerq_activities a WHERE a.queue_name > q.queue_name
-            ORDER BY a.queue_name LIMIT 1)
-    FROM q WHERE q.queue_name IS NOT NULL
-)
-SELECT queue_name FROM q WHERE queue_name IS NOT NULL;
+-- Every queue with an activity, from the maintained counters (migration
+-- 0003; counted in the same transactions as the rows, so as exact as a read
+-- of runnerq_activities): a (queue, type, status) whose counter and deltas
+-- add up to zero holds no activity. Never a row of runnerq_activities.
+SELECT DISTINCT queue_name
+FROM (SELECT queue_name
+      FROM (SELECT queue_name, activity_type, status, n FROM runnerq_counts
+            UNION ALL
+            SELECT queue_name, activity_type, status, n FROM runnerq_count_deltas) c
+      GROUP BY queue_name, activity_type, status
+      HAVING sum(n) <> 0) q
+ORDER BY 1;
 
 -- name: counts_by_type
 -- $1 queues: counts by (queue, type, status) from the maintained counters,
@@ -598,7 +622,8 @@ FROM heads
 GROUP BY name;
 
 -- name: query_status_desc
--- One page, newest first, over one range of runnerq_activities_status_created_idx per status in $2.
+-- One page, newest first, over one range of runnerq_activities_status_listing_idx per status in $2
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -608,19 +633,36 @@ GROUP BY name;
 -- examined and the key of the last one; no item: one row with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at DESC, x.id DESC
     LIMIT $3::integer
@@ -649,7 +691,8 @@ LEFT JOIN LATERAL (
 ORDER BY r.created_us DESC, r.id DESC;
 
 -- name: query_status_asc
--- One page, oldest first, over one range of runnerq_activities_status_created_idx per status in $2.
+-- One page, oldest first, over one range of runnerq_activities_status_listing_idx per status in $2
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -659,19 +702,36 @@ ORDER BY r.created_us DESC, r.id DESC;
 -- examined and the key of the last one; no item: one row with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
-                                           THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
-        ORDER BY a.created_at, a.id
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+              AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                               THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
+            ORDER BY a.created_at, a.id
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+              AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                               THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
+            ORDER BY a.created_at, a.id
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at, x.id
     LIMIT $3::integer
@@ -700,7 +760,8 @@ LEFT JOIN LATERAL (
 ORDER BY r.created_us , r.id ;
 
 -- name: query_type_desc
--- One page, newest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- One page, newest first, over one range of runnerq_activities_type_listing_idx per (type in $11, status in $2)
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -710,19 +771,38 @@ ORDER BY r.created_us , r.id ;
 -- examined and the key of the last one; no item: one row with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at DESC, x.id DESC
     LIMIT $3::integer
@@ -751,7 +831,8 @@ LEFT JOIN LATERAL (
 ORDER BY r.created_us DESC, r.id DESC;
 
 -- name: query_type_asc
--- One page, oldest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- One page, oldest first, over one range of runnerq_activities_type_listing_idx per (type in $11, status in $2)
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -761,19 +842,38 @@ ORDER BY r.created_us DESC, r.id DESC;
 -- examined and the key of the last one; no item: one row with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-          AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
-                                           THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
-        ORDER BY a.created_at, a.id
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+              AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                               THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
+            ORDER BY a.created_at, a.id
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+              AND (a.created_at, a.id) > (greatest(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity'), (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', '-infinity') > (coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity') - interval '1 microsecond')
+                                               THEN $8::uuid ELSE 'ffffffff-ffff-ffff-ffff-ffffffffffff' END)
+            ORDER BY a.created_at, a.id
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at, x.id
     LIMIT $3::integer
@@ -986,7 +1086,8 @@ LEFT JOIN LATERAL (
 ORDER BY r.created_us , r.id ;
 
 -- name: count_status
--- How many rows match, over one range of runnerq_activities_status_created_idx per status in $2.
+-- How many rows match, over one range of runnerq_activities_status_listing_idx per status in $2
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -998,26 +1099,44 @@ ORDER BY r.created_us , r.id ;
 -- rows matching the row-by-row conditions, at most $4).
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     LIMIT $3::integer
 )
 SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
 
 -- name: count_type
--- How many rows match, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- How many rows match, over one range of runnerq_activities_type_listing_idx per (type in $11, status in $2)
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -1029,19 +1148,38 @@ SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
 -- rows matching the row-by-row conditions, at most $4).
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     LIMIT $3::integer
 )
@@ -1102,21 +1240,36 @@ SELECT count(*), least(count(*) FILTER (WHERE ok), $4::integer) FROM cand;
 
 -- name: count_plain_status
 -- count_status without row-by-row conditions ($9/$10 NULL, unused): it reads
--- only runnerq_activities_status_created_idx
--- (an index-only scan where the visibility map allows), never the rows.
+-- only runnerq_activities_status_listing_idx (an index-only scan where the
+-- visibility map allows), never the rows; processing rows come from lease_idx.
 WITH cand AS MATERIALIZED (
     SELECT 1
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT 1
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT 1
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT 1
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     LIMIT $3::integer
 )
@@ -1125,21 +1278,38 @@ WHERE $9::smallint[] IS NULL AND $10::jsonb IS NULL;
 
 -- name: count_plain_type
 -- count_type without row-by-row conditions ($9/$10 NULL, unused): it reads
--- only runnerq_activities_type_created_idx
--- (an index-only scan where the visibility map allows), never the rows.
+-- only runnerq_activities_type_listing_idx (an index-only scan where the
+-- visibility map allows), never the rows; processing rows come from lease_idx.
 WITH cand AS MATERIALIZED (
     SELECT 1
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT 1
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT 1
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT 1
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     LIMIT $3::integer
 )
@@ -1147,7 +1317,8 @@ SELECT count(*), least(count(*), $4::integer) FROM cand
 WHERE $9::smallint[] IS NULL AND $10::jsonb IS NULL;
 
 -- name: pick_status
--- The rows an action applies to, newest first, over one range of runnerq_activities_status_created_idx per status in $2.
+-- The rows an action applies to, newest first, over one range of runnerq_activities_status_listing_idx per status in $2
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -1158,19 +1329,36 @@ WHERE $9::smallint[] IS NULL AND $10::jsonb IS NULL;
 -- with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at DESC, x.id DESC
     LIMIT $3::integer
@@ -1188,7 +1376,8 @@ FROM edge e LEFT JOIN hits h ON true
 ORDER BY h.created_at DESC, h.id DESC;
 
 -- name: pick_type
--- The rows an action applies to, newest first, over one range of runnerq_activities_type_created_idx per (type in $11, status in $2).
+-- The rows an action applies to, newest first, over one range of runnerq_activities_type_listing_idx per (type in $11, status in $2)
+-- (processing: the queue's rows in lease_idx, sorted).
 -- $1 queue, $2 statuses, $3 rows to examine, $4 rows to return, $5/$6
 -- created range (epoch ms; NULL: open), $7/$8 cursor (created_at in epoch
 -- microseconds, id; NULL: from the start), $9 priorities and $10 metadata
@@ -1199,19 +1388,38 @@ ORDER BY h.created_at DESC, h.id DESC;
 -- with only those.
 WITH cand AS MATERIALIZED (
     SELECT x.id, x.created_at, x.status, x.priority, x.ok
-    FROM unnest($11::text[]) AS t(typ) CROSS JOIN unnest($2::text[]) AS s(st)
-    CROSS JOIN LATERAL (
-        SELECT a.id, a.created_at, a.status, a.priority,
-               ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
-               AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
-        FROM runnerq_activities a
-        WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st
-          AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
-          AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
-                                      CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
-                                           THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
-        ORDER BY a.created_at DESC, a.id DESC
-        LIMIT $3::integer
+    FROM (
+        SELECT r.*
+        FROM unnest($11::text[]) AS t(typ)
+        CROSS JOIN (SELECT u.st FROM unnest($2::text[]) AS u(st) WHERE u.st <> 'processing') s
+        CROSS JOIN LATERAL (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE a.queue_name = $1::text AND a.activity_type = t.typ AND a.status = s.st AND a.status <> 'processing'
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        ) r
+        UNION ALL
+        (
+            SELECT a.id, a.created_at, a.status, a.priority,
+                   ($9::smallint[] IS NULL OR a.priority = ANY ($9::smallint[]))
+                   AND ($10::jsonb IS NULL OR a.metadata::jsonb @> $10::jsonb) AS ok
+            FROM runnerq_activities a
+            WHERE 'processing' = ANY ($2::text[]) AND a.queue_name = $1::text AND a.status = 'processing'
+              AND a.activity_type = ANY ($11::text[])
+              AND a.created_at >= coalesce(timestamptz 'epoch' + $5::bigint * interval '1 millisecond', '-infinity')
+              AND (a.created_at, a.id) < (least(coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity'), coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')),
+                                          CASE WHEN coalesce(timestamptz 'epoch' + $7::bigint * interval '1 microsecond', 'infinity') < coalesce(timestamptz 'epoch' + $6::bigint * interval '1 millisecond', 'infinity')
+                                               THEN $8::uuid ELSE '00000000-0000-0000-0000-000000000000' END)
+            ORDER BY a.created_at DESC, a.id DESC
+            LIMIT $3::integer
+        )
     ) x
     ORDER BY x.created_at DESC, x.id DESC
     LIMIT $3::integer

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -42,7 +43,14 @@ from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import faults, keys
 from runnerq_fast.backends.redis.enqargs import enqueue_args
 from runnerq_fast.backends.redis.guard import guarded as _guarded
-from runnerq_fast.backends.redis.operations import SNAPSHOT_FIELDS, RedisOperations, member, parse_member, snapshot
+from runnerq_fast.backends.redis.operations import (
+    SNAPSHOT_FIELDS,
+    RedisOperations,
+    member,
+    numbers,
+    parse_member,
+    snapshot,
+)
 from runnerq_fast.backends.redis.registry import RedisRegistry
 from runnerq_fast.backends.redis.retention import RedisRetention
 from runnerq_fast.backends.rowcheck import as_int, as_text
@@ -97,9 +105,12 @@ _SCRIPTS = (
     "hold",
     "workers",
     "ready",
+    "upgrade",
 )
 _HELPERS = ("_score", "_common")
 _ENQUEUE_CHUNK = 1000
+_UPGRADE_BATCH = 1000
+_GLOB_SPECIAL = re.compile(r"[*?\[\]\\]")
 _EXPIRED_BATCH = 10_000
 _EXPIRED_CALLS = 20
 _STREAM_PAGE = 1000
@@ -138,17 +149,17 @@ def _s(value: bytes | str | None) -> str | None:
 
 
 #: the hash fields of a claimed activity after its id, in the order _claim_corrupt takes them
-_CLAIMED_FIELDS = ("t", "p", "pr", "rc", "mr", "to", "m", "c", "r")
+_CLAIMED_FIELDS = ("t", "p", "m", "n")
 
 
 def _claim_corrupt(row: Sequence[bytes | None]) -> str:
     """The reason a claimed activity does not decode; ``row`` = the values of ``_CLAIMED_FIELDS``."""
-    names = ("activity_type", "payload", "priority", "retry_count", "max_retries", "timeout_ms", "metadata",
-             "created_at_ms", "ready_at_ms")
-    values = [b"" if v is None else v for v in row]  # a missing field reads as '' (as claim.lua returns it)
-    fields: dict[str, object] = {n: as_int(v) for n, v in zip(names, values, strict=True)}
-    fields["activity_type"] = as_text(values[0])
-    fields["payload"], fields["metadata"] = values[1], values[6]
+    names = ("created_at_ms", "ready_at_ms", "priority", "retry_count", "max_retries", "timeout_ms")
+    typ, payload, metadata, n = (b"" if v is None else v for v in row)  # a missing field reads as '' (as claim.lua)
+    metadata = metadata if row[2] is not None else b"{}"  # but no field m is no metadata
+    fields: dict[str, object] = {f: as_int(v) for f, v in zip(names, numbers(n), strict=True)}
+    fields["activity_type"] = as_text(typ)
+    fields["payload"], fields["metadata"] = payload, metadata
     return rowcheck.reason(fields) or f"{rowcheck.PREFIX}a claimed field does not decode"
 
 
@@ -210,22 +221,39 @@ def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[Activit
 
 
 def _entry_events(queue: str, entry_id: bytes, fields: dict[bytes, bytes]) -> list[ActivityEvent]:
-    """The events of one stream entry (one script run), see ``lua/_common.lua``."""
+    """The events of one stream entry (one script run), see ``lua/_common.lua``.
+
+    An entry holds its events as records ``<kind>\\x1f<id>\\x1f<detail ref>\\x1e`` in field ``e``
+    (details in fields ``d<ref>``); an entry written before that layout has fields ``<i>`` and
+    ``d<i>`` per event instead.
+    """
     last = int(entry_id.split(b"-", 1)[1])
     n = int(fields[b"n"])
     at = int(fields[b"at"])
+    first = last - n + 1
+    records = fields.get(b"e")
     out = []
+    if records is not None:
+        details: dict[bytes, str | None] = {b"": None}
+        for i, record in enumerate(records.split(b"\x1e")[:n]):
+            kind, activity_id, ref = record.split(b"\x1f")
+            if ref in details:
+                detail = details[ref]
+            else:
+                detail = details[ref] = fields[b"d" + ref].decode()
+            out.append(ActivityEvent(first + i, activity_id.decode(), queue, kind.decode(), at, detail))
+        return out
     for i in range(1, n + 1):
         kind, _, activity_id = fields[str(i).encode()].partition(b"\x1f")
-        detail = fields.get(b"d%d" % i)
+        old_detail = fields.get(b"d%d" % i)
         out.append(
             ActivityEvent(
-                last - n + i,
+                first + i - 1,
                 activity_id.decode(),
                 queue,
                 kind.decode(),
                 at,
-                None if detail is None else detail.decode(),
+                None if old_detail is None else old_detail.decode(),
             )
         )
     return out
@@ -422,6 +450,28 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         await self._r.aclose()
 
     # ---------------------------------------------------------------- scripts
+    async def migrate(self) -> None:
+        """Upgrade the activity hashes of every queue written before the packed layout (``lua/upgrade.lua``).
+
+        Until this version an activity hash kept its numbers and its claim in fields of their own;
+        they are now the fields ``n`` and ``k`` (see ``lua/_common.lua``). Run it (``runnerq-fast
+        migrate``) with every worker and producer of the namespace stopped, once, before starting
+        this version on a store an earlier one wrote; it is idempotent. It walks the keys of each
+        queue of the registry (``SCAN``), :data:`_UPGRADE_BATCH` hashes per script call.
+        """
+        queues = sorted(m.decode() for m in await _guarded(self._r.smembers(keys.queues(self._ns))))
+        for queue in queues:
+            start = keys.activity(self._ns, queue, "")
+            pattern = _GLOB_SPECIAL.sub(r"\\\g<0>", start) + "*"
+            ids: list[str] = []
+            async for key in self._r.scan_iter(match=pattern, count=1000):
+                ids.append(key[len(start.encode()) :].decode())
+                if len(ids) >= _UPGRADE_BATCH:
+                    await self._run("upgrade", queue, ids)
+                    ids = []
+            if ids:
+                await self._run("upgrade", queue, ids)
+
     async def _load_scripts(self) -> None:
         async with self._r.pipeline(transaction=False) as pipe:
             for name in _SCRIPTS:
@@ -549,7 +599,8 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         bad: list[str] = []
         for j in range(0, len(flat), 5):
             try:
-                pr, rc, mr, to, created, ready = flat[j + 4].split(b"\x1f")
+                created, _, rest = flat[j + 4].partition(b":")
+                ready, pr, rc, mr, to = rest.split(b"\x1f")
                 out.append(
                     ClaimedActivity(
                         flat[j].decode(),
@@ -583,10 +634,15 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         if not acks:
             return []
-        args: list[Any] = [self._ttl_ms]
+        plain: list[Any] = []  # completed with a result and no error: 3 arguments each (see lua/ack.lua)
+        other: list[Any] = []
+        completed = AckOutcome.COMPLETED
         for a in acks:
+            if a.outcome == completed and a.result is not None and a.error is None:
+                plain += (a.id, a.claim_token, a.result)
+                continue
             flags = (1 if a.result is not None else 0) | (2 if a.error is not None else 0)
-            args += (
+            other += (
                 a.id,
                 a.claim_token,
                 int(a.outcome),  # int(): redis-py would send an IntEnum's repr
@@ -595,7 +651,7 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
                 int(a.retry_at_ms),
                 flags,
             )
-        rejected = await self._run("ack", queue, args)
+        rejected = await self._run("ack", queue, [self._ttl_ms, len(plain) // 3, *plain, *other])
         return [r.decode() for r in rejected]
 
     async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:
@@ -837,8 +893,9 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
             held = replies[wanted.index("processing")]
             async with self._r.pipeline(transaction=False) as pipe:
                 for i in held:
-                    pipe.hget(keys.activity(self._ns, queue, i.decode()), "c")
-                created = await _guarded(pipe.execute())
+                    pipe.hget(keys.activity(self._ns, queue, i.decode()), "n")
+                nums = await _guarded(pipe.execute())
+            created = [numbers(n)[0] for n in nums]
             members += [member(int(c), i.decode()) for i, c in zip(held, created, strict=True) if c is not None]
         members = sorted(members, reverse=True)[offset : offset + limit]
         return await self._snapshots(queue, [parse_member(m)[1] for m in members])

@@ -30,8 +30,11 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P ty:<type>``                ZSET    every activity of one type, same members and order
 ``P kids:<parent id>``         ZSET    the activities one activity enqueued (``parent_id``), same
 ``P counts``                   HASH    ``<status>\\x1f<type>`` -> number of activities
-``P fin``                      ZSET    finished ids the reaper removes (completed, failed, cancelled),
-                                      score = finish time + result ttl (ms)
+``P fin``                      ZSET    finished activities the reaper removes (completed, failed, cancelled),
+                                      score = finish time + result ttl (ms): one member ``b<n>`` per
+                                      script run and expiry (a member written before these batches: one id)
+``P finb:b<n>``                STRING  one batch of ``P fin``: ``<finish ms>\\x1f<id>,<id>,...``
+``P finseq``                   STRING  the last batch number ``n``
 ``P dead``                     ZSET    dead-lettered ids, score = dead-letter time (ms)
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)

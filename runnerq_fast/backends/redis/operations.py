@@ -55,16 +55,17 @@ __all__ = [
     "STEP_ROWS",
     "RedisOperations",
     "member",
+    "numbers",
     "parse_member",
     "snapshot",
 ]
 
 log = logging.getLogger("runnerq_fast.backends.redis")
 
-CHECK_FIELDS = ("s", "t", "pr", "m", "pa")
-"""Hash fields a filter is checked on (status, type, priority, metadata, parent)."""
+CHECK_FIELDS = ("s", "t", "n", "m", "pa")
+"""Hash fields a filter is checked on (status, type, the numbers with the priority, metadata, parent)."""
 
-SNAPSHOT_FIELDS = (*CHECK_FIELDS, "p", "rc", "mr", "to", "c", "r", "sa", "fa", "l", "e", "ik")
+SNAPSHOT_FIELDS = (*CHECK_FIELDS, "p", "k", "fa", "e", "ik")
 """Hash fields of an :class:`~runnerq_fast.models.ActivitySnapshot` (the first ones are :data:`CHECK_FIELDS`)."""
 
 ACTION_CHUNK = 1000
@@ -84,6 +85,30 @@ def member(created_ms: int, activity_id: str) -> bytes:
     return b"%015d:%s" % (created_ms, activity_id.encode())
 
 
+def numbers(n: bytes | None) -> tuple[bytes | None, ...]:
+    """The six numbers of the hash field ``n``: created, ready, priority, retry count, max retries, timeout.
+
+    The field is ``b"<created ms, 15 digits>:<ready ms>\\x1f<priority>\\x1f<retry count>\\x1f<max
+    retries>\\x1f<timeout ms>"`` (``rq_nums`` in ``lua/_common.lua``); the values are returned
+    undecoded. A missing field, or one not of that shape, gives six ``None``.
+    """
+    if n is not None:
+        created, sep, rest = n.partition(b":")
+        parts = rest.split(b"\x1f")
+        if sep and len(parts) == 5:
+            return (created, *parts)
+    return (None,) * 6
+
+
+def claim_times(k: bytes | None) -> tuple[bytes | None, bytes | None]:
+    """``(started ms, lease deadline ms)`` of the hash field ``k`` (``b"<token>\\x1f<started>\\x1f<lease>"``)."""
+    if k is not None:
+        parts = k.split(b"\x1f")
+        if len(parts) == 3:
+            return parts[1], parts[2]
+    return None, None
+
+
 def parse_member(m: bytes) -> tuple[int, str]:
     """``(created ms, id)`` of an index member."""
     return int(m[:15]), m[16:].decode()
@@ -95,7 +120,9 @@ def snapshot(queue: str, activity_id: str, v: Sequence[bytes | None]) -> Activit
     A hash whose fields do not decode (a corrupt hash) gives a snapshot with
     ``corrupt`` set, see :mod:`runnerq_fast.backends.rowcheck`; this never raises.
     """
-    (s, t, pr, m, pa, p, rc, mr, to, c, r, sa, fa, lease, e, ik) = v
+    (s, t, n, m, pa, p, k, fa, e, ik) = v
+    c, r, pr, rc, mr, to = numbers(n)
+    sa, lease = claim_times(k)
     status = as_text(s)
     return rowcheck.snapshot(
         {
@@ -105,7 +132,7 @@ def snapshot(queue: str, activity_id: str, v: Sequence[bytes | None]) -> Activit
             "status": status,
             "priority": as_int(pr),
             "payload": p,
-            "metadata": m,
+            "metadata": b"{}" if m is None else m,  # no field m: no metadata (lua/_common.lua)
             "retry_count": as_int(rc),
             "max_retries": as_int(mr),
             "timeout_ms": as_int(to),
@@ -127,7 +154,7 @@ def _matches(flt: ActivityFilter, created: int, v: Sequence[bytes | None]) -> bo
     A field that does not decode matches no condition on it; undecodable metadata raises
     ``msgspec.DecodeError`` (or ``UnicodeDecodeError``) when a condition needs it.
     """
-    s, t, pr, m, pa = v[0], v[1], v[2], v[3], v[4]
+    s, t, pr, m, pa = v[0], v[1], numbers(v[2])[2], v[3], v[4]
     if flt.statuses is not None and as_text(s) not in flt.statuses:
         return False
     if flt.activity_types is not None and as_text(t) not in flt.activity_types:
@@ -294,14 +321,14 @@ class RedisOperations:
     ) -> AsyncGenerator[_Found, None]:
         """The given ids' matching rows, sorted (at most :data:`~runnerq_fast.filters.MAX_IDS`)."""
         ids = list(flt.ids or ())
-        values = await self._fetch(queue, ids, (*fields, "c"))
+        values = await self._fetch(queue, ids, (*fields, "n"))
         at = None if cursor is None else member(cursor.created, cursor.id)
         rows: list[tuple[bytes, list[bytes | None]]] = []
         for i, v in zip(ids, values, strict=True):
             if v[0] is None:
                 continue
             try:
-                m = member(int(v[-1]), i)  # type: ignore[arg-type]
+                m = member(int(numbers(v[-1])[0]), i)  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 log.warning("skipping unreadable activity %r of queue %r (no creation time)", i, queue)
                 continue

@@ -11,8 +11,12 @@
 --                             member rq_member(created, id) (lex order)
 --   P.."ty:"..type     ZSET   every activity of one type, same members (lex order)
 --   P.."kids:"..parent ZSET   the activities enqueued by one activity, same members (lex order)
---   P.."fin"           ZSET   finished ids the reaper removes (completed, failed, cancelled),
---                             scored by the time they expire (finished ms + result ttl ms)
+--   P.."fin"           ZSET   the finished activities the reaper removes (completed, failed, cancelled),
+--                             scored by the time they expire (finished ms + result ttl ms): one member
+--                             "b<n>" per script and expiry time (rq_fin), whose ids are in
+--                             P.."finb:b<n>"; a member written before these batches is one id
+--   P.."finb:b"..n     STRING one batch of P.."fin": "<finished ms>\31<id>,<id>,..."
+--   P.."finseq"        STRING the last batch number n
 --   P.."dead"          ZSET   dead-lettered ids, scored by dead-letter time (ms)
 --   P.."counts"        HASH   "<status>\31<type>" -> number of activities
 --   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
@@ -20,13 +24,18 @@
 --   P.."wake"          LIST   wake tokens for blocked fetchers of every type (capped)
 --   P.."wake:"..type   LIST   wake tokens for blocked fetchers of one type (capped)
 --   P.."done"          pub/sub channel: comma-separated ids that reached a terminal status
--- Activity hash fields: t type, p payload, m metadata, pr priority, mr max_retries,
---   to timeout_ms, ik idempotency key, rc retry_count, c created ms, r ready ms,
---   s status, tk claim token, l lease deadline ms, sa started ms, fa finished ms,
---   da dead-lettered ms, e last error, res result, pa parent id, cr cancel requested ("1"),
+-- Activity hash fields (in the order an enqueue writes them: the claim reads the first four):
+--   s status, p payload, m metadata (none when it is {}: a hash without m has metadata {}),
+--   n the numbers, "<created ms, 15 digits>:<ready ms>\31<priority>\31<retry_count>\31<max_retries>\31<timeout_ms>"
+--     (rq_nums splits it; its first 16 bytes are the prefix of the activity's index member),
+--   t type, ik idempotency key, pa parent id,
+--   k the claim, "<claim token>\31<started ms>\31<lease deadline ms>" (written by a claim, kept after it),
+--   fa finished ms, da dead-lettered ms, e last error, res result, cr cancel requested ("1"),
 --   su suspect ("1": its lease expired while claimed beside others, uncounted; an ack removes it),
 --   and one field per event:
 --   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
+-- (Until this layout the numbers and the claim were fields of their own: pr, rc, mr, to, c, r and
+-- tk, sa, l. A store written before it is drained before upgrading: see the README.)
 -- The st:, ty:, kids: and counts indexes change in the same script as the status, so they never
 -- drift; the reaper removes expired finished activities with their entries (P.."fin").
 local P = KEYS[1]
@@ -44,45 +53,75 @@ local READY = {pending = true, scheduled = true, retrying = true}
 -- script). The caller writes the returned (field, value) pair into the activity hash in the
 -- same HSET as the transition: field "x:<event id>", value "<kind>\31<at ms>[\31<detail>]".
 -- The queue's stream gets ONE entry per script (per EVENT_CHUNK events) with the explicit id
--- "0-<last event id in it>" and fields: at (ms), n (events in it), "<i>" = "<kind>\31<activity id>"
--- and "d<i>" = detail, for i = 1..n; event i of the entry has id <last> - n + i.
+-- "0-<last event id in it>" and fields: at (ms), n (events in it), e = one record per event,
+-- "<kind>\31<activity id>\31<detail ref>\30", and "d<ref>" = a detail, each distinct detail of the
+-- entry once (ref "" = no detail); event i of the entry has id <last> - n + i. (Entries written
+-- before this layout have fields "<i>" = "<kind>\31<activity id>" and "d<i>" = detail instead of e;
+-- the reader takes both.) The records go into EVBUF as three strings each, joined once at the end
+-- by table.concat: no string is built per event.
 local EVN = tonumber(redis.call('GET', P .. 'evseq') or 0)
 local EVBUF, EVCOUNT, EVLEN = {}, 0, 0 -- EVLEN = #EVBUF
+local EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0 -- detail -> its record tail; 'd<ref>', detail, ...
 local EVENT_CHUNK = 500
 
 local function rq_flush_events()
   if EVCOUNT == 0 then return end
-  redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT, unpack(EVBUF))
+  redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT,
+    'e', table.concat(EVBUF, '', 1, EVLEN), unpack(EVDETAILS))
   redis.call('SET', P .. 'evseq', EVN)
   EVBUF, EVCOUNT, EVLEN = {}, 0, 0
+  EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0
 end
 
 -- The hash values of the script's events by kind, then by detail (a batch repeats them: every
--- claim of one call has the same "claimed\31<now>\31<worker>").
-local EVVALUES = {}
+-- claim of one call has the same "claimed\31<now>\31<worker>"); the record heads "<kind>\31".
+local EVVALUES, EVHEADS = {}, {}
+-- Event field names: "x:" .. the event id, formatted once per ten ids ("x:<id // 10>" .. last digit).
+local DIGITS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
+local EVTENS -- "x:" .. (EVN - EVN % 10) / 10 for the current ten, or nil
 
 local function rq_event(id, kind, detail)
   EVN = EVN + 1
   EVCOUNT = EVCOUNT + 1
   local n = EVLEN
-  local count = string.format('%d', EVCOUNT) -- integer formatting: tostring() formats a double (%.14g)
-  EVBUF[n + 1] = count
-  EVBUF[n + 2] = kind .. '\31' .. id
+  local head = EVHEADS[kind]
+  if not head then head = kind .. '\31'; EVHEADS[kind] = head end
   local values = EVVALUES[kind]
   if not values then values = {}; EVVALUES[kind] = values end
-  local value = values[detail or false]
-  if not value then
-    value = detail and (kind .. '\31' .. NOWS .. '\31' .. detail) or (kind .. '\31' .. NOWS)
-    values[detail or false] = value
-  end
+  local value, tail
   if detail then
-    EVBUF[n + 3] = 'd' .. count
-    EVBUF[n + 4] = detail
-    EVLEN = n + 4
+    tail = EVREFS[detail]
+    if not tail then
+      EVNDETAILS = EVNDETAILS + 1
+      local ref = string.format('%d', EVNDETAILS)
+      EVDETAILS[2 * EVNDETAILS - 1] = 'd' .. ref
+      EVDETAILS[2 * EVNDETAILS] = detail
+      tail = '\31' .. ref .. '\30'
+      EVREFS[detail] = tail
+    end
+    value = values[detail]
+    if not value then
+      value = kind .. '\31' .. NOWS .. '\31' .. detail
+      values[detail] = value
+    end
   else
-    EVLEN = n + 2
+    tail = '\31\30'
+    value = values[false]
+    if not value then
+      value = kind .. '\31' .. NOWS
+      values[false] = value
+    end
   end
-  local field = string.format('x:%d', EVN)
+  EVBUF[n + 1] = head
+  EVBUF[n + 2] = id
+  EVBUF[n + 3] = tail
+  EVLEN = n + 3
+  local last = EVN % 10
+  if last == 0 or not EVTENS then
+    local tens = (EVN - last) / 10
+    EVTENS = tens > 0 and ('x:' .. string.format('%d', tens)) or 'x:'
+  end
+  local field = EVTENS .. DIGITS[last]
   if EVCOUNT >= EVENT_CHUNK then rq_flush_events() end
   return field, value
 end
@@ -92,12 +131,22 @@ end
 -- a set it may have buffered writes for.
 local ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
 local CHUNK = 4000
+-- Finished activities for P.."fin", by the text of their expiry score (rq_fin, written by rq_flush).
+local FINS = {}
+
+-- Record finished activity `id` (finished now) for the reaper, to be removed at `score` (ms, text).
+local function rq_fin(score, id)
+  local t = FINS[score]
+  if not t then t = {}; FINS[score] = t end
+  t[#t + 1] = id
+end
 
 -- The member of an activity in the lex-ordered indexes: created ms as 15 digits, ':', id
 -- (`created` is the decimal text of the hash field c).
 local function rq_member(created, id)
   if not created then return '000000000000000:' .. id end -- a hash without c (damaged): never fail a batch
   if #created == 13 then return '00' .. created .. ':' .. id end -- the usual case, cheaply
+  if #created == 15 then return created .. ':' .. id end
   return string.format('%015d', tonumber(created) or 0) .. ':' .. id
 end
 
@@ -131,6 +180,40 @@ local function rq_member_of(created, id, typ)
     if r[2][1] then return r[2][1] end
   until cursor == '0'
   return rq_member(created, id)
+end
+
+-- The numbers of an activity (hash field n) as strings, indexed by the N* positions below; {} for
+-- a missing or unparseable field (every number then reads as missing).
+local NC, NR, NPR, NRC, NMR, NTO = 1, 2, 3, 4, 5, 6
+local function rq_nums(n)
+  if not n then return {} end
+  local c, r, pr, rc, mr, to = string.match(n, '^([^:]*):([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)\31([^\31]*)$')
+  if not c then return {} end
+  return {c, r, pr, rc, mr, to}
+end
+
+-- The field n of the numbers `t` (as rq_nums returns them; numbers are formatted as integers).
+local function rq_pack(t)
+  local f = {}
+  for i = 1, 6 do
+    local v = t[i]
+    f[i] = type(v) == 'number' and string.format('%d', v) or v
+  end
+  return f[1] .. ':' .. f[2] .. '\31' .. f[3] .. '\31' .. f[4] .. '\31' .. f[5] .. '\31' .. f[6]
+end
+
+-- The index member of activity `id` from its field n: its first 16 bytes ("<created, 15 digits>:")
+-- and the id; a damaged field n gives the member of its creation time (rq_member).
+local function rq_mem(n, id)
+  if n and string.byte(n, 16) == 58 then return string.sub(n, 1, 16) .. id end
+  return rq_member(rq_nums(n)[NC], id)
+end
+
+-- rq_mem for a possibly corrupt activity: a creation time that is no integer is looked up by id
+-- in the type's index (rq_member_of).
+local function rq_mem_of(n, id, typ)
+  if n and string.byte(n, 16) == 58 then return string.sub(n, 1, 16) .. id end
+  return rq_member_of(rq_nums(n)[NC], id, typ)
 end
 
 -- Buffered change of the per (status, type) counters, flushed by rq_flush (by status, then type:
@@ -179,7 +262,12 @@ local function rq_flush()
       if d ~= 0 and redis.call('HINCRBY', P .. 'counts', f, d) <= 0 then redis.call('HDEL', P .. 'counts', f) end
     end
   end
-  ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
+  for score, ids in pairs(FINS) do
+    local batch = 'b' .. redis.call('INCR', P .. 'finseq')
+    redis.call('SET', P .. 'finb:' .. batch, NOWS .. '\31' .. table.concat(ids, ','))
+    redis.call('ZADD', P .. 'fin', score, batch)
+  end
+  ZADDS, ZREMS, SADDS, COUNTS, FINS = {}, {}, {}, {}, {}
   rq_flush_events()
 end
 
@@ -285,17 +373,17 @@ local function rq_finish(id, typ, mem, old, status, result, err, ttl_ms, detail)
       score = tostring(NOW + tonumber(ttl_ms))
       FINSCORES[ttl_ms] = score
     end
-    rq_zadd(P .. 'fin', score, id)
+    rq_fin(score, id)
   end
 end
 
--- Remove finished activity `id` (status `st`, type `typ`, hash field c `created`, parent `pa`,
+-- Remove finished activity `id` (status `st`, type `typ`, hash field n `nums`, parent `pa`,
 -- idempotency key `ik`): its hash (events and result with it), every index entry, its counter,
 -- and its idempotency key while the key still names it: released (prune, delete), or with
 -- `keep_key` (the reaper dropping an expired result) kept until its own ttl as "<id>\31<status>",
 -- so the key still deduplicates for idempotency_ttl.
-local function rq_forget(id, st, typ, created, pa, ik, keep_key)
-  local mem = rq_member(created, id)
+local function rq_forget(id, st, typ, nums, pa, ik, keep_key)
+  local mem = rq_mem(nums, id)
   redis.call('UNLINK', P .. 'a:' .. id)
   rq_zrem(P .. 'st:' .. st, mem)
   rq_count(st, typ, -1)

@@ -2,57 +2,103 @@
 -- guarded by its claim. A retry of an activity whose cancellation was requested ends it cancelled.
 -- An accepted ack removes the suspect mark (field su).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
---   P.."counts", P.."fin", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
+--   P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
 --   P.."wake", P.."wake:"..type; publishes on P.."done".
--- ARGV: result ttl ms, then 7 per ack: id, claim token, outcome (1 completed, 2 retry,
---   3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
+-- ARGV: result ttl ms, C, then 3 per plain completion (completed with a result and no error):
+--   id, claim token, result, C times; then 7 per other ack: id, claim token, outcome
+--   (1 completed, 2 retry, 3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
 --   flags (1 = has result, 2 = has error).
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ttl = ARGV[1]
 local rejected, done = {}, {}
--- a retry reads 3 fields more (h[6], h[7], h[8]); the other outcomes do not need them (a hash
--- field lookup scans the hash, and a missing field such as cr scans all of it)
-local ACK_CHECKS = {6, 'priority', 7, 'retry_count'}
+-- a retry reads one field more (h[6] = cr); the other outcomes do not need it (a hash field
+-- lookup scans the hash, and a missing field such as cr scans all of it)
+local ACK_CHECKS = {NPR, 'priority', NRC, 'retry_count'}
 local nd = 0 -- #done
 local LEASE = P .. 'lease'
-for b = 1, #ARGV - 1, 7 do
+local KEY_PREFIX = P .. 'a:'
+local GUARDS = {} -- claim token -> token .. '\31', how the field k of an activity it holds starts
+
+-- The plain completions: rq_finish unrolled (the usual ack of a drain); their counter changes
+-- are summed per type.
+local plain = tonumber(ARGV[2])
+local first = 3 + 3 * plain -- the first of the other acks
+local completed = rq_st('completed')
+local finscore = string.format('%d', NOW + tonumber(ttl))
+local per_type = {}
+local released, indexed, m = {}, {}, 0 -- lease removals, st:completed arguments
+for b = 3, first - 1, 3 do
+  local id, token = ARGV[b], ARGV[b + 1]
+  local k = KEY_PREFIX .. id
+  local h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
+  local guard = GUARDS[token]
+  if not guard then guard = token .. '\31'; GUARDS[token] = guard end
+  if h[1] ~= 'processing' or not h[2] or string.sub(h[2], 1, #guard) ~= guard then
+    rejected[#rejected + 1] = id
+  else
+    if h[5] then redis.call('HDEL', k, 'su') end
+    local ef, ev = rq_event(id, 'completed', nil)
+    redis.call('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 2])
+    m = m + 1
+    released[m] = id
+    indexed[2 * m - 1] = '0'
+    indexed[2 * m] = rq_mem(h[4], id)
+    rq_fin(finscore, id)
+    local typ = h[3]
+    per_type[typ] = (per_type[typ] or 0) + 1
+    nd = nd + 1
+    done[nd] = id
+  end
+end
+for typ, n in pairs(per_type) do
+  rq_count('processing', typ, -n)
+  rq_count('completed', typ, n)
+end
+for j = 1, m, CHUNK do redis.call('ZREM', LEASE, unpack(released, j, math.min(j + CHUNK - 1, m))) end
+for j = 1, 2 * m, CHUNK do redis.call('ZADD', completed, unpack(indexed, j, math.min(j + CHUNK - 1, 2 * m))) end
+
+for b = first - 1, #ARGV - 1, 7 do
   local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local flags = tonumber(ARGV[b + 7])
   local result, err = nil, nil
   if flags % 2 == 1 then result = ARGV[b + 4] end
   if flags >= 2 then err = ARGV[b + 5] end
-  local k = P .. 'a:' .. id
+  local k = KEY_PREFIX .. id
   local h
   if outcome == 2 then
-    h = redis.call('HMGET', k, 's', 'tk', 't', 'c', 'su', 'pr', 'rc', 'cr')
+    h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su', 'cr')
   else
-    h = redis.call('HMGET', k, 's', 'tk', 't', 'c', 'su')
+    h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
   end
-  if h[1] ~= 'processing' or h[2] ~= token then
+  local guard = GUARDS[token]
+  if not guard then guard = token .. '\31'; GUARDS[token] = guard end
+  if h[1] ~= 'processing' or not h[2] or string.sub(h[2], 1, #guard) ~= guard then
     rejected[#rejected + 1] = id
   else
     rq_zrem(LEASE, id)
     if h[5] then redis.call('HDEL', k, 'su') end
-    local mem = rq_member(h[4], id)
-    if outcome == 5 or (outcome == 2 and h[8]) then
+    local mem = rq_mem(h[4], id)
+    local nums = outcome == 2 and rq_nums(h[4])
+    if outcome == 5 or (outcome == 2 and h[6]) then
       rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
       nd = nd + 1
       done[nd] = id
-    elseif outcome == 2 and rq_corrupt(h, ACK_CHECKS) then -- cannot be retried: dead-lettered with the reason
-      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(h, ACK_CHECKS), ttl)
+    elseif outcome == 2 and rq_corrupt(nums, ACK_CHECKS) then -- cannot be retried: dead-lettered with the reason
+      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(nums, ACK_CHECKS), ttl)
       nd = nd + 1
       done[nd] = id
     elseif outcome == 2 then
-      local rc = tonumber(h[7]) + 1
+      local rc = tonumber(nums[NRC]) + 1
       local ready = math.max(tonumber(ARGV[b + 6]), NOW)
+      nums[NRC], nums[NR] = rc, ready
       local ef, ev = rq_event(id, 'retrying', err)
       if err then
-        redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev, 'e', err)
+        redis.call('HSET', k, 's', 'retrying', 'n', rq_pack(nums), ef, ev, 'e', err)
       else
-        redis.call('HSET', k, 's', 'retrying', 'rc', rc, 'r', ready, ef, ev)
+        redis.call('HSET', k, 's', 'retrying', 'n', rq_pack(nums), ef, ev)
       end
       rq_move(id, h[3], mem, 'processing', 'retrying')
-      rq_make_ready(id, h[3], tonumber(h[6]), rc, ready)
+      rq_make_ready(id, h[3], tonumber(nums[NPR]), rc, ready)
     else
       local status = 'completed'
       if outcome == 3 then status = 'failed' elseif outcome == 4 then status = 'dead_letter' end

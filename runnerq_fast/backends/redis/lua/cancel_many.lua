@@ -2,7 +2,7 @@
 -- a processing one is marked cancel-requested (field "cr", event cancel_requested) and ends
 -- cancelled when its engine acks it (the heartbeat reports the request).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."ready:"..type, P.."susp:"..type, P.."sched",
---   P.."st:"..status, P.."counts", P.."fin", P.."events"; publishes on P.."done".
+--   P.."st:"..status, P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."events"; publishes on P.."done".
 -- ARGV: result ttl ms, then ids.
 -- Returns: {changed ids, number of existing ids skipped (another status, or already requested)}.
 local ttl = ARGV[1]
@@ -10,12 +10,12 @@ local changed, done, skipped = {}, {}, 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'c', 'cr')
+  local h = redis.call('HMGET', k, 's', 't', 'n', 'cr')
   if h[1] and READY[h[1]] then
     rq_zrem(P .. 'ready:' .. h[2], id)
     rq_zrem(P .. 'susp:' .. h[2], id)
     rq_zrem(P .. 'sched', id)
-    rq_finish(id, h[2], rq_member(h[3], id), h[1], 'cancelled', nil, nil, ttl)
+    rq_finish(id, h[2], rq_mem(h[3], id), h[1], 'cancelled', nil, nil, ttl)
     changed[#changed + 1] = id
     done[#done + 1] = id
   elseif h[1] == 'processing' and not h[4] then

@@ -4,28 +4,29 @@
 -- ARGV: limit, lease_ms, claim token, worker id, the ready sets to claim from ("ready:", or
 --   "susp:" for the suspects, claimed one at a time), then the activity types (none = every type).
 -- Returns: 5 per claimed activity, in claim order: id, type, payload, metadata, and its numbers
---   "priority\31retry_count\31max_retries\31timeout_ms\31created ms\31ready ms" in one string
---   (one reply element instead of six; '' for a missing field: the caller dead-letters an
+--   as stored (hash field n, see rq_nums; '' for a missing field: the caller dead-letters an
 --   activity whose fields do not decode, with ack.lua). A due activity
 --   that cannot be scored (rq_corrupt) is dead-lettered here, alone (published on P.."done").
 local limit = tonumber(ARGV[1])
 local deadline = tostring(NOW + tonumber(ARGV[2])) -- as text: formatted once, not twice per activity
 local token, worker = ARGV[3], ARGV[4]
 local from = ARGV[5]
+local claim = token .. '\31' .. NOWS .. '\31' .. deadline -- the hash field k of every activity claimed
 
-local DUE_CHECKS = {2, 'priority', 3, 'retry_count', 4, 'ready_at_ms'}
+local DUE_CHECKS = {NPR, 'priority', NRC, 'retry_count', NR, 'ready_at_ms'}
 local dead = {}
 local due = redis.call('ZRANGEBYSCORE', P .. 'sched', '-inf', NOW, 'LIMIT', 0, 1000)
 if #due > 0 then
   for _, id in ipairs(due) do
-    local h = redis.call('HMGET', P .. 'a:' .. id, 't', 'pr', 'rc', 'r', 's', 'c', 'su')
-    if h[1] and READY[h[5]] then
-      local bad = rq_corrupt(h, DUE_CHECKS)
+    local h = redis.call('HMGET', P .. 'a:' .. id, 't', 'n', 's', 'su')
+    if h[1] and READY[h[3]] then
+      local nums = rq_nums(h[2])
+      local bad = rq_corrupt(nums, DUE_CHECKS)
       if bad then
-        rq_finish(id, h[1], rq_member_of(h[6], id, h[1]), h[5], 'dead_letter', nil, bad, 0)
+        rq_finish(id, h[1], rq_mem_of(h[2], id, h[1]), h[3], 'dead_letter', nil, bad, 0)
         dead[#dead + 1] = id
       else
-        rq_make_ready(id, h[1], tonumber(h[2]), tonumber(h[3]), tonumber(h[4]), h[7])
+        rq_make_ready(id, h[1], tonumber(nums[NPR]), tonumber(nums[NRC]), tonumber(nums[NR]), h[4])
       end
     end
   end
@@ -79,6 +80,9 @@ elseif nonempty > 1 then
 end
 
 local out, o = {}, 0 -- o = #out
+-- rq_move and rq_zadd unrolled for the claimed: their index members by old status, the lease
+-- set's arguments and the counter changes by (old status, type), written after the loop
+local gone, leases, moved = {}, {}, {}
 local n = 0
 for i, id in ipairs(ids) do
   if n >= limit then break end
@@ -88,22 +92,35 @@ for i, id in ipairs(ids) do
     rq_zrem(P .. from .. typ, id)
   end
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'p', 'pr', 'rc', 'mr', 'to', 'm', 'c', 'r')
-  if h[1] and READY[h[1]] then
+  local h = redis.call('HMGET', k, 's', 'p', 'm', 'n')
+  local old = h[1]
+  if old and READY[old] then
     n = n + 1
     local ef, ev = rq_event(id, 'claimed', worker)
-    redis.call('HSET', k, 's', 'processing', 'tk', token, 'l', deadline, 'sa', NOWS, ef, ev)
-    rq_move(id, typ, rq_member_of(h[8], id, typ), h[1], 'processing')
-    rq_zadd(P .. 'lease', deadline, id)
+    redis.call('HSET', k, 's', 'processing', 'k', claim, ef, ev)
+    local members = gone[old]
+    if not members then members = {}; gone[old] = members; moved[old] = {} end
+    members[#members + 1] = rq_mem_of(h[4], id, typ)
+    local by_type = moved[old]
+    by_type[typ] = (by_type[typ] or 0) + 1
+    leases[2 * n - 1] = deadline
+    leases[2 * n] = id
     out[o + 1] = id
     out[o + 2] = typ
     out[o + 3] = h[2] or '' -- a missing field: the caller dead-letters it
-    out[o + 4] = h[7] or ''
-    out[o + 5] = (h[3] or '') .. '\31' .. (h[4] or '') .. '\31' .. (h[5] or '') .. '\31' .. (h[6] or '') ..
-      '\31' .. (h[8] or '') .. '\31' .. (h[9] or '')
+    out[o + 4] = h[3] or '{}' -- no field m: no metadata
+    out[o + 5] = h[4] or ''
     o = o + 5
   end
 end
+for old, members in pairs(gone) do
+  for j = 1, #members, CHUNK do redis.call('ZREM', rq_st(old), unpack(members, j, math.min(j + CHUNK - 1, #members))) end
+  for typ, c in pairs(moved[old]) do
+    rq_count(old, typ, -c)
+    rq_count('processing', typ, c)
+  end
+end
+for j = 1, 2 * n, CHUNK do redis.call('ZADD', P .. 'lease', unpack(leases, j, math.min(j + CHUNK - 1, 2 * n))) end
 rq_flush()
 if #dead > 0 then redis.call('PUBLISH', P .. 'done', table.concat(dead, ',')) end
 return out

@@ -11,7 +11,7 @@ local changed, skipped = {}, 0
 for i = 1, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa', 'ik')
+  local h = redis.call('HMGET', k, 's', 't', 'n', 'pa', 'ik')
   if h[1] and TERMINAL[h[1]] then
     rq_forget(id, h[1], h[2], h[3], h[4], h[5])
     rq_event(id, 'deleted', nil)

@@ -23,8 +23,11 @@ for i = 1, K do
     m = ARGV[b + 6], on_dup = tonumber(ARGV[b + 7]), ttl = ARGV[b + 8], parent = ARGV[b + 9], n = 0,
     status = 'pending', ready = NOW, ready_text = NOWTEXT}
   if run_at > NOW then pf.status, pf.ready, pf.ready_text = 'scheduled', run_at, ARGV[b + 5] end
+  -- the hash field n of every item of the profile (rq_nums): created now, retry count 0
+  pf.nums = MEMBER_PREFIX .. pf.ready_text .. '\31' .. pf.pr .. '\0310\031' .. pf.mr .. '\31' .. pf.to
   -- the common case (pending, no key, no parent) is one HSET without a table; others build its arguments
   pf.plain = pf.status == 'pending' and pf.on_dup == 0 and pf.parent == ''
+  pf.bare = pf.m == '{}' -- no metadata: the hash gets no field m (read as {})
   pf.zidx, pf.zready = {}, {} -- ZADD arguments: score '0' and member (st:, ty:, kids:); score and id (ready:)
   if pf.status == 'pending' then
     pf.score = string.format('%.17g', rq_score(pf.priority, 0, NOW))
@@ -75,12 +78,16 @@ while pos <= nargs do
   end
   if create then
     local ef, ev = rq_event(id, 'enqueued', nil)
-    if pf.plain then
-      redis.call('HSET', KEY_PREFIX .. id, 't', typ, 'p', payload, 'pr', pf.pr, 'mr', pf.mr, 'to', pf.to,
-        'm', pf.m, 'rc', '0', 'c', NOWTEXT, 'r', NOWTEXT, 's', 'pending', ef, ev)
+    if pf.plain and pf.bare then
+      redis.call('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'n', pf.nums, 't', typ, ef, ev)
+    elseif pf.plain then
+      redis.call('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'm', pf.m, 'n', pf.nums, 't', typ, ef, ev)
     else
-      local args = {'t', typ, 'p', payload, 'pr', pf.pr, 'mr', pf.mr, 'to', pf.to,
-        'm', pf.m, 'rc', '0', 'c', NOWTEXT, 'r', pf.ready_text, 's', pf.status, ef, ev}
+      local args = {'s', pf.status, 'p', payload, 'n', pf.nums, 't', typ, ef, ev}
+      if not pf.bare then
+        args[#args + 1] = 'm'
+        args[#args + 1] = pf.m
+      end
       if pf.status == 'scheduled' then
         local sf, sv = rq_event(id, 'scheduled', nil)
         args[#args + 1] = sf

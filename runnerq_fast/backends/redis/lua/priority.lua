@@ -13,13 +13,17 @@ local changed, skipped = {}, 0
 for i = 2, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'pr', 'rc', 'r', 'su')
-  if h[1] and READY[h[1]] and tonumber(h[3]) ~= new and not rq_corrupt(h, {4, 'retry_count', 5, 'ready_at_ms'}) then
-    local ef, ev = rq_event(id, 'priority_changed', h[3] .. '->' .. new)
-    redis.call('HSET', k, 'pr', new, ef, ev)
-    local ready = P .. (h[6] and 'susp:' or 'ready:') .. h[2]
+  local h = redis.call('HMGET', k, 's', 't', 'n', 'su')
+  local nums = rq_nums(h[3])
+  local old = nums[NPR]
+  if h[1] and READY[h[1]] and old and tonumber(old) ~= new
+      and not rq_corrupt(nums, {NRC, 'retry_count', NR, 'ready_at_ms'}) then
+    local ef, ev = rq_event(id, 'priority_changed', old .. '->' .. new)
+    nums[NPR] = new
+    redis.call('HSET', k, 'n', rq_pack(nums), ef, ev)
+    local ready = P .. (h[4] and 'susp:' or 'ready:') .. h[2]
     if redis.call('ZSCORE', ready, id) then
-      rq_zadd(ready, rq_score(new, tonumber(h[4]), tonumber(h[5])), id)
+      rq_zadd(ready, rq_score(new, tonumber(nums[NRC]), tonumber(nums[NR])), id)
     end
     changed[#changed + 1] = id
   elseif h[1] then

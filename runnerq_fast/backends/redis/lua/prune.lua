@@ -23,7 +23,7 @@ for i = 4, #ARGV do
     for _, mem in ipairs(page) do
       examined = examined + 1
       local id = string.sub(mem, 17)
-      local h = redis.call('HMGET', P .. 'a:' .. id, 's', 't', 'c', 'pa', 'ik', 'fa')
+      local h = redis.call('HMGET', P .. 'a:' .. id, 's', 't', 'n', 'pa', 'ik', 'fa')
       if h[1] == st and tonumber(h[6] or 0) < before then
         rq_forget(id, h[1], h[2], h[3], h[4], h[5])
         deleted = deleted + 1

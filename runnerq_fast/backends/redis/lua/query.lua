@@ -127,7 +127,7 @@ if meta then
   for j = 2, #meta, 2 do PLAIN[j] = not string.find(meta[j], '[^%w !#-.0-~]') and not string.find(meta[j], '[\\/"]') end
 end
 
-local wanted_fields = {'s', 't', 'pr', 'pa'}
+local wanted_fields = {'s', 't', 'n', 'pa'}
 if meta then wanted_fields[5] = 'm' end
 
 -- nil: unreadable; false: no match; true: match
@@ -138,16 +138,16 @@ local function check(id)
   if types and not types[h[2]] then return false end
   if parent and h[4] ~= parent then return false end
   if priorities then
-    local pr = tonumber(h[3])
+    local pr = tonumber(rq_nums(h[3])[NPR])
     if not pr then return nil end
     if not priorities[tostring(pr)] then return false end
   end
   if meta then
-    if not h[5] then return nil end
+    local m = h[5] or '{}' -- no field m: no metadata
     for j = 2, #meta, 2 do -- cheap test first: a plain value must appear as such in the JSON text
-      if PLAIN[j] and not string.find(h[5], meta[j], 1, true) then return false end
+      if PLAIN[j] and not string.find(m, meta[j], 1, true) then return false end
     end
-    local ok, doc = pcall(cjson.decode, h[5])
+    local ok, doc = pcall(cjson.decode, m)
     if not ok then return nil end
     if type(doc) ~= 'table' then return false end
     for j = 1, #meta, 2 do
@@ -170,9 +170,9 @@ for _, k in ipairs(index) do
     -- the processing ids: every member of the lease set within the bounds, sorted here
     local buf = {}
     for _, id in ipairs(redis.call('ZRANGE', P .. 'lease', 0, -1)) do
-      local c = redis.call('HGET', P .. 'a:' .. id, 'c')
-      if c then
-        local e = entry(rq_member(c, id))
+      local n = redis.call('HGET', P .. 'a:' .. id, 'n')
+      if n then
+        local e = entry(rq_mem(n, id))
         if inrange(e) then buf[#buf + 1] = e end
       end
     end

@@ -1,10 +1,10 @@
 -- runnerq-fast: requeue activities whose lease expired, dead-letter the exhausted, cancel those
 -- whose cancellation was requested; then remove finished activities whose result ttl passed,
--- with their index entries, counts and idempotency keys (P.."fin", at most ARGV[3] per run). An
+-- with their index entries, counts and idempotency keys (P.."fin", about ARGV[3] per run). An
 -- expiry counts an attempt only against a suspect (field su: claimed alone); any other goes back
 -- uncounted, and either way the activity is a suspect from now on (P.."susp:"..type).
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."lease", P.."a:"..id, P.."st:"..status,
---   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."dead", P.."ready:"..type,
+--   P.."ty:"..type, P.."kids:"..parent, P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."dead", P.."ready:"..type,
 --   P.."susp:"..type, P.."types", P.."sched", P.."events", P.."wake", P.."wake:"..type,
 --   P.."idem:"..#type..":"..type..":"..key (a removed holder's key keeps its ttl and becomes
 --   "<id>\31<status>"); publishes on P.."done".
@@ -16,47 +16,67 @@ local ttl = ARGV[2]
 local uncounted = ARGV[4]
 local FIN_BATCH = tonumber(ARGV[3])
 local requeued, dead, cancelled = {}, {}, {}
-local REAP_CHECKS = {2, 'retry_count', 3, 'max_retries', 5, 'priority', 6, 'ready_at_ms', 7, 'created_at_ms',
-  9, 'timeout_ms'}
+local REAP_CHECKS = {NRC, 'retry_count', NMR, 'max_retries', NPR, 'priority', NR, 'ready_at_ms', NC, 'created_at_ms',
+  NTO, 'timeout_ms'}
 local expired = redis.call('ZRANGEBYSCORE', P .. 'lease', '-inf', NOW, 'LIMIT', 0, tonumber(ARGV[1]))
 for _, id in ipairs(expired) do
   rq_zrem(P .. 'lease', id)
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'rc', 'mr', 't', 'pr', 'r', 'c', 'cr', 'to', 'su')
-  local bad = h[1] == 'processing' and rq_corrupt(h, REAP_CHECKS)
+  local h = redis.call('HMGET', k, 's', 'n', 't', 'cr', 'su')
+  local nums = rq_nums(h[2])
+  local bad = h[1] == 'processing' and rq_corrupt(nums, REAP_CHECKS)
   if bad then
-    rq_finish(id, h[4] or '', rq_member_of(h[7], id, h[4] or ''), 'processing', 'dead_letter', nil, bad, ttl)
+    rq_finish(id, h[3] or '', rq_mem_of(h[2], id, h[3] or ''), 'processing', 'dead_letter', nil, bad, ttl)
     dead[#dead + 1] = id
   elseif h[1] == 'processing' then
-    local mem = rq_member(h[7], id)
-    local rc = tonumber(h[2])
-    if h[10] then rc = rc + 1 end
-    if h[8] then
-      rq_finish(id, h[4], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
+    local mem = rq_mem(h[2], id)
+    local rc = tonumber(nums[NRC])
+    if h[5] then rc = rc + 1 end
+    nums[NRC] = rc
+    if h[4] then
+      rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
       cancelled[#cancelled + 1] = id
-    elseif h[10] and rc > tonumber(h[3]) then
-      redis.call('HSET', k, 'rc', rc)
-      rq_finish(id, h[4], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
+    elseif h[5] and rc > tonumber(nums[NMR]) then
+      redis.call('HSET', k, 'n', rq_pack(nums))
+      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
       dead[#dead + 1] = id
     else
-      local err = h[10] and 'lease expired' or uncounted
+      local err = h[5] and 'lease expired' or uncounted
       local ef, ev = rq_event(id, 'requeued', err)
-      redis.call('HSET', k, 's', 'pending', 'e', err, 'rc', rc, 'su', '1', ef, ev)
-      rq_move(id, h[4], mem, 'processing', 'pending')
-      rq_make_ready(id, h[4], tonumber(h[5]), rc, tonumber(h[6]), true)
+      redis.call('HSET', k, 's', 'pending', 'e', err, 'n', rq_pack(nums), 'su', '1', ef, ev)
+      rq_move(id, h[3], mem, 'processing', 'pending')
+      rq_make_ready(id, h[3], tonumber(nums[NPR]), rc, tonumber(nums[NR]), true)
       requeued[#requeued + 1] = id
     end
   end
 end
--- finished activities whose result ttl passed go, with their index entries and counts
-local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
-for _, id in ipairs(gone) do
-  local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'c', 'pa', 'ik')
-  if h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled' then
+-- finished activities whose result ttl passed go, with their index entries and counts: whole
+-- batches (P.."finb:"..member), begun while fewer than ARGV[3] were dropped. An id of a batch goes
+-- only if it is still finished at the batch's time (a retried and finished again one is in a later one).
+local dropped = 0
+local function drop(id, finished)
+  local h = redis.call('HMGET', P .. 'a:' .. id, 's', 't', 'n', 'pa', 'ik', 'fa')
+  if (h[1] == 'completed' or h[1] == 'failed' or h[1] == 'cancelled') and (not finished or h[6] == finished) then
     rq_forget(id, h[1], h[2], h[3], h[4], h[5], true) -- its idempotency key lives on (idempotency ttl)
   end
-  rq_zrem(P .. 'fin', id)
+  dropped = dropped + 1
+end
+local gone = redis.call('ZRANGEBYSCORE', P .. 'fin', '-inf', NOW, 'LIMIT', 0, FIN_BATCH)
+for _, member in ipairs(gone) do
+  if dropped >= FIN_BATCH then break end
+  if string.find(member, '^b%d+$') then
+    local key = P .. 'finb:' .. member
+    local batch = redis.call('GET', key)
+    if batch then
+      local sep = string.find(batch, '\31', 1, true)
+      local finished = string.sub(batch, 1, sep - 1)
+      for id in string.gmatch(string.sub(batch, sep + 1), '[^,]+') do drop(id, finished) end
+    end
+    redis.call('DEL', key)
+  else
+    drop(member, nil) -- one id (written before the batches)
+  end
+  rq_zrem(P .. 'fin', member)
 end
 rq_flush()
 rq_wake()
@@ -64,4 +84,4 @@ local finished = {}
 for _, id in ipairs(dead) do finished[#finished + 1] = id end
 for _, id in ipairs(cancelled) do finished[#finished + 1] = id end
 if #finished > 0 then redis.call('PUBLISH', P .. 'done', table.concat(finished, ',')) end
-return {requeued, dead, cancelled, #gone}
+return {requeued, dead, cancelled, dropped}

@@ -10,15 +10,17 @@ local changed, skipped = {}, 0
 for i = 1, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'pr', 'c', 'su')
-  if h[1] and RETRYABLE[h[1]] and not rq_corrupt(h, {3, 'priority'}) then
-    local mem = rq_member(h[4], id)
+  local h = redis.call('HMGET', k, 's', 't', 'n', 'su')
+  local nums = rq_nums(h[3])
+  if h[1] and RETRYABLE[h[1]] and not rq_corrupt(nums, {NPR, 'priority'}) then
+    local mem = rq_mem(h[3], id)
     local ef, ev = rq_event(id, 'retry_requested', h[1])
-    redis.call('HSET', k, 's', 'pending', 'rc', 0, 'r', NOW, ef, ev)
-    redis.call('HDEL', k, 'fa', 'da', 'res', 'tk', 'l', 'cr')
+    nums[NRC], nums[NR] = 0, NOW
+    redis.call('HSET', k, 's', 'pending', 'n', rq_pack(nums), ef, ev)
+    redis.call('HDEL', k, 'fa', 'da', 'res', 'k', 'cr')
     if h[1] == 'dead_letter' then rq_zrem(P .. 'dead', id) else rq_zrem(P .. 'fin', id) end
     rq_move(id, h[2], mem, h[1], 'pending')
-    rq_make_ready(id, h[2], tonumber(h[3]), 0, NOW, h[5])
+    rq_make_ready(id, h[2], tonumber(nums[NPR]), 0, NOW, h[4])
     changed[#changed + 1] = id
   elseif h[1] then
     skipped = skipped + 1

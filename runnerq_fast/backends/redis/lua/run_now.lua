@@ -8,13 +8,15 @@ local changed, skipped = {}, 0
 for i = 1, #ARGV do
   local id = ARGV[i]
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 't', 'pr', 'rc', 'c')
-  if (h[1] == 'scheduled' or h[1] == 'retrying') and not rq_corrupt(h, {3, 'priority', 4, 'retry_count'}) then
+  local h = redis.call('HMGET', k, 's', 't', 'n')
+  local nums = rq_nums(h[3])
+  if (h[1] == 'scheduled' or h[1] == 'retrying') and not rq_corrupt(nums, {NPR, 'priority', NRC, 'retry_count'}) then
     local ef, ev = rq_event(id, 'run_now', h[1])
-    redis.call('HSET', k, 's', 'pending', 'r', NOW, ef, ev)
+    nums[NR] = NOW
+    redis.call('HSET', k, 's', 'pending', 'n', rq_pack(nums), ef, ev)
     rq_zrem(P .. 'sched', id)
-    rq_move(id, h[2], rq_member(h[5], id), h[1], 'pending')
-    rq_make_ready(id, h[2], tonumber(h[3]), tonumber(h[4]), NOW)
+    rq_move(id, h[2], rq_mem(h[3], id), h[1], 'pending')
+    rq_make_ready(id, h[2], tonumber(nums[NPR]), tonumber(nums[NRC]), NOW)
     changed[#changed + 1] = id
   elseif h[1] then
     skipped = skipped + 1
