@@ -528,6 +528,17 @@ def test_a_killed_worker_loses_nothing(tmp_path: Path) -> None:
         ("count_status", ("q", "completed", -1, 2**62, 10_001), "runnerq_activities_status_created_idx"),
         ("count_type", ("q", "completed", -1, 2**62, 10_001, "t"), "runnerq_activities_type_created_idx"),
         ("ready_head", ("q", 4, 2**62), "runnerq_activities_dequeue_idx"),
+        # migration 0010: processing rows are left out of the two listing indexes and have their own
+        ("scan_processing_desc", ("q", "processing", -1, 2**62, 2**62, "", "t"), "runnerq_activities_processing_idx"),
+        ("scan_processing_asc", ("q", "processing", -1, 9, -1, "", "t"), "runnerq_activities_processing_idx"),
+        ("processing_types", ("q",), "runnerq_activities_processing_idx"),
+        ("count_processing", ("q", "processing", -1, 2**62, 10_001), "runnerq_activities_processing_idx"),
+        ("count_processing_type", ("q", "processing", -1, 2**62, 10_001, "t"), "runnerq_activities_processing_idx"),
+        ("stats", ("q",), "runnerq_activities_status_created_idx"),
+        ("stats", ("q",), "runnerq_activities_processing_idx"),
+        ("counts_by_type", ("q",), "runnerq_activities_type_created_idx"),
+        ("counts_by_type", ("q",), "runnerq_activities_processing_idx"),
+        ("queue_names", (), "runnerq_activities_status_created_idx"),
     ],
 )
 def test_listing_statements_search_their_index(tmp_path: Path, name: str, params: tuple[Any, ...], index: str) -> None:
@@ -542,6 +553,10 @@ def test_listing_statements_search_their_index(tmp_path: Path, name: str, params
         f"SEARCH runnerq_activities USING INDEX {index}" in plan
     ), plan
     assert "SCAN runnerq_activities" not in plan, plan
+    if name.startswith("scan_"):
+        assert "TEMP B-TREE" not in plan, plan  # rows come in listing order from the index, never sorted
+    if name.startswith("count") or name in ("stats", "processing_types", "queue_names"):
+        assert "USING INDEX" not in plan and "TEMP B-TREE" not in plan, plan  # index entries alone, no row read
 
 
 def test_no_status_test_of_the_table_is_an_in_list_of_three_or_more() -> None:
@@ -606,9 +621,11 @@ async def test_a_file_at_migration_7_is_rebuilt_by_0009_with_its_rows_and_indexe
     try:
         after = conn.execute("SELECT * FROM runnerq_activities ORDER BY seq").fetchall()
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        # every index is back (and 0010's processing_idx is added)
         assert sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' "
-                                                 "AND tbl_name = 'runnerq_activities'")) == indexes
-        assert [r[0] for r in conn.execute("SELECT version FROM runnerq_migrations")][-1] == 9
+                                                 "AND tbl_name = 'runnerq_activities'")) == sorted(
+            [*indexes, "runnerq_activities_processing_idx"])
+        assert 9 in [r[0] for r in conn.execute("SELECT version FROM runnerq_migrations")]
     finally:
         conn.close()
     assert [r[0] for r in after] == [r[0] for r in before] == [7, 9, 12]
@@ -653,3 +670,194 @@ def test_a_claimed_row_passes_the_quick_check_only_if_rowcheck_finds_nothing(col
               "ready_at_ms": row[9]}
     if _plain_row(row):
         assert rowcheck.reason(fields) is None
+
+
+async def _pages(b: SqliteBackend, flt: ActivityFilter, newest_first: bool) -> list[str]:
+    out: list[str] = []
+    cursor = None
+    while True:
+        page = await b.query_activities("q", flt, limit=3, cursor=cursor, newest_first=newest_first)
+        out += [s.id for s in page.items]
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
+
+
+async def test_processing_rows_are_listed_and_counted_from_their_own_index(tmp_path: Path) -> None:
+    """Migration 0010: the listing indexes leave processing rows out; they are listed, counted and summarised alike.
+
+    Processing rows of two types between pending and finished ones, paged both ways with and without a
+    type filter, counted per range, and a queue that holds nothing but processing rows.
+    """
+    b = await SqliteBackend.open(url_of(tmp_path / "p.db"))
+    try:
+        ids: dict[str, list[str]] = {"a": [], "b": []}
+        for i in range(8):
+            t = "a" if i % 3 else "b"
+            (r,) = await b.enqueue("q", [new(t)])
+            ids[t].append(r.activity_id)
+            await asyncio.sleep(0.002)  # distinct creation times
+        held = await b.claim("q", "w", 5, None, 30_000)  # the five oldest, of both types
+        await b.ack("q", [Ack(c.id, c.claim_token, AckOutcome.COMPLETED) for c in held[:1]])
+        processing = sorted((c for c in held[1:]), key=lambda c: c.created_at_ms)
+        proc_ids = [c.id for c in processing]
+        every = ids["b"] + ids["a"]
+        created = {i: (await b.get_activity(i)).created_at_ms for i in every}  # type: ignore[union-attr]
+        in_order = sorted(every, key=lambda i: (created[i], i))
+        assert len(proc_ids) == 4 and len({c.activity_type for c in processing}) == 2
+
+        only = ActivityFilter(statuses=("processing",))
+        assert await _pages(b, only, False) == sorted(proc_ids, key=lambda i: (created[i], i))
+        assert await _pages(b, only, True) == sorted(proc_ids, key=lambda i: (created[i], i), reverse=True)
+        typed = ActivityFilter(statuses=("processing", "pending"), activity_types=("a",))
+        want = [i for i in in_order if i in ids["a"] and i != held[0].id]
+        assert await _pages(b, typed, False) == want
+        assert await _pages(b, ActivityFilter(), True) == in_order[::-1]
+        assert (await b.count_activities("q", only)).count == 4
+        assert (await b.count_activities("q", ActivityFilter(statuses=("processing",), activity_types=("b",)))).count \
+            == sum(1 for c in processing if c.activity_type == "b")
+        first = processing[0].created_at_ms
+        assert (await b.count_activities("q", ActivityFilter(statuses=("processing",), created_after_ms=first + 1))
+                ).count == sum(1 for c in processing if c.created_at_ms > first)
+        stats = await b.stats("q")
+        assert (stats.processing, stats.pending, stats.completed, stats.total) == (4, 3, 1, 8)
+
+        (lone,) = await b.enqueue("held-only", [new("a")])
+        await b.claim("held-only", "w", 1, None, 30_000)
+        summaries = {s.queue: s for s in await b.list_queues()}
+        assert set(summaries) == {"q", "held-only"}
+        assert summaries["held-only"].by_type == {"a": {"processing": 1}}
+        assert summaries["q"].by_type["a"]["processing"] + summaries["q"].by_type["b"]["processing"] == 4
+        assert [s.id for s in (await b.query_activities("held-only", only)).items] == [lone.activity_id]
+    finally:
+        await b.close()
+
+
+async def test_one_flush_of_every_kind_of_ack(tmp_path: Path) -> None:
+    """Plain completions go through one ack_completed statement, the rest one ack each, in one transaction.
+
+    Completions with and without a result (text that JSON escaping must bring back byte for byte), a
+    completion carrying an error, a retry, a failure, a retry of an activity an operator asked to cancel,
+    stale acks (wrong token, never claimed) and a batch naming one id twice: each ends as ``ack`` alone
+    would leave it, with its event, and exactly the stale ones are rejected.
+    """
+    b = await SqliteBackend.open(url_of(tmp_path / "a.db"))
+    try:
+        await b.enqueue("q", [new("t") for _ in range(9)])
+        c = sorted(await b.claim("q", "w", 9, None, 30_000), key=lambda x: x.id)
+        tricky = '{"s":"quote \\" backslash \\\\ tab \\t nul \\u0000 é 😀 \\ud83d\\ude00","n":[1,2.5,null]}'
+        assert json.loads(tricky)  # valid JSON, as results are
+        conn = sqlite3.connect(tmp_path / "a.db", isolation_level=None)
+        conn.execute("UPDATE runnerq_activities SET cancel_requested_at = 1 WHERE id = ?", (c[5].id,))
+        conn.close()
+        acks = [
+            Ack(c[0].id, c[0].claim_token, AckOutcome.COMPLETED),
+            Ack(c[1].id, c[1].claim_token, AckOutcome.COMPLETED, tricky.encode()),
+            Ack(c[2].id, c[2].claim_token, AckOutcome.COMPLETED, b"1", "note"),
+            Ack(c[3].id, c[3].claim_token, AckOutcome.RETRY, None, "again", 0),
+            Ack(c[4].id, c[4].claim_token, AckOutcome.FAILED, None, "bad"),
+            Ack(c[5].id, c[5].claim_token, AckOutcome.RETRY, None, "again", 0),
+            Ack(c[6].id, "f" * 32, AckOutcome.COMPLETED),
+            Ack("0" * 32, c[7].claim_token, AckOutcome.COMPLETED),
+        ]
+        rejected = await b.ack("q", acks)
+        assert sorted(rejected) == sorted([c[6].id, "0" * 32])
+        status = {x.id: (await b.get_activity(x.id)).status for x in c}  # type: ignore[union-attr]
+        assert [status[x.id] for x in c] == ["completed", "completed", "completed", "retrying", "failed",
+                                             "cancelled", "processing", "processing", "processing"]
+        r0, r1, r2 = [await b.get_result(x.id) for x in c[:3]]
+        assert r0 is not None and r0.data is None
+        assert r1 is not None and r1.data == tricky
+        assert r2 is not None and r2.data == "1"
+        last = {x.id: (await b.get_activity(x.id)).last_error for x in c[:3]}  # type: ignore[union-attr]
+        assert last[c[2].id] == "note" and last[c[0].id] is None
+        kinds = {x.id: [e.event_type for e in await b.get_events(x.id)] for x in c}
+        assert [kinds[x.id][-1] for x in c[:6]] == ["completed", "completed", "completed", "retrying", "failed",
+                                                    "cancelled"]
+        assert kinds[c[6].id][-1] == "claimed"
+        # one id twice: the first ack whose claim is held is applied, the other rejected
+        twice = [Ack(c[7].id, "e" * 32, AckOutcome.COMPLETED), Ack(c[7].id, c[7].claim_token, AckOutcome.COMPLETED),
+                 Ack(c[7].id, c[7].claim_token, AckOutcome.FAILED, None, "x"),
+                 Ack(c[8].id, c[8].claim_token, AckOutcome.COMPLETED)]
+        assert await b.ack("q", twice) == [c[7].id, c[7].id]
+        assert (await b.get_activity(c[7].id)).status == "completed"  # type: ignore[union-attr]
+        assert (await b.get_activity(c[8].id)).status == "completed"  # type: ignore[union-attr]
+    finally:
+        await b.close()
+
+
+async def test_a_migration_gathers_analyze_statistics_again_on_a_file_that_had_them(tmp_path: Path) -> None:
+    """Statistics name dropped indexes and miss new ones after a migration: the planner then walked the
+    status index for a type listing. A file that had ANALYZE statistics gets them again; one without none."""
+    for analyzed in (True, False):
+        path = tmp_path / f"stats-{analyzed}.db"
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute(Q["create_migrations_table"])
+        for m in load_migrations("runnerq_fast.backends.sqlite"):
+            if m.version < 10:
+                for statement in _split_script(m.sql):
+                    conn.execute(statement)
+                conn.execute(Q["record_migration"], (m.version, m.name, 0))
+        conn.execute("WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 3000) "
+                     "INSERT INTO runnerq_activities (id, queue_name, activity_type, status, priority, max_retries, "
+                     "timeout_ms, payload, metadata, created_at, ready_at) "
+                     "SELECT printf('%032x', i), 'q', 't' || (i % 10), CASE WHEN i % 100 = 0 THEN 'failed' "
+                     "ELSE 'completed' END, 2, 3, 0, '{}', '{}', i, i FROM s")
+        if analyzed:
+            conn.execute("ANALYZE")
+        conn.close()
+        b = await SqliteBackend.open(url_of(path))
+        await b.close()
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            has = conn.execute(Q["has_statistics"]).fetchone() is not None
+            assert has is analyzed
+            if analyzed:
+                named = {r[0] for r in conn.execute("SELECT idx FROM sqlite_stat1 WHERE tbl = 'runnerq_activities'")}
+                assert "runnerq_activities_type_created_idx" in named
+            plan = " | ".join(r[3] for r in conn.execute(
+                "EXPLAIN QUERY PLAN " + Q["scan_type_desc"], ("q", "completed", -1, 2**62, 2**62, "", "t3")))
+            assert "runnerq_activities_type_created_idx" in plan, plan
+        finally:
+            conn.close()
+
+
+async def test_writes_waiting_together_share_one_commit_and_each_stays_atomic(tmp_path: Path) -> None:
+    """Group commit: writes queued behind a busy thread run in one transaction, one savepoint each.
+
+    A write that raises is undone alone (its row is gone) and raises to its caller; the others are
+    stored and answered; one commit serves them all. When the write lock cannot be had, every
+    write of the group fails, and the next ones succeed once it is free.
+    """
+    path = tmp_path / "g.db"
+    b = await SqliteBackend.open(url_of(path), busy_timeout=0.05)
+    try:
+        def boom(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["insert_event"], ("ghost", "q", "enqueued", 1, None))
+            raise ValueError("boom")
+
+        b.commits = b.writes = 0
+        busy = asyncio.ensure_future(b._call(time.sleep, 0.2))  # the thread is busy: the writes below queue up
+        await asyncio.sleep(0.05)
+        first, failed, last = await asyncio.gather(
+            b.enqueue("q", [new("t")]), b._write(boom), b.enqueue("q", [new("t")]), return_exceptions=True)
+        await busy
+        assert isinstance(failed, ValueError)
+        assert isinstance(first, list) and isinstance(last, list)
+        assert (b.commits, b.writes) == (1, 3)
+        assert (await b.stats("q")).pending == 2
+        assert await b.get_events("ghost") == []
+
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # holds the write lock
+        busy = asyncio.ensure_future(b._call(time.sleep, 0.1))
+        await asyncio.sleep(0.02)
+        got = await asyncio.gather(b.enqueue("q", [new("t")]), b.enqueue("q", [new("t")]), return_exceptions=True)
+        await busy
+        assert all(isinstance(g, BackendError) and "locked" in str(g) for g in got), got
+        other.execute("ROLLBACK")
+        other.close()
+        await b.enqueue("q", [new("t")])
+        assert (await b.stats("q")).pending == 3
+    finally:
+        await b.close()

@@ -2,13 +2,16 @@
 
 Every backend call is one job on ONE dedicated thread that owns the
 connection, so blocking ``sqlite3`` calls never run on the event loop and a
-call costs one thread hop however many statements it runs. Every write is one
-``BEGIN IMMEDIATE`` transaction (SQLite's single write lock, waited for up to
-the busy timeout), so a claim, an ack flush or an enqueue batch is atomic
-across processes: claims are one ``UPDATE ... RETURNING`` over the dequeue
-index, batches go through ``executemany``, and the events of a claim or an
-ack flush are one ``INSERT ... SELECT`` over ``json_each`` per run of equal
-(type, detail).
+call costs one thread hop however many statements it runs. Every write runs
+in a ``BEGIN IMMEDIATE`` transaction (SQLite's single write lock, waited for up
+to the busy timeout), so a claim, an ack flush or an enqueue batch is atomic
+across processes; writes that wait for the thread together share one
+transaction, each in a savepoint (group commit: one commit and WAL sync for an
+ack flush and the claim the engine sends beside it). Claims are one
+``UPDATE ... RETURNING`` over the dequeue index, the completions of an ack
+flush one ``UPDATE ... FROM json_each``, enqueue batches go through
+``executemany``, and the events of a claim or an ack flush are one
+``INSERT ... SELECT`` over ``json_each`` per run of equal (type, detail).
 
 Wakeups: a write made through this instance wakes this process's fetchers,
 result futures and event streams at once, and so does a write through another
@@ -24,6 +27,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 import time
 import uuid
 import weakref
@@ -87,6 +91,19 @@ _json = msgspec.json.encode
 
 _OPEN: dict[str, weakref.WeakSet[SqliteBackend]] = {}
 """Instances open in this process, by the file's real path (for instant wakeups between them)."""
+
+
+_WriteJob = tuple[Callable[..., Any], tuple[Any, ...], "asyncio.Future[Any]"]
+
+
+def _settle(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    """Answer one write of a group (on its event loop), unless its caller gave up waiting."""
+    if fut.done():
+        return
+    if ok:
+        fut.set_result(value)
+    else:
+        fut.set_exception(value)
 
 
 def _now_ms() -> int:
@@ -182,7 +199,9 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
     """Apply the pending numbered migrations on ``conn``.
 
     Runs in one ``BEGIN IMMEDIATE`` transaction, so processes opening one file
-    together apply each migration exactly once.
+    together apply each migration exactly once. A file with ``ANALYZE``
+    statistics has them gathered again after a migration (they would name
+    dropped indexes and miss new ones).
 
     Parameters
     ----------
@@ -206,6 +225,10 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
                 conn.execute(statement)
             conn.execute(Q["record_migration"], (m.version, m.name, _now_ms()))
             applied_now.append(m.version)
+        if applied_now and conn.execute(Q["has_statistics"]).fetchone() is not None:
+            # ANALYZE was run on this file: its statistics no longer describe the indexes a migration
+            # dropped or created, and the planner prefers the indexes it has statistics for
+            conn.execute("ANALYZE")
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -292,6 +315,11 @@ class SqliteBackend(Backend):
         self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._key = os.path.realpath(path)
+        self._writes: list[_WriteJob] = []  # waiting for the thread; taken together into one transaction
+        self._writes_queued = False  # a _write_group call is queued on the thread
+        self._writes_lock = threading.Lock()
+        #: Write transactions committed, and the writes they carried (group commit; for tests and tuning).
+        self.commits = self.writes = 0
 
     # ------------------------------------------------------------ lifecycle
     @classmethod
@@ -383,10 +411,68 @@ class SqliteBackend(Backend):
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
 
     async def _write(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(conn, *args)`` in one BEGIN IMMEDIATE transaction on the thread."""
+        """Run ``fn(conn, *args)`` atomically in a BEGIN IMMEDIATE transaction on the thread; its result once committed.
+
+        Group commit: writes that wait for the thread together (an ack flush
+        and the next claim, typically) share one transaction, each inside a
+        savepoint of its own, so each stays atomic (one that raises is rolled
+        back alone and raises) and one commit, one WAL sync, serves them all.
+        None is answered before that commit returns, so what a caller is told
+        is stored is as durable as with a transaction of its own.
+        """
         if self.read_only:
             raise BackendError(f"SQLite database {self.path!r} was opened read-only")
-        return await self._call(self._in_transaction, fn, *args)
+        if self._closed:
+            raise BackendError(f"SQLite backend {self.path!r} is closed")
+        fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        with self._writes_lock:
+            self._writes.append((fn, args, fut))
+            submit = not self._writes_queued
+            self._writes_queued = True
+        if submit:
+            self._thread.submit(self._write_group)
+        return await fut
+
+    def _write_group(self) -> None:
+        """Run every waiting write in one transaction (on the thread), then answer each."""
+        with self._writes_lock:
+            jobs, self._writes = self._writes, []
+            self._writes_queued = False
+        outcomes: list[tuple[bool, Any]]
+        try:
+            if len(jobs) == 1:
+                fn, args, _ = jobs[0]
+                outcomes = [(True, self._in_transaction(fn, *args))]
+            else:
+                outcomes = self._in_group(jobs)
+        except BaseException as exc:  # BEGIN or COMMIT failed: nothing of the group is stored
+            outcomes = [(False, exc)] * len(jobs)
+        self.commits += 1
+        self.writes += len(jobs)
+        for (_, _, fut), (ok, value) in zip(jobs, outcomes, strict=True):
+            with contextlib.suppress(RuntimeError):  # its event loop is closed: no one waits
+                fut.get_loop().call_soon_threadsafe(_settle, fut, ok, value)
+
+    def _in_group(self, jobs: list[_WriteJob]) -> list[tuple[bool, Any]]:
+        """Each of ``jobs`` in a savepoint of one transaction; (True, result) or (False, its exception) each."""
+        conn = self._conn
+        outcomes: list[tuple[bool, Any]] = []
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for fn, args, _ in jobs:
+                conn.execute("SAVEPOINT runnerq_write")
+                try:
+                    outcomes.append((True, fn(conn, *args)))
+                except Exception as exc:  # this write alone is undone
+                    conn.execute("ROLLBACK TO runnerq_write")
+                    outcomes.append((False, exc))
+                conn.execute("RELEASE runnerq_write")
+            conn.execute("COMMIT")  # a COMMIT refused (busy) leaves the transaction open: roll it back too
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return outcomes
 
     def _in_transaction(self, fn: Callable[..., T], *args: Any) -> T:
         conn = self._conn
@@ -1121,6 +1207,32 @@ def _held(conn: sqlite3.Connection, refs: Sequence[Ack] | Sequence[LeaseRef]) ->
 
 
 def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) -> tuple[list[str], bool, bool]:
+    """Apply ``acks``; returns (rejected ids, whether some were retried, whether some finished).
+
+    Plain completions (no error, a claim token of 32 characters: this
+    backend's) go through one ``ack_completed`` statement, the others through
+    ``ack`` once each; a batch that names an id twice goes through ``ack``
+    whole (the first ack of an id whose claim is held is the one applied).
+    """
+    if len({a.id for a in acks}) != len(acks):
+        return _ack_each(conn, queue, acks, now)
+    plain: list[Ack] = []
+    rest: list[Ack] = []
+    for a in acks:
+        is_plain = a.outcome == AckOutcome.COMPLETED and a.error is None and len(a.claim_token) == 32
+        (plain if is_plain else rest).append(a)
+    if not plain:
+        return _ack_each(conn, queue, acks, now)
+    arg = _json({a.claim_token + a.id: _text(a.result) for a in plain}).decode()
+    done = {r[0] for r in conn.execute(Q["ack_completed"], (arg, now))}
+    rejected, retried, finished = _ack_each(conn, queue, rest, now) if rest else ([], False, False)
+    if done:
+        _insert_events(conn, queue, now, [a.id for a in plain if a.id in done], "completed", None)
+    return [a.id for a in plain if a.id not in done] + rejected, retried, finished or bool(done)
+
+
+def _ack_each(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) -> tuple[list[str], bool, bool]:
+    """:func:`_ack` through one ``ack`` statement per accepted ack."""
     held = _held(conn, acks)
     rejected: list[str] = []
     updates: list[tuple[Any, ...]] = []
@@ -1277,10 +1389,15 @@ def _scan(
         if flt.activity_types is not None:
             for t in flt.activity_types:
                 for st in statuses:
-                    cursors.append(conn.execute(Q[f"scan_type_{d}"], (queue, st, lo, hi, c, cid, t)))
+                    name = f"scan_processing_{d}" if st == "processing" else f"scan_type_{d}"
+                    cursors.append(conn.execute(Q[name], (queue, st, lo, hi, c, cid, t)))
         else:
             for st in statuses:
-                cursors.append(conn.execute(Q[f"scan_status_{d}"], (queue, st, lo, hi, c, cid)))
+                if st == "processing":  # not in status_created_idx (migration 0010): one range per type
+                    for (t,) in conn.execute(Q["processing_types"], (queue,)).fetchall():
+                        cursors.append(conn.execute(Q[f"scan_processing_{d}"], (queue, st, lo, hi, c, cid, t)))
+                else:
+                    cursors.append(conn.execute(Q[f"scan_status_{d}"], (queue, st, lo, hi, c, cid)))
         sources = list(cursors)
     rows_iter = keyset.merged(sources, _key, newest_first)
     return (r for r in rows_iter if _indexed(r, flt)), cursors
@@ -1338,10 +1455,12 @@ def _count(conn: sqlite3.Connection, queue: str, flt: ActivityFilter, cap: int) 
         lo = -1 if flt.created_after_ms is None else flt.created_after_ms
         hi = _BIG if flt.created_before_ms is None else flt.created_before_ms
         statuses = flt.statuses if flt.statuses is not None else filters.ALL_STATUSES
+        # the listing indexes leave out processing rows: those have an index of their own (migration 0010)
         ranges: list[tuple[str, tuple[Any, ...]]] = (
-            [("count_type", (st, t)) for t in flt.activity_types for st in statuses]
+            [("count_processing_type" if st == "processing" else "count_type", (st, t))
+             for t in flt.activity_types for st in statuses]
             if flt.activity_types is not None
-            else [("count_status", (st,)) for st in statuses]
+            else [("count_processing" if st == "processing" else "count_status", (st,)) for st in statuses]
         )
         total = 0
         for name, key in ranges:

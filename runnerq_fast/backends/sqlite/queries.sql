@@ -41,6 +41,10 @@ INSERT INTO runnerq_migrations (version, name, applied_at) VALUES (?1, ?2, ?3);
 -- One row when the activities table exists (read-only opens check this).
 SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'runnerq_activities';
 
+-- name: has_statistics
+-- One row when ANALYZE has been run on the file (apply_migrations runs it again after a migration).
+SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1';
+
 -- name: insert_activity
 -- ?1 id, ?2 queue, ?3 type, ?4 status, ?5 priority, ?6 max_retries,
 -- ?7 timeout_ms, ?8 payload, ?9 metadata, ?10 created_at, ?11 ready_at,
@@ -159,6 +163,20 @@ SET status = CASE ?1 WHEN 1 THEN 'completed' WHEN 2 THEN 'retrying' WHEN 3 THEN 
     suspect = 0
 WHERE id = ?6 AND status = 'processing' AND claim_token = ?7;
 
+-- name: ack_completed
+-- ?1 a JSON object {claim token || id: result JSON text or null} of plain
+-- completions (outcome 1, no error; ids distinct, tokens of 32 characters),
+-- ?2 now (ms): the ack statement's changes for all of them in one statement,
+-- guarded the same way; returns the ids it applied to. One statement per
+-- flush instead of one execution per row: half the work of a completion's ack.
+UPDATE runnerq_activities
+SET status = 'completed', finished_at = ?2, result = j.value, claim_token = NULL, lease_expires_at = NULL,
+    cancel_requested_at = NULL, suspect = 0
+FROM json_each(?1) AS j
+WHERE runnerq_activities.id = substr(j.key, 33) AND runnerq_activities.status = 'processing'
+  AND runnerq_activities.claim_token = substr(j.key, 1, 32)
+RETURNING id;
+
 -- name: extend_lease
 -- ?1 new expiry (ms), ?2 id, ?3 claim token.
 UPDATE runnerq_activities SET lease_expires_at = ?1
@@ -242,9 +260,12 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('completed', 'faile
 
 -- name: stats
 -- ?1 queue: counts by status from the queue's entries of
--- runnerq_activities_status_created_idx (a covering index: no table row is
--- read, and no entry of another queue).
-SELECT status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY status;
+-- runnerq_activities_status_created_idx, and of runnerq_activities_processing_idx
+-- for the processing rows it leaves out (migration 0010): covering indexes, no
+-- table row is read, and no entry of another queue.
+SELECT status, count(*) FROM runnerq_activities WHERE queue_name = ?1 AND status <> 'processing' GROUP BY status
+UNION ALL
+SELECT 'processing', count(*) FROM runnerq_activities WHERE queue_name = ?1 AND status = 'processing';
 
 -- name: list_activities
 -- ?1 queue, ?2 status (NULL: any), ?3 offset, ?4 limit; newest first.
@@ -292,32 +313,64 @@ LIMIT ?3;
 SELECT coalesce(max(id), 0) FROM runnerq_events;
 
 -- name: scan_status_desc
--- ?1 queue, ?2 status, ?3 created at or after, ?4 created before, ?5/?6
--- cursor (created_at, id): one range of runnerq_activities_status_created_idx,
--- newest first.
+-- ?1 queue, ?2 status (not processing: scan_processing_*), ?3 created at or
+-- after, ?4 created before, ?5/?6 cursor (created_at, id): one range of
+-- runnerq_activities_status_created_idx, newest first.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND status = ?2 AND status <> 'processing' AND created_at >= ?3 AND created_at < ?4
   AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
 ORDER BY created_at DESC, id DESC;
 
 -- name: scan_status_asc
 -- As scan_status_desc, oldest first.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND status = ?2 AND status <> 'processing' AND created_at >= ?3 AND created_at < ?4
   AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
 ORDER BY created_at, id;
 
 -- name: scan_type_desc
 -- As scan_status_desc for ?7 activity type: runnerq_activities_type_created_idx.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND status <> 'processing'
+  AND created_at >= ?3 AND created_at < ?4
   AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
 ORDER BY created_at DESC, id DESC;
 
 -- name: scan_type_asc
 -- As scan_type_desc, oldest first.
 SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
-WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = ?2 AND status <> 'processing'
+  AND created_at >= ?3 AND created_at < ?4
+  AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
+ORDER BY created_at, id;
+
+-- name: processing_types
+-- ?1 queue: the activity types that have processing rows, one probe of
+-- runnerq_activities_processing_idx per type (a skip scan).
+WITH RECURSIVE t(name) AS (
+    SELECT min(activity_type) FROM runnerq_activities WHERE queue_name = ?1 AND status = 'processing'
+    UNION ALL
+    SELECT (SELECT min(activity_type) FROM runnerq_activities
+            WHERE queue_name = ?1 AND status = 'processing' AND activity_type > t.name)
+    FROM t WHERE t.name IS NOT NULL
+)
+SELECT name FROM t WHERE name IS NOT NULL;
+
+-- name: scan_processing_desc
+-- scan_type_desc for the processing rows (?2 is 'processing'), which the two
+-- listing indexes leave out: one range of runnerq_activities_processing_idx,
+-- in the same order. A listing of every type merges one per processing_types.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = 'processing' AND ?2 = 'processing'
+  AND created_at >= ?3 AND created_at < ?4
+  AND created_at <= ?5 AND (created_at < ?5 OR id < ?6)
+ORDER BY created_at DESC, id DESC;
+
+-- name: scan_processing_asc
+-- As scan_processing_desc, oldest first.
+SELECT id, created_at, status, priority, metadata, activity_type, parent_id FROM runnerq_activities
+WHERE queue_name = ?1 AND activity_type = ?7 AND status = 'processing' AND ?2 = 'processing'
+  AND created_at >= ?3 AND created_at < ?4
   AND created_at >= ?5 AND (created_at > ?5 OR id > ?6)
 ORDER BY created_at, id;
 
@@ -351,18 +404,31 @@ WHERE id IN (SELECT value FROM json_each(?1));
 
 -- name: queue_names
 -- Every queue with an activity: a skip scan over the first column of
--- runnerq_activities_status_created_idx (one probe per queue).
+-- runnerq_activities_status_created_idx and of runnerq_activities_processing_idx
+-- (one probe of each per queue).
 WITH RECURSIVE q(name) AS (
-    SELECT min(queue_name) FROM runnerq_activities
+    SELECT (SELECT min(n) FROM (SELECT min(queue_name) AS n FROM runnerq_activities WHERE status <> 'processing'
+                                UNION ALL
+                                SELECT min(queue_name) FROM runnerq_activities WHERE status = 'processing'))
     UNION ALL
-    SELECT (SELECT min(queue_name) FROM runnerq_activities WHERE queue_name > q.name) FROM q WHERE q.name IS NOT NULL
+    SELECT (SELECT min(n) FROM (SELECT min(queue_name) AS n FROM runnerq_activities
+                                WHERE status <> 'processing' AND queue_name > q.name
+                                UNION ALL
+                                SELECT min(queue_name) FROM runnerq_activities
+                                WHERE status = 'processing' AND queue_name > q.name))
+    FROM q WHERE q.name IS NOT NULL
 )
 SELECT name FROM q WHERE name IS NOT NULL;
 
 -- name: counts_by_type
 -- ?1 queue: counts by type and status (reads the queue's entries of
--- runnerq_activities_type_created_idx, not the rows).
-SELECT activity_type, status, count(*) FROM runnerq_activities WHERE queue_name = ?1 GROUP BY activity_type, status;
+-- runnerq_activities_type_created_idx, not the rows; and the processing rows,
+-- which it leaves out, through runnerq_activities_processing_idx).
+SELECT activity_type, status, count(*) FROM runnerq_activities
+WHERE queue_name = ?1 AND status <> 'processing' GROUP BY activity_type, status
+UNION ALL
+SELECT activity_type, 'processing', count(*) FROM runnerq_activities
+WHERE queue_name = ?1 AND status = 'processing' GROUP BY activity_type;
 
 -- name: ready_head
 -- ?1 queue, ?2 priority, ?3 retry count bound (exclusive): the oldest ready
@@ -414,12 +480,12 @@ DELETE FROM runnerq_events WHERE activity_id = ?1;
 DELETE FROM runnerq_idempotency WHERE queue_name = ?1 AND activity_type = ?2 AND key = ?3 AND activity_id = ?4;
 
 -- name: count_status
--- ?1 queue, ?2 status, ?3 created at or after, ?4 created before, ?5 most rows
--- to count: how many (up to ?5) are in one range of
--- runnerq_activities_status_created_idx (read from the index alone).
+-- ?1 queue, ?2 status (not processing: count_processing), ?3 created at or
+-- after, ?4 created before, ?5 most rows to count: how many (up to ?5) are in
+-- one range of runnerq_activities_status_created_idx (read from the index alone).
 SELECT count(*) FROM (
     SELECT 1 FROM runnerq_activities
-    WHERE queue_name = ?1 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+    WHERE queue_name = ?1 AND status = ?2 AND status <> 'processing' AND created_at >= ?3 AND created_at < ?4
     LIMIT ?5
 );
 
@@ -427,7 +493,27 @@ SELECT count(*) FROM (
 -- As count_status for ?6 activity type: one range of runnerq_activities_type_created_idx.
 SELECT count(*) FROM (
     SELECT 1 FROM runnerq_activities
-    WHERE queue_name = ?1 AND activity_type = ?6 AND status = ?2 AND created_at >= ?3 AND created_at < ?4
+    WHERE queue_name = ?1 AND activity_type = ?6 AND status = ?2 AND status <> 'processing'
+      AND created_at >= ?3 AND created_at < ?4
+    LIMIT ?5
+);
+
+-- name: count_processing
+-- count_status for the processing rows (?2 is 'processing'): the queue's
+-- entries of runnerq_activities_processing_idx (read from the index alone; a
+-- created range is tested on each, at most what the queue's workers hold).
+SELECT count(*) FROM (
+    SELECT 1 FROM runnerq_activities
+    WHERE queue_name = ?1 AND status = 'processing' AND ?2 = 'processing' AND created_at >= ?3 AND created_at < ?4
+    LIMIT ?5
+);
+
+-- name: count_processing_type
+-- count_type for the processing rows: one range of runnerq_activities_processing_idx.
+SELECT count(*) FROM (
+    SELECT 1 FROM runnerq_activities
+    WHERE queue_name = ?1 AND activity_type = ?6 AND status = 'processing' AND ?2 = 'processing'
+      AND created_at >= ?3 AND created_at < ?4
     LIMIT ?5
 );
 
