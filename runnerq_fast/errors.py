@@ -83,6 +83,27 @@ class ActivityCancelled(RunnerQError):
         self.activity_id = activity_id
 
 
+class CorruptResultError(RunnerQError, ValueError):
+    """The awaited activity completed, but its stored result does not decode.
+
+    The store holds text that is not one valid JSON value: a row edited or
+    damaged outside this library. The activity itself completed; only its
+    return value is lost.
+
+    Attributes
+    ----------
+    activity_id : str
+        The activity's id.
+    reason : str
+        What the decoder reported.
+    """
+
+    def __init__(self, activity_id: str, reason: str) -> None:
+        super().__init__(f"activity {activity_id} completed, but its stored result does not decode: {reason}")
+        self.activity_id = activity_id
+        self.reason = reason
+
+
 class ConfigError(RunnerQError):
     """The engine or a backend was configured in a way that cannot work."""
 

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
+
 from runnerq_fast.codec import decode_json, encode_json, encode_metadata
 from runnerq_fast.config import (
     MAX_ACTIVITY_TYPE_LENGTH,
@@ -19,6 +21,7 @@ from runnerq_fast.config import (
 from runnerq_fast.errors import (
     ActivityCancelled,
     ActivityFailed,
+    CorruptResultError,
     DuplicateActivityError,
     InvalidActivityError,
 )
@@ -145,6 +148,8 @@ class ActivityFuture:
             The activity ended ``failed`` or ``dead_letter``.
         ActivityCancelled
             The activity was cancelled.
+        CorruptResultError
+            It completed, but its stored result does not decode (damaged outside this library).
         TimeoutError
             ``timeout`` seconds passed first.
         BackendError
@@ -165,9 +170,22 @@ class ActivityFuture:
 
 
 def unwrap_result(res: ActivityResult) -> Any:
-    """Turn a stored result into a value or the matching exception."""
+    """Turn a stored result into a value or the matching exception.
+
+    Raises
+    ------
+    ActivityFailed, ActivityCancelled
+        The activity ended without completing.
+    CorruptResultError
+        It completed, but the stored result is not one valid JSON value (damaged outside this library).
+    """
     if res.status == "completed":
-        return None if res.data is None else decode_json(res.data)
+        if res.data is None:
+            return None
+        try:
+            return decode_json(res.data)
+        except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+            raise CorruptResultError(res.activity_id, str(exc)) from None
     if res.status == "cancelled":
         raise ActivityCancelled(res.activity_id)
     raise ActivityFailed(res.activity_id, res.status, res.error)

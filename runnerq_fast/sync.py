@@ -315,6 +315,8 @@ class SyncExecutor:
             The activity ended ``failed`` or ``dead_letter``.
         ActivityCancelled
             The activity was cancelled.
+        CorruptResultError
+            It completed, but its stored result does not decode (damaged outside this library).
         TimeoutError
             ``timeout`` seconds passed first.
         BackendError

@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import runnerq_fast as rq
 from runnerq_fast.web import create_app, wire
 from tests.conformance import FAST
+from tests.damaged_results import DamagedResults
 from tests.web_helpers import asgi_client
 
 OBS = "/api/observability"
@@ -201,24 +202,6 @@ async def test_gauges_of_served_queues_only() -> None:
         text = (await c.get("/metrics")).text
     assert 'queue="private"' not in text
     assert 'runnerq_queue_depth{queue="public",status="pending"} 0.0' in text
-
-
-class DamagedResults(rq.MemoryBackend):
-    """A memory store whose stored results read back damaged (once ``damaged`` is set), as a row edited
-    outside this library would."""
-
-    damaged = False
-
-    def _damaged(self, res: rq.ActivityResult | None) -> rq.ActivityResult | None:
-        if not self.damaged or res is None or res.status != "completed":
-            return res
-        return rq.ActivityResult(res.activity_id, res.status, b'{"doubled": 4', res.error)
-
-    async def get_result(self, activity_id: str) -> rq.ActivityResult | None:
-        return self._damaged(await super().get_result(activity_id))
-
-    async def wait_for_result(self, activity_id: str, timeout: float | None) -> rq.ActivityResult | None:
-        return self._damaged(await super().wait_for_result(activity_id, timeout))
 
 
 async def test_a_damaged_result_is_null_with_its_reason_and_every_body_stays_valid_json() -> None:
