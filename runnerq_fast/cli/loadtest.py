@@ -42,7 +42,8 @@ def _locustfile(given: Path | None) -> Path:
 
 @click.command()
 @click.option("--backend", "backend_url", default=DEFAULT_URL, show_default=True, metavar="URL",
-              help="Backend URL (sqlite:///, postgresql://, redis://; not memory://: the processes need one store). "
+              help="Backend URL (sqlite:///, postgresql://, redis://, redis+cluster://; not memory://: the "
+                   "processes need one store). "
                    "RUNNERQ_BACKEND is not read: load goes to your configured backend only when asked.")
 @click.option("--duration", "-t", type=FiniteFloatRange(min=1), default=30.0, show_default=True, metavar="SECONDS",
               help="Seconds of load.")
@@ -96,9 +97,9 @@ def loadtest(backend_url: str, duration: float, users: int, rate: float, workers
         scheme = urlsplit(backend_url).scheme.lower()
     except ValueError as exc:
         raise BadInput(f"malformed backend URL: {exc}") from None
-    if scheme not in ("sqlite", "postgresql", "postgres", "redis", "rediss"):
+    if scheme not in ("sqlite", "postgresql", "postgres", "redis", "rediss", "redis+cluster", "rediss+cluster"):
         raise BadInput(redact_text(f"loadtest needs a store shared by processes (sqlite:///, postgresql://, "
-                                   f"redis://), not {backend_url}", backend_url))
+                                   f"redis://, redis+cluster://), not {backend_url}", backend_url))
     if shape and locust_processes > 1:  # locust's master ran a shape with no users at all in a 10 s trial
         raise BadInput("--shape runs in one locust process: drop --locust-processes")
     if http_weight + api_weight == 0:

@@ -247,7 +247,8 @@ async def run_loadtest(opts: LoadTestOptions, console: Console) -> int:
         _wait_port(port, serve, "runnerq-fast serve")
         await _wait_log(workers, " started on ", opts.workers, "the workers")
         scheme = opts.backend.split(":", 1)[0]
-        store = ("postgres",) if scheme.startswith("postgres") else ("redis-server",) if scheme == "redis" else ()
+        # the store's server processes, for the CPU table (rediss:// and redis+cluster:// are redis-server too)
+        store = ("postgres",) if scheme.startswith("postgres") else ("redis-server",) if "redis" in scheme else ()
         locust_env = {
             **env,
             "RUNNERQ_LOADTEST_BACKEND": opts.backend,

@@ -117,3 +117,14 @@ def test_an_unreachable_store_is_one_error_line_and_exit_1(tmp_path: Path) -> No
     assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
     assert "Connection refused" in done.stderr and "Traceback" not in done.stderr
     assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_a_redis_cluster_url_is_accepted_and_an_unreachable_cluster_is_one_error_line(tmp_path: Path) -> None:
+    # redis+cluster:// was refused as "not a store shared by processes" (exit 2) before anything started
+    done = run_cli("loadtest", "--backend", "redis+cluster://:s3cret@127.0.0.1:1", "--output",
+                   str(tmp_path / "out"), "--locustfile", LOCUSTFILE, cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.startswith("error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert "shared by processes" not in done.stderr and "Traceback" not in done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+
