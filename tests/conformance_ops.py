@@ -511,6 +511,17 @@ class OperationsConformance:
         got = [c.id for c in await backend.claim(self.queue, "w", 10, ["t"], 30_000)]
         assert got == [low[2], high[0], high[1], low[0], low[1]]
 
+    async def test_a_reprioritised_activity_keeps_its_place_among_equals(self, backend: Backend) -> None:
+        # one batch shares one creation millisecond: equals are claimed in id (creation) order on every backend;
+        # the memory store pushed a re-prioritised row behind the others of its new priority
+        ids = await self._enqueue(backend, 3, priority=1)
+        ids += await self._enqueue(backend, 2, priority=2)
+        await backend.set_priority(self.queue, F(ids=(ids[0],)), 2)  # created first: first among priority 2
+        await backend.set_priority(self.queue, F(ids=(ids[3],)), 3)
+        await backend.set_priority(self.queue, F(ids=(ids[3],)), 2)  # up and back: its place is unchanged
+        got = [c.id for c in await backend.claim(self.queue, "w", 10, ["t"], 30_000)]
+        assert got == [ids[0], ids[3], ids[4], ids[1], ids[2]]
+
     async def test_set_priority_by_filter_also_applies_to_scheduled(self, backend: Backend) -> None:
         (sched,) = await self._enqueue(backend, 1, "s", run_at_ms=now_ms() + 600_000, priority=2)
         pend = await self._enqueue(backend, 2, "s", priority=2)

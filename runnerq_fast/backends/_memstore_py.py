@@ -35,16 +35,19 @@ __all__ = ["QueueState", "ReadyQueue", "Row", "StoreCore"]
 _SEQ_MASK = (1 << 64) - 1
 
 
-def _ready_key(priority: int, retry_count: int, ready_at_ms: int, seq: int) -> int:
-    """One integer ordering ready rows as (priority desc, retry count desc, ready time asc, seq asc).
+def _ready_key(priority: int, retry_count: int, ready_at_ms: int, ordinal: int, seq: int) -> int:
+    """One integer ordering ready rows as (priority desc, retry count desc, ready time asc, ordinal asc, seq).
 
-    The ready queues hold these keys (unique through ``seq``, which is
-    ``key & _SEQ_MASK``), each with its row's id beside it
-    (:class:`ReadyQueue`): a heap step compares two integers, not two
+    ``ordinal`` is the row's creation order (the seq of its first push), so
+    equals (a batch shares one millisecond) are taken oldest first however
+    often a row was pushed again (a priority change, a retry), as the other
+    backends take them in id order. The ready queues hold these keys (unique
+    through ``seq``, which is ``key & _SEQ_MASK``), each with its row's id
+    beside it (:class:`ReadyQueue`): a heap step compares two integers, not two
     tuples field by field. Exact while retry counts and ready times (epoch ms,
-    >= 0) stay below 2**99 and seq below 2**64.
+    >= 0) stay below 2**99 and ordinals and seqs below 2**64.
     """
-    return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
+    return (((((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + ordinal) << 64) + seq
 
 
 class ReadyQueue:
@@ -114,6 +117,7 @@ class Row:
         "lease_expires_at_ms",
         "max_retries",
         "metadata",
+        "ordinal",
         "parent_id",
         "payload",
         "priority",
@@ -148,6 +152,8 @@ class Row:
         self.dead_lettered_at_ms: int | None = None
         self.last_error: str | None = None
         self.heap_seq = 0
+        #: its creation order: the seq of its first push (StoreCore), kept when it is pushed again
+        self.ordinal = 0
         self.parent_id = item.parent_id
         self.cancel_requested = False
         #: its lease expired while it was claimed beside others: claimed alone from now on (StoreCore)
@@ -246,15 +252,19 @@ class StoreCore:
     def _push_ready(self, q: QueueState, row: Row) -> None:
         seq = next(self._seq)
         row.heap_seq = seq
+        if not row.ordinal:
+            row.ordinal = seq
         heaps = q.suspects if row.suspect else q.by_type
         ready = heaps.get(row.activity_type)
         if ready is None:
             ready = heaps[row.activity_type] = ReadyQueue()
-        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), row.id)
+        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, row.ordinal, seq), row.id)
 
     def _push_scheduled(self, q: QueueState, row: Row) -> None:
         seq = next(self._seq)
         row.heap_seq = seq
+        if not row.ordinal:
+            row.ordinal = seq
         heapq.heappush(q.scheduled, (row.ready_at_ms, seq, row.id))
         if q.scheduled[0][1] == seq:
             q.wake.set()  # a new earliest due time: waiting fetchers time their wait again

@@ -40,9 +40,9 @@ cdef object _CANCELLED = AckOutcome.CANCELLED
 cdef object _SEQ_MASK = (1 << 64) - 1
 
 
-cdef inline object _ready_key(object priority, object retry_count, object ready_at_ms, object seq):
-    """See the reference twin: (priority desc, retry desc, ready asc, seq asc) as one integer."""
-    return (((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + seq
+cdef inline object _ready_key(object priority, object retry_count, object ready_at_ms, object ordinal, object seq):
+    """See the reference twin: (priority desc, retry desc, ready asc, ordinal asc, seq) as one integer."""
+    return (((((((-priority) << 100) - retry_count) << 100) + ready_at_ms << 64) + ordinal) << 64) + seq
 
 
 @cython.final
@@ -114,6 +114,7 @@ cdef class Row:
     cdef public object idempotency_key, retry_count, created_at_ms, ready_at_ms, status, claim_token
     cdef public object lease_expires_at_ms, started_at_ms, finished_at_ms, dead_lettered_at_ms
     cdef public object last_error, heap_seq, parent_id, cancel_requested, suspect
+    cdef public object ordinal  # its creation order: the seq of its first push, kept when pushed again
     cdef public list events  # its events, oldest first
     cdef public object result  # its ActivityResult once finished, else None
 
@@ -138,6 +139,7 @@ cdef class Row:
         self.dead_lettered_at_ms = None
         self.last_error = None
         self.heap_seq = 0
+        self.ordinal = 0
         self.parent_id = item.parent_id
         self.cancel_requested = False
         self.suspect = False
@@ -228,6 +230,8 @@ cdef class StoreCore:
     def _push_scheduled(self, QueueState q, Row row):
         seq = next(self._seq)
         row.heap_seq = seq
+        if row.ordinal == 0:
+            row.ordinal = seq
         _heappush(q.scheduled, (row.ready_at_ms, seq, row.id))
         if q.scheduled[0][1] == seq:
             q.wake.set()  # a new earliest due time: waiting fetchers time their wait again
@@ -263,6 +267,8 @@ cdef class StoreCore:
     cdef void _push_ready_c(self, QueueState q, Row row) except *:
         seq = next(self._seq)
         row.heap_seq = seq
+        if row.ordinal == 0:
+            row.ordinal = seq
         heaps = q.suspects if row.suspect else q.by_type
         found = heaps.get(row.activity_type)
         cdef ReadyQueue ready
@@ -271,7 +277,7 @@ cdef class StoreCore:
             heaps[row.activity_type] = ready
         else:
             ready = <ReadyQueue>found
-        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, seq), row.id)
+        ready.push(_ready_key(row.priority, row.retry_count, row.ready_at_ms, row.ordinal, seq), row.id)
 
     cdef void _make_ready_c(self, QueueState q, Row row, object now) except *:
         if row.ready_at_ms > now:
