@@ -635,9 +635,9 @@ async def test_a_file_at_migration_7_is_rebuilt_by_0009_with_its_rows_and_indexe
 @pytest.mark.parametrize(
     ("name", "params", "index"),
     [
-        ("claim", ("t", "w", 1, 2, "q", None, 10), "runnerq_activities_dequeue_idx"),
-        ("claim", ("t", "w", 1, 2, "q", '["a"]', 10), "runnerq_activities_dequeue_idx"),
-        ("claim_suspect", ("t", "w", 1, 2, "q", None, 1), "runnerq_activities_suspect_idx"),
+        ("claim", ("q", 1, None, 10), "runnerq_activities_dequeue_idx"),
+        ("claim", ("q", 1, '["a"]', 10), "runnerq_activities_dequeue_idx"),
+        ("claim_suspect", ("q", 1, None, 1), "runnerq_activities_suspect_idx"),
         ("prune_pick", ("q", "completed", 5, 10), "runnerq_activities_finished_idx"),
     ],
 )
