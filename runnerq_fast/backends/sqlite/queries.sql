@@ -206,19 +206,15 @@ WHERE id = ?1 AND status = 'processing' AND claim_token = ?2;
 
 -- name: expired
 -- ?1 queue, ?2 now (ms), ?3 limit: held activities whose lease has run out, and those whose lease
--- is TEXT or a BLOB (a corrupt row: such values sort after every number); the other columns are
--- returned for the caller to check (runnerq_fast/backends/rowcheck.py).
--- Two ranges of runnerq_activities_lease_idx, merged in lease order.
+-- is TEXT or a BLOB (a corrupt row: such values sort after every number), in lease order; the other
+-- columns are returned for the caller to check (runnerq_fast/backends/rowcheck.py).
+-- The queue's entries of runnerq_activities_processing_idx, which ends with the lease (migration
+-- 0011): the lease is tested on the index entry, and only expired rows are read.
 SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL,
        priority, timeout_ms, created_at, ready_at, lease_expires_at, suspect
 FROM runnerq_activities
-WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at <= ?2
-UNION ALL
-SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL,
-       priority, timeout_ms, created_at, ready_at, lease_expires_at, suspect
-FROM runnerq_activities
-WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at >= ''
-ORDER BY 9
+WHERE queue_name = ?1 AND status = 'processing' AND (lease_expires_at <= ?2 OR lease_expires_at >= '')
+ORDER BY lease_expires_at
 LIMIT ?3;
 
 -- name: dead_letter_corrupt
