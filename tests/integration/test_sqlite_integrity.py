@@ -57,13 +57,23 @@ async def test_a_claim_dead_letters_corrupt_rows_and_gives_their_places_to_the_n
         await b.close()
 
 
-def test_the_reaper_statement_reads_two_ranges_of_the_lease_index(tmp_path: Path) -> None:
+def test_the_reaper_statement_reads_the_queues_processing_entries(tmp_path: Path) -> None:
+    """Migration 0011: the reaper reads the queue's range of processing_idx and tests the lease on each entry."""
     conn = sqlite3.connect(tmp_path / "plan.db", isolation_level=None)
     try:
         apply_migrations(conn)
         plan = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + Q["expired"], ("q", 1, 10))]
+        program = conn.execute("EXPLAIN " + Q["expired"], ("q", 1, 10)).fetchall()
+        columns = [r[2] for r in conn.execute("PRAGMA index_info(runnerq_activities_processing_idx)")]
     finally:
         conn.close()
-    searches = [p for p in plan if p.startswith("SEARCH runnerq_activities USING INDEX runnerq_activities_lease_idx")]
-    assert len(searches) == 2 and all("lease_expires_at" in p for p in searches), plan
+    search = "SEARCH runnerq_activities USING INDEX runnerq_activities_processing_idx (queue_name=?)"
+    searches = [p for p in plan if p.startswith(search)]
+    assert len(searches) == 1, plan
     assert not any(p.startswith("SCAN runnerq_activities") for p in plan), plan
+    assert columns[-1] == "lease_expires_at", columns
+    # the lease is read from the index entry (column 5) before the table row is sought (DeferredSeek)
+    seek = next(r[0] for r in program if r[1] == "DeferredSeek")
+    index_cursor = next(r[2] for r in program if r[1] == "DeferredSeek")
+    first_test = next(r[0] for r in program if r[1] == "Column" and r[2] == index_cursor and r[3] == 5)
+    assert first_test > seek and not [r for r in program[seek:first_test] if r[1] == "Column" and r[2] != index_cursor]

@@ -1140,10 +1140,15 @@ def _claim(
     query: str = "claim",
 ) -> list[Any]:
     rows: list[Any] = []
+    again = False  # a corrupt row was read: the next read's rows may sort among the earlier ones
     for _ in range(_CLAIM_ROUNDS):  # a corrupt row is dead-lettered; its place goes to the next one
-        got = conn.execute(Q[query], (token, worker_id, now, now + lease_ms, queue, types, limit - len(rows)))
+        got = conn.execute(Q[query], (queue, now, types, limit - len(rows))).fetchall()
+        if not got:
+            break
+        # every row read is marked held, as one UPDATE ... RETURNING did; a corrupt one is then dead-lettered
+        conn.execute(Q["claim_set"], (token, worker_id, now, now + lease_ms, _json([r[10] for r in got]).decode()))
         bad = 0
-        for r in got.fetchall():
+        for r in got:
             if _plain_row(r):
                 rows.append(r)
                 continue
@@ -1158,9 +1163,11 @@ def _claim(
                 _dead_letter_corrupt(conn, queue, r[0], why, now)
         if not bad or len(rows) >= limit:
             break
+        again = True
     if not rows:
         return rows
-    rows.sort(key=lambda r: (-r[3], -r[4], r[9], r[10]))
+    if again:  # each read returns its rows in claim order
+        rows.sort(key=lambda r: (-r[3], -r[4], r[9], r[10]))
     _insert_events(conn, queue, now, [r[0] for r in rows], "claimed", worker_id)
     return rows
 
@@ -1224,11 +1231,21 @@ def _ack(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) ->
     if not plain:
         return _ack_each(conn, queue, acks, now)
     arg = _json({a.claim_token + a.id: _text(a.result) for a in plain}).decode()
-    done = {r[0] for r in conn.execute(Q["ack_completed"], (arg, now))}
+    # (a statement that raises leaves this savepoint to the caller's rollback of the whole write)
+    conn.execute("SAVEPOINT runnerq_ack")
+    stale: list[str] = []
+    if conn.execute(Q["ack_completed"], (arg, now)).rowcount == len(plain):
+        applied = [a.id for a in plain]
+    else:  # some are stale: which ones, from the statement that names the rows it changes
+        conn.execute("ROLLBACK TO runnerq_ack")
+        done = {r[0] for r in conn.execute(Q["ack_completed_ids"], (arg, now))}
+        applied = [a.id for a in plain if a.id in done]
+        stale = [a.id for a in plain if a.id not in done]
+    conn.execute("RELEASE runnerq_ack")
     rejected, retried, finished = _ack_each(conn, queue, rest, now) if rest else ([], False, False)
-    if done:
-        _insert_events(conn, queue, now, [a.id for a in plain if a.id in done], "completed", None)
-    return [a.id for a in plain if a.id not in done] + rejected, retried, finished or bool(done)
+    if applied:
+        _insert_events(conn, queue, now, applied, "completed", None)
+    return stale + rejected, retried, finished or bool(applied)
 
 
 def _ack_each(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: int) -> tuple[list[str], bool, bool]:

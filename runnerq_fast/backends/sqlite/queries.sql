@@ -81,42 +81,46 @@ SET activity_id = excluded.activity_id, expires_at = excluded.expires_at;
 SELECT status FROM runnerq_activities WHERE id = ?1;
 
 -- name: claim
--- ?1 claim token, ?2 worker id, ?3 now (ms), ?4 lease expiry (ms), ?5 queue,
--- ?6 activity types as a JSON array (NULL: any), ?7 limit. The inner select
--- walks runnerq_activities_dequeue_idx in SPEC order; RETURNING gives rows in
--- no defined order, so the caller sorts them by the returned order columns.
--- Suspects (migration 0006) are left to claim_suspect.
-UPDATE runnerq_activities
-SET status = 'processing', claim_token = ?1, worker_id = ?2, started_at = ?3, lease_expires_at = ?4
-WHERE seq IN (
-    SELECT seq FROM runnerq_activities
-    WHERE queue_name = ?5
-      AND (status = 'pending' OR status = 'scheduled' OR status = 'retrying')
-      AND (ready_at <= ?3 OR ready_at >= '')  -- a TEXT or BLOB ready_at (a corrupt row) sorts after every number
-      AND (?6 IS NULL OR activity_type IN (SELECT value FROM json_each(?6)))
-      AND suspect = 0
-    ORDER BY priority DESC, retry_count DESC, ready_at, seq
-    LIMIT ?7
-)
-RETURNING id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
-          created_at, ready_at, seq;
+-- ?1 queue, ?2 now (ms), ?3 activity types as a JSON array (NULL: any), ?4
+-- limit: the rows a claim takes, in SPEC order (it walks
+-- runnerq_activities_dequeue_idx), with what the worker needs; claim_set then
+-- marks them held, in the same transaction. Suspects (migration 0006) are left
+-- to claim_suspect. A SELECT and an UPDATE by seq instead of one UPDATE ...
+-- RETURNING: RETURNING keeps its rows in a temporary table and the IN
+-- (subquery) builds another, both per row (about 7 % of a drained activity's
+-- instructions on the SQLite thread), and the rows come back sorted.
+SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
+       created_at, ready_at, seq
+FROM runnerq_activities
+WHERE queue_name = ?1
+  AND (status = 'pending' OR status = 'scheduled' OR status = 'retrying')
+  AND (ready_at <= ?2 OR ready_at >= '')  -- a TEXT or BLOB ready_at (a corrupt row) sorts after every number
+  AND (?3 IS NULL OR activity_type IN (SELECT value FROM json_each(?3)))
+  AND suspect = 0
+ORDER BY priority DESC, retry_count DESC, ready_at, seq
+LIMIT ?4;
 
 -- name: claim_suspect
--- The parameters and rows of claim (?7 is 1), over the suspects only
+-- The parameters and rows of claim (?4 is 1), over the suspects only
 -- (runnerq_activities_suspect_idx): the engine runs what it returns alone.
+SELECT id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
+       created_at, ready_at, seq
+FROM runnerq_activities
+WHERE queue_name = ?1
+  AND suspect = 1 AND (status = 'pending' OR status = 'scheduled' OR status = 'retrying')
+  AND ready_at <= ?2
+  AND (?3 IS NULL OR activity_type IN (SELECT value FROM json_each(?3)))
+ORDER BY priority DESC, retry_count DESC, ready_at, seq
+LIMIT ?4;
+
+-- name: claim_set
+-- ?1 claim token, ?2 worker id, ?3 now (ms), ?4 lease expiry (ms), ?5 the seq
+-- of each row claim or claim_suspect just returned, as a JSON array: they
+-- become held by this claim (run in the transaction of that read, under the
+-- write lock, so they are still the rows it read).
 UPDATE runnerq_activities
 SET status = 'processing', claim_token = ?1, worker_id = ?2, started_at = ?3, lease_expires_at = ?4
-WHERE seq IN (
-    SELECT seq FROM runnerq_activities
-    WHERE queue_name = ?5
-      AND suspect = 1 AND (status = 'pending' OR status = 'scheduled' OR status = 'retrying')
-      AND ready_at <= ?3
-      AND (?6 IS NULL OR activity_type IN (SELECT value FROM json_each(?6)))
-    ORDER BY priority DESC, retry_count DESC, ready_at, seq
-    LIMIT ?7
-)
-RETURNING id, activity_type, payload, priority, retry_count, max_retries, timeout_ms, metadata,
-          created_at, ready_at, seq;
+WHERE seq IN (SELECT value FROM json_each(?5));
 
 -- name: suspects_ready
 -- ?1 queue, ?2 now (ms), ?3 activity types as a JSON array (NULL: any): how
@@ -167,8 +171,21 @@ WHERE id = ?6 AND status = 'processing' AND claim_token = ?7;
 -- ?1 a JSON object {claim token || id: result JSON text or null} of plain
 -- completions (outcome 1, no error; ids distinct, tokens of 32 characters),
 -- ?2 now (ms): the ack statement's changes for all of them in one statement,
--- guarded the same way; returns the ids it applied to. One statement per
--- flush instead of one execution per row: half the work of a completion's ack.
+-- guarded the same way. One statement per flush instead of one execution per
+-- row: half the work of a completion's ack. It returns nothing: the caller
+-- compares its count of changed rows with the number of acks and, when some
+-- were stale, undoes it (a savepoint) and runs ack_completed_ids instead
+-- (RETURNING keeps its rows in a temporary table, about 6 % of a drained
+-- activity's instructions on the SQLite thread when every flush used it).
+UPDATE runnerq_activities
+SET status = 'completed', finished_at = ?2, result = j.value, claim_token = NULL, lease_expires_at = NULL,
+    cancel_requested_at = NULL, suspect = 0
+FROM json_each(?1) AS j
+WHERE runnerq_activities.id = substr(j.key, 33) AND runnerq_activities.status = 'processing'
+  AND runnerq_activities.claim_token = substr(j.key, 1, 32);
+
+-- name: ack_completed_ids
+-- ack_completed returning the ids it applied to (a flush with stale acks).
 UPDATE runnerq_activities
 SET status = 'completed', finished_at = ?2, result = j.value, claim_token = NULL, lease_expires_at = NULL,
     cancel_requested_at = NULL, suspect = 0
@@ -189,19 +206,15 @@ WHERE id = ?1 AND status = 'processing' AND claim_token = ?2;
 
 -- name: expired
 -- ?1 queue, ?2 now (ms), ?3 limit: held activities whose lease has run out, and those whose lease
--- is TEXT or a BLOB (a corrupt row: such values sort after every number); the other columns are
--- returned for the caller to check (runnerq_fast/backends/rowcheck.py).
--- Two ranges of runnerq_activities_lease_idx, merged in lease order.
+-- is TEXT or a BLOB (a corrupt row: such values sort after every number), in lease order; the other
+-- columns are returned for the caller to check (runnerq_fast/backends/rowcheck.py).
+-- The queue's entries of runnerq_activities_processing_idx, which ends with the lease (migration
+-- 0011): the lease is tested on the index entry, and only expired rows are read.
 SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL,
        priority, timeout_ms, created_at, ready_at, lease_expires_at, suspect
 FROM runnerq_activities
-WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at <= ?2
-UNION ALL
-SELECT id, retry_count, max_retries, cancel_requested_at IS NOT NULL,
-       priority, timeout_ms, created_at, ready_at, lease_expires_at, suspect
-FROM runnerq_activities
-WHERE queue_name = ?1 AND status = 'processing' AND lease_expires_at >= ''
-ORDER BY 9
+WHERE queue_name = ?1 AND status = 'processing' AND (lease_expires_at <= ?2 OR lease_expires_at >= '')
+ORDER BY lease_expires_at
 LIMIT ?3;
 
 -- name: dead_letter_corrupt
