@@ -235,6 +235,9 @@ class BackendConformance:
         assert kinds.count("retrying") == 2 and kinds[-1] == "completed" and kinds[0] == "enqueued"
         snap = await backend.get_activity(fut.activity_id)
         assert snap is not None and snap.retry_count == 2 and snap.status == "completed"
+        # the result of a completed activity carries no error, whatever its earlier attempts raised
+        res = await backend.get_result(fut.activity_id)
+        assert res is not None and res.status == "completed" and res.error is None
 
     async def test_retries_exhausted_go_to_dead_letter(self, backend: Backend) -> None:
         engine = self.engine(backend)

@@ -146,6 +146,20 @@ def _s(value: bytes | str | None) -> str | None:
     return value.decode(errors="replace")  # text this library wrote is UTF-8; a damaged field shows as such
 
 
+_ERROR_STATUSES = frozenset({"failed", "dead_letter"})
+
+
+def _result(activity_id: str, status: str, data: bytes | None, error: bytes | None) -> ActivityResult:
+    """The result of a finished activity from its hash fields ``res`` and ``e``.
+
+    ``e`` holds the last error of any attempt (a retried attempt's, a
+    requeued lease's): like the SQL backends, a result carries it only when
+    the activity failed or was dead-lettered, never for a completed or
+    cancelled one.
+    """
+    return ActivityResult(activity_id, status, data, _s(error) if status in _ERROR_STATUSES else None)
+
+
 
 
 #: the hash fields of a claimed activity after its id, in the order _claim_corrupt takes them
@@ -742,7 +756,7 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         status = found[1][0].decode()
         if status not in TERMINAL_STATUSES:
             return None
-        return ActivityResult(activity_id, status, found[1][1], _s(found[1][2]))
+        return _result(activity_id, status, found[1][1], found[1][2])
 
     async def wait_for_result(self, activity_id: str, timeout: float | None) -> ActivityResult | None:
         """Wait for the ``done`` notification of ``activity_id`` (``timeout`` in seconds).
@@ -831,7 +845,7 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
                         pipe.hmget(keys.activity(self._ns, queue, i), ["s", "res", "e"])
                     replies = await _guarded(pipe.execute())
                 results = [
-                    ActivityResult(i, v[0].decode(), v[1], _s(v[2])) if v[0] is not None else None
+                    _result(i, v[0].decode(), v[1], v[2]) if v[0] is not None else None
                     for i, v in zip(ids, replies, strict=True)
                 ]
         except (RedisError, OSError, BackendError) as exc:
