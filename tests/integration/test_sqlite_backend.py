@@ -61,6 +61,7 @@ def test_url_forms_follow_sqlalchemy(url: str, path: str) -> None:
         ("sqlite:/x.db", "use sqlite:///"),
         ("sqlite:x.db", "use sqlite:///"),
         ("SQLITE:/abs/x.db", "use sqlite:///"),
+        ("sqlite:///x%00y.db", "NUL"),  # sqlite3 raised ValueError (exit 1) where stats said "no database" (exit 2)
     ],
 )
 def test_bad_urls_are_config_errors(url: str, message: str) -> None:
@@ -123,6 +124,25 @@ async def test_a_file_that_is_not_a_database_is_left_untouched(tmp_path: Path) -
         await rq.connect(url_of(target))
     assert target.read_bytes() == content
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_a_database_another_process_locks_is_not_called_not_a_database(tmp_path: Path, read_only: bool) -> None:
+    # a readable database whose header read fails (here SQLITE_BUSY: another connection holds an
+    # exclusive lock; a read-only directory without the WAL index gives SQLITE_READONLY_DIRECTORY) was
+    # reported as "not a SQLite database": only a file SQLite says is none (NOTADB, CORRUPT) is that
+    target = tmp_path / "busy.db"
+    holder = sqlite3.connect(target, isolation_level=None)
+    try:
+        holder.execute("CREATE TABLE mine (x)")
+        holder.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(BackendError, match=r"cannot read SQLite database .*database is locked") as info:
+            await SqliteBackend.open(url_of(target), read_only=read_only, busy_timeout=0.05)
+        assert "not a SQLite database" not in str(info.value)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert sqlite3.connect(target).execute("SELECT count(*) FROM sqlite_master").fetchone() == (1,)
 
 
 async def test_read_only_open_never_creates_a_file(tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ in a ``BEGIN IMMEDIATE`` transaction (SQLite's single write lock, waited for up
 to the busy timeout), so a claim, an ack flush or an enqueue batch is atomic
 across processes; writes that wait for the thread together share one
 transaction, each in a savepoint (group commit: one commit and WAL sync for an
-ack flush and the claim the engine sends beside it). Claims are one
-``UPDATE ... RETURNING`` over the dequeue index, the completions of an ack
-flush one ``UPDATE ... FROM json_each``, enqueue batches go through
+ack flush and the claim the engine sends beside it). A claim is one
+``SELECT`` over the dequeue index and one ``UPDATE`` of those rows by seq
+(``claim_set``), the completions of an ack flush one ``UPDATE ... FROM
+json_each``, enqueue batches go through
 ``executemany``, and the events of a claim or an ack flush are one
 ``INSERT ... SELECT`` over ``json_each`` per run of equal (type, detail).
 
@@ -167,6 +168,8 @@ def sqlite_path(url: str) -> str:
         )
     if path == ":memory:":
         raise ConfigError("an in-memory SQLite database cannot be shared by workers; use memory:// instead")
+    if "\x00" in path:
+        raise ConfigError(f"SQLite URL {redact_url(url)!r} names a file with a NUL character (%00) in its path")
     return path
 
 
@@ -996,7 +999,12 @@ def _connect(path: str, read_only: bool, busy_timeout: float, synchronous: str, 
             # Reads the header first: a file that is not a database fails here, untouched.
             conn.execute("PRAGMA schema_version").fetchone()
         except sqlite3.DatabaseError as exc:
-            raise ConfigError(f"{path!r} is not a SQLite database ({exc}); it was left untouched") from None
+            name = getattr(exc, "sqlite_errorname", "")
+            if name in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+                raise ConfigError(f"{path!r} is not a SQLite database ({exc}); it was left untouched") from None
+            # a database SQLite cannot read now: locked by another process past the busy timeout, or a
+            # read-only directory where the WAL index cannot be made (SQLITE_READONLY_DIRECTORY)
+            raise BackendError(f"cannot read SQLite database {path!r}: {exc} ({name or type(exc).__name__})") from None
         if read_only:
             if conn.execute(Q["has_schema"]).fetchone() is None:
                 raise ConfigError(
