@@ -527,17 +527,24 @@ class ActivityExecutor:
         BackendError
             If the store is unreachable or failed (see :meth:`ActivityBuilder.execute`).
         """
-        built = self._build_all(items)
-        if not built:
-            return []
-        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
-        if self.metrics is not None:
-            self._count(built, results)
+        built, results = await self._enqueue_all(items, connection)
         rejected = EnqueueOutcome.REJECTED
         for item, res in zip(built, results, strict=True):
             if res.outcome == rejected:
                 raise DuplicateActivityError(item.idempotency_key or "", res.activity_id)
         return [res.activity_id for res in results]
+
+    async def _enqueue_all(
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], connection: object | None
+    ) -> tuple[list[NewActivity], list[EnqueueResult]]:
+        """Build a batch, store it in one backend call and count it: (built items, their results), empty for none."""
+        built = self._build_all(items)
+        if not built:
+            return [], []
+        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
+        if self.metrics is not None:
+            self._count(built, results)
+        return built, results
 
     def _build_all(self, items: Iterable[ActivityBuilder | tuple[str, Any]]) -> list[NewActivity]:
         """Build every item of a batch (see :meth:`enqueue_many`); ids made at once.
@@ -600,12 +607,7 @@ class ActivityExecutor:
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
     ) -> list[ActivityFuture]:
         """Like :meth:`enqueue_many` (builders or ``(activity_type, payload)`` tuples) but returns futures."""
-        built = self._build_all(items)
-        if not built:
-            return []
-        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
-        if self.metrics is not None:
-            self._count(built, results)
+        built, results = await self._enqueue_all(items, connection)
         return [self._future(item, res) for item, res in zip(built, results, strict=True)]
 
     async def cancel(self, activity_id: str) -> bool:
