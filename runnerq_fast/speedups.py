@@ -24,7 +24,9 @@ re-exports the implementation this module chose, once, at import:
 * ``RUNNERQ_NO_EXTENSIONS=1`` (any value but empty or ``0``) selects the
   pure twins (and, at build time, skips compiling the extensions);
 * otherwise the compiled modules are imported; if one fails to import, the
-  pure twins are used for all of them and one :class:`RuntimeWarning` says why.
+  pure twins are used for all of them and one :class:`RuntimeWarning` says why
+  (a compiled module that was not built: reinstall with a C compiler; a
+  third-party package that is not installed: its name).
 
 Attributes
 ----------
@@ -90,9 +92,15 @@ def _try_import() -> bool:
         for name in set(sys.modules) - before:
             if name.startswith("runnerq_fast.") and name != __name__:
                 del sys.modules[name]
+        missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+        if missing is not None and missing.split(".")[0] != "runnerq_fast":
+            # a package a compiled module's package imports is not installed: no compiler helps
+            advice = (f"a dependency is not installed: install {missing.split('.')[0]!r} "
+                      "(pip install runnerq-fast installs every dependency)")
+        else:
+            advice = "reinstall with a C compiler, or set RUNNERQ_NO_EXTENSIONS=1 to silence this"
         warnings.warn(
-            f"runnerq_fast: compiled hot paths unavailable ({import_error}); using the pure-Python twins "
-            "(reinstall with a C compiler, or set RUNNERQ_NO_EXTENSIONS=1 to silence this)",
+            f"runnerq_fast: compiled hot paths unavailable ({import_error}); using the pure-Python twins ({advice})",
             RuntimeWarning,
             stacklevel=2,
         )

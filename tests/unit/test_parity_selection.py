@@ -80,6 +80,31 @@ def test_failed_import_falls_back_with_one_warning() -> None:
     assert stdout.startswith("False False ['runnerq_fast._codec_py', 'runnerq_fast.backends.postgres._rows_py', "
                              "'runnerq_fast.backends.redis._scoring_py', 'runnerq_fast.engine._backoff_py']"), out
     assert stderr.count("RuntimeWarning") == 1 and "compiled hot paths unavailable" in stderr, stderr
+    assert "reinstall with a C compiler" in stderr, stderr
+
+
+def test_a_missing_dependency_is_named_not_blamed_on_the_compiler() -> None:
+    """A third-party package missing under a compiled module's package: no compiler would help."""
+    out = _run(
+        textwrap.dedent(
+            """
+        import sys, importlib.abc
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name == "asyncpg":
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+                return None
+        sys.meta_path.insert(0, Block())
+        import runnerq_fast.speedups as s
+        print(s.enabled)
+        """
+        ).lstrip()
+    )
+    stdout, _, stderr = out.partition("|")
+    assert stdout == "False", out
+    assert stderr.count("RuntimeWarning") == 1, stderr
+    assert "a dependency is not installed: install 'asyncpg'" in stderr, stderr
+    assert "C compiler" not in stderr, stderr
 
 
 def test_a_missing_module_inside_a_package_selects_every_pure_twin() -> None:
