@@ -129,6 +129,9 @@ class Row(msgspec.Struct, kw_only=True):
     enqueue_median: float | None
     runnerq_over_this_drain: float | None    # runnerq-fast (same backend) / this entry, drain
     runnerq_over_this_enqueue: float | None
+    # the bare loop (same backend) / this peer, drain: how far above the peer the design's reference loop
+    # itself runs in this run, so a ratio target for runnerq-fast can be read against it
+    bare_over_this_drain: float | None = None
     drain: list[float]
     enqueue: list[float]
     errors: list[str]
@@ -191,6 +194,7 @@ def _median(values: list[float]) -> float | None:
 def build_rows(series: Sequence[Series]) -> list[Row]:
     """Medians and runnerq-fast / entry ratios per backend."""
     ours = {s.entry.backend: s for s in series if s.entry.kind == "runnerq"}
+    bare = {s.entry.backend: _median(s.drain) for s in series if s.entry.kind == "bare"}
     rows = []
     for s in series:
         mine = ours.get(s.entry.backend)
@@ -203,6 +207,8 @@ def build_rows(series: Sequence[Series]) -> list[Row]:
             enqueue_median=e,
             runnerq_over_this_drain=rd / d if rd and d and s.entry.kind != "runnerq" else None,
             runnerq_over_this_enqueue=re_ / e if re_ and e and s.entry.kind != "runnerq" else None,
+            bare_over_this_drain=(b / d if (b := bare.get(s.entry.backend)) and d and s.entry.kind == "peer"
+                                  else None),
             drain=s.drain, enqueue=s.enqueue, errors=s.errors, runs=s.runs))
     return rows
 
@@ -210,9 +216,11 @@ def build_rows(series: Sequence[Series]) -> list[Row]:
 def print_table(report: Report) -> None:
     """The report as a terminal table."""
     table = Table(title=f"n = {report.n:,} no-op jobs, batches of {report.batch_size}, one worker process, "
-                        f"{report.rounds} rounds (medians; ratio = runnerq-fast / this, same backend)",
+                        f"{report.rounds} rounds (medians; ratio = runnerq-fast / this, same backend; "
+                        "bare/this = the bare loop / this peer, drain)",
                   title_justify="left")
-    for col in ("backend", "system", "n", "drain/s", "min-max", "enqueue/s", "drain ratio", "enqueue ratio"):
+    for col in ("backend", "system", "n", "drain/s", "min-max", "enqueue/s", "drain ratio", "enqueue ratio",
+                "bare/this"):
         table.add_column(col, justify="left" if col in ("backend", "system") else "right")
 
     def rate(v: float | None) -> str:
@@ -226,7 +234,8 @@ def print_table(report: Report) -> None:
         rng = f"{r.drain_min:,.0f}-{r.drain_max:,.0f}" if r.drain_min is not None and r.drain_max is not None else "-"
         label = r.label + (f"  [red]({len(r.errors)} failed: {r.errors[0][:60]})[/]" if r.errors else "")
         table.add_row(r.backend, label, f"{r.n:,}", rate(r.drain_median), rng, rate(r.enqueue_median),
-                      ratio(r.runnerq_over_this_drain), ratio(r.runnerq_over_this_enqueue), style=style)
+                      ratio(r.runnerq_over_this_drain), ratio(r.runnerq_over_this_enqueue),
+                      ratio(r.bare_over_this_drain), style=style)
     console.print(table)
 
 

@@ -28,6 +28,9 @@ def test_ratios_compare_runnerq_fast_with_each_entry_of_its_backend_by_median() 
     assert rows["pgqueuer/best"].runnerq_over_this_enqueue == 2.0     # 40,000 / 20,000
     assert (rows["pgqueuer/best"].drain_min, rows["pgqueuer/best"].drain_max) == (4_000.0, 6_000.0)
     assert rows["bare/postgresql"].runnerq_over_this_drain == 0.5     # runnerq-fast at half the bare loop
+    assert rows["pgqueuer/best"].bare_over_this_drain == 8.0          # the bare loop: 40,000 / 5,000
+    assert rows["bare/postgresql"].bare_over_this_drain is None
+    assert rows["runnerq/postgresql"].bare_over_this_drain is None
 
 
 def test_an_entry_whose_runs_all_failed_has_no_figures_and_keeps_its_errors() -> None:
