@@ -32,6 +32,7 @@ __all__ = [
     "EventType",
     "LeaseRef",
     "LeaseReport",
+    "MigrationReport",
     "NewActivity",
     "OnDuplicate",
     "Priority",
@@ -475,6 +476,42 @@ class ActionResult(msgspec.Struct, frozen=True):
     action: str
     changed: list[str]
     skipped: int
+
+
+class MigrationReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What one :meth:`~runnerq_fast.storage.Backend.migrate` call found and did.
+
+    Attributes
+    ----------
+    applied : tuple of int
+        Migration versions this call applied, in order; empty when the store
+        was already up to date.
+    latest : int or None
+        The highest migration version this runnerq-fast release ships;
+        ``None`` for a store without numbered migrations.
+    unknown : tuple of int
+        Versions the store records that this release does not ship, in
+        order: a newer runnerq-fast migrated the store (see :attr:`warning`).
+        The store is opened and used all the same.
+    """
+
+    applied: tuple[int, ...] = ()
+    latest: int | None = None
+    unknown: tuple[int, ...] = ()
+
+    @property
+    def warning(self) -> str | None:
+        """The warning :attr:`unknown` deserves, as one sentence; ``None`` when it is empty."""
+        if not self.unknown:
+            return None
+        versions = ", ".join(f"{v:04d}" for v in self.unknown)
+        plural = "s" if len(self.unknown) > 1 else ""
+        knows = "no migration" if self.latest is None else f"migrations up to {self.latest:04d}"
+        return (
+            f"the store holds migration{plural} {versions}, unknown to this runnerq-fast release (it knows "
+            f"{knows}): a newer runnerq-fast migrated it, and this release may not read or write it "
+            f"correctly; upgrade runnerq-fast, or roll back only to releases that know {versions}"
+        )
 
 
 class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):

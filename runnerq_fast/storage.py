@@ -77,6 +77,7 @@ from runnerq_fast.models import (
     EnqueueResult,
     LeaseRef,
     LeaseReport,
+    MigrationReport,
     NewActivity,
     QueueStats,
     QueueSummary,
@@ -289,8 +290,20 @@ class Backend(abc.ABC):
             "event loop (e.g. per asyncio.run() or per test)"
         )
 
-    async def migrate(self) -> None:  # noqa: B027 - optional for backends with no schema
-        """Create or upgrade the schema; a no-op for schemaless backends."""
+    async def migrate(self) -> MigrationReport | None:
+        """Create or upgrade the schema; a no-op for schemaless backends.
+
+        Returns
+        -------
+        MigrationReport or None
+            What was applied, and the versions the store holds that this
+            release does not know (logged as a warning too: the store stays
+            usable, so an application can be rolled back after an upgrade).
+            A schemaless backend reports nothing applied. ``None`` from a
+            backend that reports nothing (the Redis backend; any subclass
+            written when this method returned ``None``).
+        """
+        return MigrationReport()
 
     @abc.abstractmethod
     async def close(self) -> None:

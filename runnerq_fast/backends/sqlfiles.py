@@ -10,15 +10,34 @@ The parser keeps each block's statement text (documentation comments before
 the statement are dropped, the trailing ``;`` is kept) so asyncpg prepares it
 verbatim. Nothing here builds SQL from Python values. Each SQL backend keeps
 its ``queries.sql`` and ``migrations/NNNN_name.sql`` in its own package and
-passes that package's name to :func:`load_queries` and :func:`load_migrations`.
+passes that package's name to :func:`load_queries` and :func:`load_migrations`;
+both report a migration run through :func:`migration_report`, which warns
+about versions a newer release recorded.
 """
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Iterable, Sequence
 from importlib import resources
 
-__all__ = ["Migration", "load_migrations", "load_queries", "parse_queries"]
+from runnerq_fast.models import MigrationReport
+
+__all__ = [
+    "UNKNOWN_MIGRATIONS",
+    "Migration",
+    "load_migrations",
+    "load_queries",
+    "migration_report",
+    "parse_queries",
+]
+
+UNKNOWN_MIGRATIONS = "runnerq_unknown_migrations"
+"""Attribute of the log record :func:`migration_report` warns with (the unknown versions, a tuple of int).
+
+``runnerq-fast migrate`` prints the same facts itself and filters that record out.
+"""
 
 _NAME = re.compile(r"^--\s*name:\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*$")
 _MIGRATION_FILE = re.compile(r"^(?P<version>\d{4})_(?P<name>[a-z0-9_]+)\.sql$")
@@ -154,3 +173,47 @@ def load_migrations(package: str) -> list[Migration]:
     if versions and versions[0] != 1:
         raise ValueError(f"migration versions must start at 0001, got {versions}")
     return [found[v] for v in versions]
+
+
+def migration_report(
+    log: logging.Logger,
+    store: str,
+    migrations: Sequence[Migration],
+    recorded: Iterable[int],
+    applied: Sequence[int],
+) -> MigrationReport:
+    """Report one migration run, warning once about versions this release does not ship.
+
+    A store migrated by a newer runnerq-fast records versions this release
+    has no file for. It is opened and used all the same (refusing would
+    make rolling an application back after an upgrade impossible), but the
+    warning says it may not be read or written correctly.
+
+    Parameters
+    ----------
+    log : logging.Logger
+        The backend's logger; it gets the warning (with the unknown versions
+        in the record's :data:`UNKNOWN_MIGRATIONS` attribute).
+    store : str
+        Names the store in the warning, e.g. ``"SQLite database '/srv/q.db'"``
+        (no password: it is logged).
+    migrations : sequence of Migration
+        The migrations this release ships (:func:`load_migrations`).
+    recorded : iterable of int
+        The versions the store's migrations table held before this run.
+    applied : sequence of int
+        The versions this run applied, in order.
+
+    Returns
+    -------
+    MigrationReport
+    """
+    shipped = {m.version for m in migrations}
+    report = MigrationReport(
+        applied=tuple(applied),
+        latest=max(shipped, default=None),
+        unknown=tuple(sorted(set(recorded) - shipped)),
+    )
+    if report.warning is not None:
+        log.warning("%s: %s", store, report.warning, extra={UNKNOWN_MIGRATIONS: report.unknown})
+    return report

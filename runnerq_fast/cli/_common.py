@@ -111,21 +111,25 @@ def require_backend(url: str | None) -> str:
     return url
 
 
-async def open_store(url: str, *, read_only: bool = False) -> rq.Backend:
+async def open_store(url: str, *, read_only: bool = False, migrate: bool = True) -> rq.Backend:
     """Open ``url``, turning every failure into a clean CLI error.
 
     ``read_only`` opens without applying migrations, so looking at a database
-    never creates tables in it (nor, for SQLite, the file itself).
+    never creates tables in it (nor, for SQLite, the file itself). ``migrate=False``
+    opens a SQL store for writing without applying them (``migrate`` applies them itself,
+    to report what it did).
     """
     try:
         try:
             scheme = urlsplit(url).scheme.lower()
         except ValueError as exc:
             raise rq.ConfigError(f"malformed backend URL {url!r}: {exc}") from None
-        if read_only and scheme in ("postgresql", "postgres"):
+        if (read_only or not migrate) and scheme in ("postgresql", "postgres"):
             return await rq.connect(url, migrate=False)
         if read_only and scheme == "sqlite":
             return await rq.connect(url, read_only=True)
+        if not migrate and scheme == "sqlite":
+            return await rq.connect(url, migrate=False)
         return await rq.connect(url)
     except rq.ConfigError as exc:
         raise BadInput(redact_text(str(exc), url)) from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -11,6 +12,7 @@ import msgspec
 from rich.table import Table
 
 import runnerq_fast as rq
+from runnerq_fast.backends.sqlfiles import UNKNOWN_MIGRATIONS
 from runnerq_fast.cli._common import (
     Fail,
     backend_option,
@@ -32,22 +34,46 @@ T = TypeVar("T")
 @backend_option
 @log_level_option("info")
 def migrate(backend_url: str | None, log_level: str) -> None:
-    """Create or upgrade the backend's schema (idempotent)."""
+    """Create or upgrade the backend's schema (idempotent).
+
+    Prints the migrations it applied, or that the store was already up to date, and a warning
+    when the store holds migrations this release does not know (a newer runnerq-fast migrated
+    it: it stays usable, the exit code is 0).
+    """
     configure_logging(log_level)
     url = require_backend(backend_url)
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_not_unknown_migrations)  # printed below as the command's own warning
 
-    async def go() -> str:
-        backend = await open_store(url)
+    async def go() -> tuple[str, rq.MigrationReport | None]:
+        backend = await open_store(url, migrate=False)  # so that migrate() reports what is applied
         try:
-            await backend.migrate()
+            report = await backend.migrate()
         except Exception as exc:
             raise Fail(redact_text(f"migration failed: {type(exc).__name__}: {exc}", url)) from None
         finally:
             await backend.close()
-        return backend.name
+        return backend.name, report
 
-    name = run(go())
-    err.print(f"migrations applied on {name} backend {redact_url(url)}")
+    name, report = run(go())
+    where = f"{name} backend {redact_url(url)}"
+    if report is None:  # a backend without numbered migrations that reports nothing (Redis)
+        err.print(f"migrate done on {where}")
+        return
+    if report.applied:
+        err.print(f"migrations applied on {where}: {', '.join(f'{v:04d}' for v in report.applied)}")
+    else:
+        latest = (
+            "" if report.latest is None else f" (it has every migration of this release, up to {report.latest:04d})"
+        )
+        err.print(f"already up to date: nothing to migrate on {where}{latest}")
+    if report.warning is not None:
+        err.print(f"warning: {report.warning}")
+
+
+def _not_unknown_migrations(record: logging.LogRecord) -> bool:
+    """Log filter: drop the backend's warning about unknown migrations (``migrate`` prints it)."""
+    return not hasattr(record, UNKNOWN_MIGRATIONS)
 
 
 def _counts_json(queue: str, counts: rq.QueueStats) -> dict[str, object]:

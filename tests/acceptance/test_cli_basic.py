@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import runnerq_fast as rq
+from runnerq_fast.backends.sqlfiles import load_migrations
 from tests.acceptance.helpers import REPO, WorkerProcess, cli_command, run_cli, subprocess_env
 
 
@@ -164,3 +166,54 @@ def test_worker_log_lines_name_the_activity_they_were_logged_in(
     assert "runnerq_fast.engine: engine " in log  # a line outside any activity has no tag
     w.signal(signal.SIGTERM)
     assert w.wait() == 0, w.log()
+
+
+def _sqlite_dump(path: Path) -> list[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def test_migrate_says_what_it_applied_then_up_to_date_then_warns_about_a_newer_release(tmp_path: Path) -> None:
+    target = tmp_path / "m.db"
+    url = f"sqlite:///{target}"
+    versions = [m.version for m in load_migrations("runnerq_fast.backends.sqlite")]
+    first = run_cli("migrate", "--backend", url)
+    assert first.returncode == 0, first.stderr
+    assert f"migrations applied on sqlite backend {url}: 0001, " in first.stderr
+    assert first.stderr.rstrip().endswith(f", {versions[-1]:04d}") and "up to date" not in first.stderr
+
+    second = run_cli("migrate", "--backend", url)
+    assert second.returncode == 0, second.stderr
+    assert f"already up to date: nothing to migrate on sqlite backend {url}" in second.stderr
+    assert f"up to {versions[-1]:04d}" in second.stderr
+    assert "migrations applied" not in second.stderr and "newer runnerq-fast" not in second.stderr
+
+    future = versions[-1] + 1
+    conn = sqlite3.connect(target)
+    with conn:
+        conn.execute("INSERT INTO runnerq_migrations VALUES (?, 'from_the_future', 0)", (future,))
+    conn.close()
+    before = _sqlite_dump(target)
+    third = run_cli("migrate", "--backend", url)
+    assert third.returncode == 0, third.stderr
+    assert "already up to date" in third.stderr
+    assert f"\nwarning: the store holds migration {future:04d}, unknown to this runnerq-fast release" in third.stderr
+    for fact in (f"up to {versions[-1]:04d}", "a newer runnerq-fast migrated it", "may not read or write it correctly",
+                 "upgrade runnerq-fast", "roll back only to releases that know"):
+        assert fact in third.stderr, fact
+    assert third.stderr.count("newer runnerq-fast") == 1  # the command's own line, not the log's too
+    assert _sqlite_dump(target) == before  # nothing stored changed
+
+    enqueued = run_cli("enqueue", "t", "--payload", "{}", "--backend", url)  # any other command opens it with the log's
+    assert enqueued.returncode == 0, enqueued.stderr
+    assert "WARNING" in enqueued.stderr and f"{future:04d}" in enqueued.stderr
+    assert "newer runnerq-fast" in enqueued.stderr
+
+
+def test_migrate_on_memory_has_nothing_to_do() -> None:
+    res = run_cli("migrate", "--backend", "memory://")
+    assert res.returncode == 0, res.stderr
+    assert "already up to date: nothing to migrate on memory backend memory://" in res.stderr

@@ -16,6 +16,7 @@ import pytest
 
 import runnerq_fast as rq
 from examples.shop.app import ACTIVITIES_PER_ORDER, QUEUE, sample_order
+from runnerq_fast.backends.postgres.sql import load_migrations
 from tests.acceptance.helpers import HERE, REPO, WorkerProcess, eventually, run_cli, subprocess_env
 
 pytestmark = pytest.mark.postgres
@@ -224,3 +225,58 @@ def test_looking_at_a_database_creates_nothing_in_it(fresh_pg_url: str) -> None:
     assert asyncio.run(tables()) == 0
     assert run_cli("migrate", "--backend", fresh_pg_url).returncode == 0
     assert run_cli("stats", "--backend", fresh_pg_url).returncode == 0
+
+
+async def _pg_rows(url: str) -> list[object]:
+    """Every table of the database with its rows, and its indexes, to compare before and after."""
+    conn = await asyncpg.connect(url)
+    try:
+        tables = [r[0] for r in await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")]
+        state: list[object] = [sorted(tables)]
+        for table in sorted(tables):  # names from the catalog
+            state.append(sorted(repr(tuple(r)) for r in await conn.fetch(f'SELECT * FROM "{table}"')))
+        state.append(sorted(tuple(r) for r in await conn.fetch(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public'")))
+        return state
+    finally:
+        await conn.close()
+
+
+async def _record_migration(url: str, version: int) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute("INSERT INTO runnerq_migrations (version, name) VALUES ($1, 'from_the_future')", version)
+    finally:
+        await conn.close()
+
+
+def test_migrate_says_what_it_applied_then_up_to_date_then_warns_about_a_newer_release(fresh_pg_url: str) -> None:
+    versions = [m.version for m in load_migrations()]
+    first = run_cli("migrate", "--backend", fresh_pg_url)
+    assert first.returncode == 0, first.stderr
+    assert f"migrations applied on postgresql backend {fresh_pg_url}: 0001, " in first.stderr
+    assert first.stderr.rstrip().endswith(f", {versions[-1]:04d}") and "up to date" not in first.stderr
+
+    second = run_cli("migrate", "--backend", fresh_pg_url)
+    assert second.returncode == 0, second.stderr
+    assert f"already up to date: nothing to migrate on postgresql backend {fresh_pg_url}" in second.stderr
+    assert f"up to {versions[-1]:04d}" in second.stderr
+    assert "migrations applied" not in second.stderr and "newer runnerq-fast" not in second.stderr
+
+    future = versions[-1] + 1
+    asyncio.run(_record_migration(fresh_pg_url, future))
+    before = asyncio.run(_pg_rows(fresh_pg_url))
+    third = run_cli("migrate", "--backend", fresh_pg_url)
+    assert third.returncode == 0, third.stderr
+    assert "already up to date" in third.stderr
+    assert f"\nwarning: the store holds migration {future:04d}, unknown to this runnerq-fast release" in third.stderr
+    for fact in (f"up to {versions[-1]:04d}", "a newer runnerq-fast migrated it", "may not read or write it correctly",
+                 "upgrade runnerq-fast", "roll back only to releases that know"):
+        assert fact in third.stderr, fact
+    assert third.stderr.count("newer runnerq-fast") == 1  # the command's own line, not the log's too
+    assert asyncio.run(_pg_rows(fresh_pg_url)) == before  # nothing stored changed
+
+    enqueued = run_cli("enqueue", "t", "--payload", "{}", "--backend", fresh_pg_url)  # opens it with the log's
+    assert enqueued.returncode == 0, enqueued.stderr
+    assert "WARNING" in enqueued.stderr and f"{future:04d}" in enqueued.stderr
+    assert "newer runnerq-fast" in enqueued.stderr

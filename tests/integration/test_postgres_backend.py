@@ -9,6 +9,7 @@ LISTEN/NOTIFY wakeups (including a dropped listener) and connection errors.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -20,6 +21,7 @@ from runnerq_fast.backends.postgres import RESULTS_CHANNEL, WORK_CHANNEL, Postgr
 from runnerq_fast.backends.postgres.backend import Q
 from runnerq_fast.backends.postgres.rows import ack_params
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries, parse_queries
+from runnerq_fast.backends.sqlfiles import UNKNOWN_MIGRATIONS
 from runnerq_fast.errors import BackendError, ConfigError
 from runnerq_fast.ids import new_activity_id
 from runnerq_fast.models import (
@@ -30,6 +32,7 @@ from runnerq_fast.models import (
     EnqueueOutcome,
     EnqueueResult,
     LeaseRef,
+    MigrationReport,
     NewActivity,
     OnDuplicate,
 )
@@ -115,6 +118,88 @@ async def test_concurrent_opens_migrate_once(pg_empty_url: str) -> None:
         assert (await backends[2].stats("q")).pending == 1
     finally:
         await asyncio.gather(*(b.close() for b in backends))
+
+
+async def _pg_state(url: str) -> list[object]:
+    """Every table of the database with its rows, its columns and its indexes, to compare before and after."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")
+        tables = [r[0] for r in rows]
+        state: list[object] = [tables]
+        for table in tables:  # names from the catalog
+            state.append(sorted(repr(tuple(r)) for r in await conn.fetch(f'SELECT * FROM "{table}"')))
+        state.append([tuple(r) for r in await conn.fetch(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1")])
+        state.append([tuple(r) for r in await conn.fetch(
+            "SELECT table_name, column_name, data_type, column_default FROM information_schema.columns "
+            "WHERE table_schema = 'public' ORDER BY 1, 2")])
+        return state
+    finally:
+        await conn.close()
+
+
+async def test_a_database_a_newer_release_migrated_opens_with_one_warning_and_is_left_as_it_is(
+    pg_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Versions this release does not ship are warned about at open, never refused (a rollback must work)."""
+    backend = await PostgresBackend.open(pg_url, min_size=1, max_size=2)
+    [enqueued] = await backend.enqueue("q", [new()])
+    await backend.close()
+    future = max(m.version for m in load_migrations()) + 1
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute("INSERT INTO runnerq_migrations (version, name) VALUES ($1, 'from_the_future')", future)
+    finally:
+        await conn.close()
+    before = await _pg_state(pg_url)
+
+    def unknown_warnings() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if hasattr(r, UNKNOWN_MIGRATIONS)]
+
+    with caplog.at_level(logging.INFO, "runnerq_fast"):
+        backend = await PostgresBackend.open(pg_url, min_size=1, max_size=2)
+    try:
+        [record] = unknown_warnings()
+        assert record.levelno == logging.WARNING
+        message = record.getMessage()
+        assert pg_url.rpartition("/")[2] in message and f"migration {future:04d}," in message, message
+        assert f"up to {future - 1:04d}" in message and "newer runnerq-fast" in message, message
+        assert "may not read or write it correctly" in message and "upgrade runnerq-fast" in message, message
+        assert [r for r in caplog.records if "applied" in r.getMessage()] == []
+        # usable all the same
+        snapshot = await backend.get_activity(enqueued.activity_id)
+        assert snapshot is not None and snapshot.status == "pending"
+        assert (await backend.stats("q")).pending == 1
+        caplog.clear()
+        with caplog.at_level(logging.INFO, "runnerq_fast"):
+            report = await backend.migrate()
+        assert report == MigrationReport(applied=(), latest=future - 1, unknown=(future,))
+        assert len(unknown_warnings()) == 1
+    finally:
+        await backend.close()
+    assert await _pg_state(pg_url) == before  # the warning path changed nothing stored
+
+    conn = await asyncpg.connect(pg_url)
+    try:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, "runnerq_fast"):
+            assert await apply_migrations(conn) == []
+        [record] = unknown_warnings()
+        assert f"{future:04d}" in record.getMessage()
+    finally:
+        await conn.close()
+    assert await _pg_state(pg_url) == before
+
+
+async def test_migrate_reports_what_it_applied_then_nothing(pg_empty_url: str) -> None:
+    versions = tuple(m.version for m in load_migrations())
+    backend = await PostgresBackend.open(pg_empty_url, min_size=1, max_size=2, migrate=False)
+    try:
+        assert await backend.migrate() == MigrationReport(applied=versions, latest=versions[-1])
+        assert await backend.migrate() == MigrationReport(latest=versions[-1])
+    finally:
+        await backend.close()
 
 
 async def test_close_is_idempotent(pg_url: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import sqlite3
@@ -252,6 +253,75 @@ async def test_open_uses_wal_and_migrates_once(tmp_path: Path) -> None:
         assert apply_migrations(conn) == []
     finally:
         conn.close()
+
+
+def _dump(path: Path) -> list[str]:
+    """The whole file as SQL (schema and rows), to compare before and after."""
+    conn = sqlite3.connect(path)
+    try:
+        return list(conn.iterdump())
+    finally:
+        conn.close()
+
+
+async def test_a_file_a_newer_release_migrated_opens_with_one_warning_and_is_left_as_it_is(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Versions this release does not ship are warned about at open, never refused (a rollback must work)."""
+    target = tmp_path / "x.db"
+    backend = await SqliteBackend.open(url_of(target))
+    [enqueued] = await backend.enqueue("q", [new()])
+    await backend.close()
+    future = max(m.version for m in load_migrations("runnerq_fast.backends.sqlite")) + 1
+    conn = sqlite3.connect(target)
+    with conn:
+        conn.execute("INSERT INTO runnerq_migrations VALUES (?, 'from_the_future', 0)", (future,))
+    conn.close()
+    before = _dump(target)
+
+    with caplog.at_level(logging.INFO, "runnerq_fast"):
+        backend = await SqliteBackend.open(url_of(target))
+    try:
+        [record] = [r for r in caplog.records if r.levelno >= logging.WARNING]
+        message = record.getMessage()
+        assert str(target) in message and f"migration {future:04d}," in message, message
+        assert f"up to {future - 1:04d}" in message and "newer runnerq-fast" in message, message
+        assert "may not read or write it correctly" in message and "upgrade runnerq-fast" in message, message
+        assert [r for r in caplog.records if "applied" in r.getMessage()] == []
+        # usable all the same
+        snapshot = await backend.get_activity(enqueued.activity_id)
+        assert snapshot is not None and snapshot.status == "pending"
+        assert (await backend.stats("q")).pending == 1
+        caplog.clear()
+        with caplog.at_level(logging.INFO, "runnerq_fast"):
+            report = await backend.migrate()
+        assert report == rq.MigrationReport(applied=(), latest=future - 1, unknown=(future,))
+        assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 1
+    finally:
+        await backend.close()
+    assert _dump(target) == before  # the warning path changed nothing stored
+
+    conn = sqlite3.connect(target, isolation_level=None)
+    try:
+        caplog.clear()
+        with caplog.at_level(logging.INFO, "runnerq_fast"):
+            assert apply_migrations(conn) == []
+        [record] = caplog.records
+        assert record.levelno == logging.WARNING and f"{future:04d}" in record.getMessage()
+    finally:
+        conn.close()
+    assert _dump(target) == before
+
+
+async def test_migrate_reports_what_it_applied_then_nothing(tmp_path: Path) -> None:
+    target = tmp_path / "x.db"
+    versions = tuple(m.version for m in load_migrations("runnerq_fast.backends.sqlite"))
+    backend = await SqliteBackend.open(url_of(target), migrate=False)
+    try:
+        assert await backend.migrate() == rq.MigrationReport(applied=versions, latest=versions[-1])
+        assert await backend.migrate() == rq.MigrationReport(latest=versions[-1])
+    finally:
+        await backend.close()
 
 
 # ------------------------------------------------------- several connections

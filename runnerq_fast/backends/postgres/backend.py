@@ -31,6 +31,7 @@ from runnerq_fast.backends.postgres import faults
 from runnerq_fast.backends.postgres.listener import Listener
 from runnerq_fast.backends.postgres.rows import ack_params, claimed_from_rows, enqueue_params, lease_params
 from runnerq_fast.backends.postgres.sql import load_migrations, load_queries
+from runnerq_fast.backends.sqlfiles import migration_report
 from runnerq_fast.errors import BackendError, ConfigError, InvalidActivityError
 from runnerq_fast.models import (
     LEASE_EXPIRED_UNCHARGED,
@@ -49,6 +50,7 @@ from runnerq_fast.models import (
     EnqueueResult,
     LeaseRef,
     LeaseReport,
+    MigrationReport,
     NewActivity,
     OnDuplicate,
     QueueStats,
@@ -199,7 +201,10 @@ async def apply_migrations(conn: _Conn) -> list[int]:
     """Apply the pending numbered migrations on ``conn``.
 
     All of it runs in one transaction holding ``pg_advisory_xact_lock``, so
-    workers that start together apply each migration exactly once.
+    workers that start together apply each migration exactly once. A
+    database that records versions this release does not ship (a newer
+    runnerq-fast migrated it) is left as it is, with a warning
+    (:func:`~runnerq_fast.backends.sqlfiles.migration_report`).
 
     Parameters
     ----------
@@ -211,12 +216,18 @@ async def apply_migrations(conn: _Conn) -> list[int]:
     list of int
         Versions applied by this call (empty when already up to date).
     """
+    return list((await _apply_migrations(conn, "PostgreSQL database")).applied)
+
+
+async def _apply_migrations(conn: _Conn, store: str) -> MigrationReport:
+    """:func:`apply_migrations`, reporting what it found too; ``store`` names the database in the warning."""
     applied_now: list[int] = []
+    migrations = load_migrations()
     async with conn.transaction():
         await conn.execute(Q["lock_migrations"])
         await conn.execute(Q["create_migrations_table"])
         applied = {r[0] for r in await conn.fetch(Q["applied_migrations"])}
-        for m in load_migrations():
+        for m in migrations:
             if m.version in applied:
                 continue
             await conn.execute(m.sql)
@@ -224,7 +235,7 @@ async def apply_migrations(conn: _Conn) -> list[int]:
             applied_now.append(m.version)
     if applied_now:
         log.info("applied runnerq migrations %s", applied_now)
-    return applied_now
+    return migration_report(log, store, migrations, applied, applied_now)
 
 
 class _WorkNotifier:
@@ -401,7 +412,7 @@ class PostgresBackend(Backend):
         try:
             if migrate:
                 async with pool.acquire() as conn:
-                    await apply_migrations(conn)
+                    await _apply_migrations(conn, self._store_name())
             await self.check_autovacuum()
 
             async def connect() -> asyncpg.Connection:
@@ -442,10 +453,21 @@ class PostgresBackend(Backend):
             )
         return on
 
-    async def migrate(self) -> None:
-        """Apply pending migrations (safe to call from many workers at once)."""
+    async def migrate(self) -> MigrationReport:
+        """Apply pending migrations (safe to call from many workers at once).
+
+        Returns
+        -------
+        MigrationReport
+            The versions applied, and those the database records that this
+            release does not know (also logged as a warning).
+        """
         async with self._pool.acquire() as conn:
-            await apply_migrations(conn)
+            return await _apply_migrations(conn, self._store_name())
+
+    def _store_name(self) -> str:
+        """The database as the migration warning names it (no password)."""
+        return f"PostgreSQL database {redact_url(self.url)}"
 
     async def close(self) -> None:
         if self._closed:

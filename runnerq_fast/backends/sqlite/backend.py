@@ -43,7 +43,7 @@ from runnerq_fast import filters
 from runnerq_fast.backends import keyset, rowcheck
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends._wakeups import WorkSignal
-from runnerq_fast.backends.sqlfiles import load_migrations, load_queries
+from runnerq_fast.backends.sqlfiles import load_migrations, load_queries, migration_report
 from runnerq_fast.backends.sqlite import faults
 from runnerq_fast.codec import decode_json
 from runnerq_fast.errors import BackendError, ConfigError
@@ -64,6 +64,7 @@ from runnerq_fast.models import (
     EnqueueResult,
     LeaseRef,
     LeaseReport,
+    MigrationReport,
     NewActivity,
     OnDuplicate,
     QueueStats,
@@ -204,7 +205,9 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
     Runs in one ``BEGIN IMMEDIATE`` transaction, so processes opening one file
     together apply each migration exactly once. A file with ``ANALYZE``
     statistics has them gathered again after a migration (they would name
-    dropped indexes and miss new ones).
+    dropped indexes and miss new ones). A file that records versions this
+    release does not ship (a newer runnerq-fast migrated it) is left as it
+    is, with a warning (:func:`~runnerq_fast.backends.sqlfiles.migration_report`).
 
     Parameters
     ----------
@@ -216,12 +219,18 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
     list of int
         Versions applied by this call (empty when already up to date).
     """
+    return list(_apply_migrations(conn, "SQLite database").applied)
+
+
+def _apply_migrations(conn: sqlite3.Connection, store: str) -> MigrationReport:
+    """:func:`apply_migrations`, reporting what it found too; ``store`` names the file in the warning."""
     applied_now: list[int] = []
+    migrations = load_migrations(_PACKAGE)
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(Q["create_migrations_table"])
         applied = {r[0] for r in conn.execute(Q["applied_migrations"])}
-        for m in load_migrations(_PACKAGE):
+        for m in migrations:
             if m.version in applied:
                 continue
             for statement in _split_script(m.sql):
@@ -238,7 +247,7 @@ def apply_migrations(conn: sqlite3.Connection) -> list[int]:
     conn.execute("COMMIT")
     if applied_now:
         log.info("applied runnerq SQLite migrations %s", applied_now)
-    return applied_now
+    return migration_report(log, store, migrations, applied, applied_now)
 
 
 _SNAPSHOT_FIELDS = ActivitySnapshot.__struct_fields__[:18]  # all but `corrupt`, in the order of the row
@@ -489,11 +498,23 @@ class SqliteBackend(Backend):
             raise
         return out
 
-    async def migrate(self) -> None:
-        """Apply pending migrations (safe from many processes at once)."""
+    async def migrate(self) -> MigrationReport:
+        """Apply pending migrations (safe from many processes at once).
+
+        Returns
+        -------
+        MigrationReport
+            The versions applied, and those the file records that this
+            release does not know (also logged as a warning).
+
+        Raises
+        ------
+        BackendError
+            If the backend was opened read-only, or the file cannot be migrated.
+        """
         if self.read_only:
             raise BackendError(f"SQLite database {self.path!r} was opened read-only")
-        await self._call(apply_migrations, self._conn)
+        return await self._call(_apply_migrations, self._conn, f"SQLite database {self.path!r}")
 
     async def close(self) -> None:
         if self._closed:
@@ -1021,7 +1042,7 @@ def _connect(path: str, read_only: bool, busy_timeout: float, synchronous: str, 
             raise BackendError(f"cannot switch {path!r} to WAL mode (journal_mode stays {mode!r})")
         conn.execute(f"PRAGMA synchronous={synchronous}")  # a validated keyword, not a value
         if migrate:
-            _retry_busy(lambda: apply_migrations(conn), deadline)
+            _retry_busy(lambda: _apply_migrations(conn, f"SQLite database {path!r}"), deadline)
     except ConfigError:
         conn.close()
         raise

@@ -58,3 +58,16 @@ async def enqueue(conn: object) -> None:
     reveal_type(rq.current_activity())  # N: Revealed type is "runnerq_fast.engine.hooks.ActivityInfo | None"
     builder.timeout("30")  # E: Argument 1 to "timeout" of "ActivityBuilder" has incompatible type "str"; expected "float"
     builder.metadata({"tenant": 1})  # E: Dict entry 0 has incompatible type "str": "int"; expected "str": "str"
+
+
+async def migrate(backend: rq.Backend) -> None:
+    report = await backend.migrate()
+    reveal_type(report)  # N: Revealed type is "runnerq_fast.models.MigrationReport | None"
+    if report is not None:
+        reveal_type(report.applied)  # N: Revealed type is "tuple[int, ...]"
+        reveal_type(report.warning)  # N: Revealed type is "str | None"
+
+
+class OwnBackend(rq.MemoryBackend):
+    async def migrate(self) -> None:  # written when migrate() returned None: still a valid override
+        pass
