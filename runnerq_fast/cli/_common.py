@@ -32,8 +32,10 @@ BACKEND_ENV = "RUNNERQ_BACKEND"
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# markup off: what the commands print holds user text (paths, URLs, queue names, types, errors), where
+# rich would read "[x]" as a style and drop it, and fail on "[/x]"; styled parts are rich.text.Text
+out = Console(highlight=False, soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 # ----------------------------------------------------------------- helpers

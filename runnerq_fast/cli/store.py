@@ -10,6 +10,7 @@ from typing import TypeVar
 import click
 import msgspec
 from rich.table import Table
+from rich.text import Text
 
 import runnerq_fast as rq
 from runnerq_fast.backends.sqlfiles import UNKNOWN_MIGRATIONS
@@ -165,5 +166,5 @@ def stats(queue: str | None, as_json: bool, backend_url: str | None, log_level: 
     table.add_column("count", justify="right")
     for status, count in data.items():
         table.add_row(status, f"{count:,}")
-    table.add_row("[bold]total[/bold]", f"[bold]{counts.total:,}[/bold]")
+    table.add_row(Text("total", style="bold"), Text(f"{counts.total:,}", style="bold"))
     out.print(table)

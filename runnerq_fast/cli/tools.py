@@ -17,6 +17,7 @@ import click
 import msgspec
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 import runnerq_fast as rq
 from runnerq_fast import demo as rq_demo
@@ -174,10 +175,11 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
         where = "new file"
     if result.backend_name == "memory":
         # an in-process store: another `runnerq-fast` process would see an empty one
-        out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  (in-process store: gone when this "
-                  "process ends; use --backend sqlite:///FILE or postgresql://... to keep it)")
+        out.print(Text.assemble(f"data: {result.location}  queue ", (result.queue, "bold"),
+                                "  (in-process store: gone when this process ends; use --backend "
+                                "sqlite:///FILE or postgresql://... to keep it)"))
     else:
-        out.print(f"data: {result.location}  queue [bold]{result.queue}[/bold]  ({where})")
+        out.print(Text.assemble(f"data: {result.location}  queue ", (result.queue, "bold"), f"  ({where})"))
         prog = _program()
         hidden = "  (password shown as ***: put yours back)" if redact_url(url) != url else ""
         out.print(f"look at what is stored:{hidden}")

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from runnerq_fast.loadtest.summary import Check
 
@@ -113,5 +114,6 @@ def print_table(console: Console, summary: dict[str, Any], checks: list[Check]) 
     for col in ("check", "value", "limit", "result"):
         verdict.add_column(col, justify="left" if col == "check" else "right")
     for ch in checks:
-        verdict.add_row(ch.name, _fmt(ch.value), _fmt(ch.limit), "[green]pass[/]" if ch.ok else "[red]FAIL[/]")
+        result = Text("pass", style="green") if ch.ok else Text("FAIL", style="red")
+        verdict.add_row(ch.name, _fmt(ch.value), _fmt(ch.limit), result)
     console.print(verdict)

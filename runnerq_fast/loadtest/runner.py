@@ -31,6 +31,7 @@ from typing import IO, Any
 import msgspec
 import psutil
 from rich.console import Console
+from rich.text import Text
 
 import runnerq_fast as rq
 from runnerq_fast.loadtest.app import RECORDS_ENV
@@ -280,7 +281,8 @@ async def run_loadtest(opts: LoadTestOptions, console: Console) -> int:
         load_end = time.time()
         load_after = os.getloadavg()
         if locust.proc.returncode != 0:
-            console.print(f"[yellow]locust exited with {locust.proc.returncode}[/]: see {locust.log_path}")
+            console.print(Text.assemble((f"locust exited with {locust.proc.returncode}", "yellow"),
+                                        f": see {locust.log_path}"))
         drained = False
         deadline = time.monotonic() + opts.drain_timeout
         while time.monotonic() < deadline:
@@ -323,9 +325,10 @@ def _report(opts: LoadTestOptions, console: Console, samples: list[Sample], t0: 
     write_json(out / "summary.json", summary, checks)
     title = f"runnerq-fast load test: {redact_url(opts.backend)}, {opts.workers} workers"
     if not write_chart(out / "chart.png", summary, title):
-        console.print("[yellow]matplotlib is not installed: no chart (pip install 'runnerq-fast[loadtest]')[/]")
+        console.print(Text("matplotlib is not installed: no chart (pip install 'runnerq-fast[loadtest]')",
+                           style="yellow"))
     print_table(console, summary, checks)
     passed = all(c.ok for c in checks)
     console.print(f"load average (1, 5, 15 min) before the load {loads['before']}, after {loads['after']}")
-    console.print(f"{'[green]PASSED[/]' if passed else '[red]FAILED[/]'}: {out / 'summary.json'}")
+    console.print(Text.assemble(("PASSED", "green") if passed else ("FAILED", "red"), f": {out / 'summary.json'}"))
     return 0 if passed else 1

@@ -217,3 +217,29 @@ def test_migrate_on_memory_has_nothing_to_do() -> None:
     res = run_cli("migrate", "--backend", "memory://")
     assert res.returncode == 0, res.stderr
     assert "already up to date: nothing to migrate on memory backend memory://" in res.stderr
+
+
+def test_user_text_with_brackets_is_printed_as_is_not_read_as_markup(tmp_path: Path) -> None:
+    """A path, queue, type or error holding ``[...]`` is printed verbatim (rich markup is off for user data).
+
+    Before, ``[x]`` vanished from the output and ``[/x]`` (a closing tag matching nothing) crashed the
+    command with rich's MarkupError after the store was written.
+    """
+    folder = tmp_path / "a[" / "b]"  # the path reads ".../a[/b]/q.db": a closing markup tag
+    folder.mkdir(parents=True)
+    url = f"sqlite:///{folder / 'q.db'}"
+    migrate = run_cli("migrate", "--backend", url)
+    assert migrate.returncode == 0, migrate.stderr
+    assert "a[/b]/q.db" in migrate.stderr, migrate.stderr
+    queue, kind = "orders[/x]", "[bold]send[/bold]"
+    enq = run_cli("enqueue", kind, "--queue", queue, "--payload", "{}", "--backend", url)
+    assert enq.returncode == 0, enq.stderr
+    stats = run_cli("stats", "--backend", url, "--queue", queue)
+    assert stats.returncode == 0, stats.stderr
+    assert "pending" in stats.stdout
+    listing = run_cli("stats", "--backend", url)
+    assert listing.returncode == 0, listing.stderr
+    assert queue in listing.stdout + listing.stderr, listing.stdout + listing.stderr
+    shown = run_cli("inspect", enq.stdout.strip(), "--backend", url)
+    assert shown.returncode == 0, shown.stderr
+    assert kind in shown.stdout and queue in shown.stdout, shown.stdout
