@@ -15,26 +15,61 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-__all__ = ["MASK", "redact_text", "redact_url", "url_secrets"]
+__all__ = ["MASK", "password_hint", "redact_text", "redact_url", "url_secrets"]
 
 MASK = "***"
 """What a credential is replaced by."""
 
 _SECRET_KEYS = ("password", "passwd", "pwd", "sslpassword")
+_DELIMITERS = re.compile(r"[/?#\[\]]")
 _QUERY_SECRET = re.compile(r"(?i)(^|[?&;])(" + "|".join(_SECRET_KEYS) + r")=([^&;#]*)")
 
 
+def _host_end(tail: str, start: int = 0) -> int:
+    """Index in ``tail`` of the first ``/``, ``?`` or ``#`` at or after ``start`` (``len(tail)`` if none)."""
+    cut = len(tail)
+    for ch in "/?#":
+        i = tail.find(ch, start)
+        if i != -1 and i < cut:
+            cut = i
+    return cut
+
+
 def _split(url: str) -> tuple[str, str, str]:
-    """``(scheme://, netloc, rest)`` of ``url`` by plain text rules (no validation, never raises)."""
+    """``(scheme://, netloc, rest)`` of ``url`` by plain text rules (no validation, never raises).
+
+    The netloc ends at the first ``/``, ``?`` or ``#``, unless an ``@`` comes
+    after that: then a password holds one of them unencoded (drivers refuse
+    such a URL, and its error text must not show the password either), and
+    the netloc runs to the host after the last ``@``. An ``@`` in a path or
+    query of a URL without credentials then masks more than it should, never less.
+    """
     head, sep, tail = url.partition("://")
     if not sep:
         return "", "", url
-    cut = len(tail)
-    for ch in "/?#":
-        i = tail.find(ch)
-        if i != -1 and i < cut:
-            cut = i
+    cut = _host_end(tail)
+    if "@" in tail[cut:] and head.lower() != "sqlite":  # a SQLite URL has no credentials, only a path
+        cut = _host_end(tail, tail.rfind("@") + 1)
     return head + sep, tail[:cut], tail[cut:]
+
+
+def password_hint(url: str) -> str:
+    """A hint to append to the error about ``url`` when its password seems to hold ``/``, ``?`` or ``#`` unencoded.
+
+    Returns
+    -------
+    str
+        ``""``, or a sentence starting with ``"; "`` that says to
+        percent-encode them (a driver splits the URL at the first of them, so
+        its own error names a wrong host, port or database).
+    """
+    if not isinstance(url, str):
+        return ""
+    head, sep, tail = url.partition("://")
+    if not sep or head.lower() == "sqlite" or "@" not in tail[_host_end(tail):]:
+        return ""
+    return ('; if the password holds "/", "?", "#", "[" or "]", percent-encode them '
+            '(%2F, %3F, %23, %5B, %5D)')
 
 
 def url_secrets(url: str) -> list[str]:
@@ -49,7 +84,9 @@ def url_secrets(url: str) -> list[str]:
     -------
     list of str
         Every password found in the userinfo or in a ``password``-like query
-        parameter, longest first (so replacing them in turn never leaves a piece).
+        parameter, longest first (so replacing them in turn never leaves a piece);
+        for a password holding ``/``, ``?``, ``#``, ``[`` or ``]`` also its pieces
+        between them (what a driver that split the URL there may quote).
     """
     found: set[str] = set()
     _, netloc, rest = _split(url)
@@ -59,6 +96,8 @@ def url_secrets(url: str) -> list[str]:
     for m in _QUERY_SECRET.finditer(rest):
         found.add(m.group(3))
     out = {s for s in found if s} | {unquote(s) for s in found if s}
+    # a password with an unencoded "/", "?" or "#": a driver that split the URL there quotes a piece of it
+    out |= {piece for s in list(out) for piece in _DELIMITERS.split(s) if piece and piece != s}
     return sorted(out, key=len, reverse=True)
 
 

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 from runnerq_fast.errors import ConfigError
 from runnerq_fast.storage import Backend
-from runnerq_fast.urls import redact_url
+from runnerq_fast.urls import password_hint, redact_url
 
 __all__ = ["SCHEMES", "connect"]
 
@@ -47,7 +47,7 @@ async def connect(url: str | None = None, **options: object) -> Backend:
     try:
         scheme = urlsplit(url).scheme.lower()
     except ValueError as exc:
-        raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}") from None
+        raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}{password_hint(url)}") from None
     if scheme == "memory":
         from runnerq_fast.backends.memory import MemoryBackend
 

@@ -22,7 +22,7 @@ from rich.console import Console
 import runnerq_fast as rq
 from runnerq_fast.config import check_name
 from runnerq_fast.engine import run_with_uvloop
-from runnerq_fast.urls import redact_text
+from runnerq_fast.urls import password_hint, redact_text, redact_url
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -125,7 +125,7 @@ async def open_store(url: str, *, read_only: bool = False, migrate: bool = True)
         try:
             scheme = urlsplit(url).scheme.lower()
         except ValueError as exc:
-            raise rq.ConfigError(f"malformed backend URL {url!r}: {exc}") from None
+            raise rq.ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}{password_hint(url)}") from None
         if (read_only or not migrate) and scheme in ("postgresql", "postgres"):
             return await rq.connect(url, migrate=False)
         if read_only and scheme == "sqlite":

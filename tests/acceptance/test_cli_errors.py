@@ -144,3 +144,21 @@ def test_a_handler_raising_keyboard_interrupt_fails_the_attempt_and_sigint_still
     w.signal(signal.SIGINT)
     assert w.wait() == 0, w.log()
     assert "received SIGINT; stopping gracefully" in w.log()
+
+
+@pytest.mark.parametrize("url", [
+    "postgresql://postgres:s3cr/et@127.0.0.1:5432/nodb",
+    "postgresql://postgres:s3cr#et@127.0.0.1:5432/nodb",
+    "postgresql://postgres:s3cr[/x]et@127.0.0.1:5432/nodb",
+    "redis://:s3cr/et@127.0.0.1:6379/0",
+    "redis://:s3cr?et@127.0.0.1:6379/0",
+])
+def test_a_password_with_an_unencoded_delimiter_is_never_shown(url: str) -> None:
+    """Drivers split such a URL at the "/", "?" or "#" and quoted a piece of the password; so did the redaction."""
+    for args in (("stats", "--backend", url), ("migrate", "--backend", url)):
+        res = run_cli(*args)
+        assert res.returncode == 2, res.stderr
+        assert "s3cr" not in res.stderr and "et@" not in res.stderr, res.stderr
+        assert "***" in res.stderr and "percent-encode" in res.stderr, res.stderr
+    res = run_cli("enqueue", "t", RUNNERQ_BACKEND=url)
+    assert res.returncode == 2 and "s3cr" not in res.stderr, res.stderr

@@ -61,7 +61,7 @@ from runnerq_fast.models import (
 )
 from runnerq_fast.resilience import Fault
 from runnerq_fast.storage import Backend, check_hold, check_prune, check_prune_events, check_worker_ttl
-from runnerq_fast.urls import redact_text, redact_url
+from runnerq_fast.urls import password_hint, redact_text, redact_url
 
 __all__ = ["RESULTS_CHANNEL", "WORK_CHANNEL", "PostgresBackend", "apply_migrations"]
 
@@ -395,7 +395,7 @@ class PostgresBackend(Backend):
         try:
             scheme = urlsplit(url).scheme.lower()
         except ValueError as exc:
-            raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}") from None
+            raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}{password_hint(url)}") from None
         if scheme not in ("postgresql", "postgres"):
             raise ConfigError(f"not a PostgreSQL URL: {redact_url(url)!r}")
         try:
@@ -403,7 +403,8 @@ class PostgresBackend(Backend):
                 url, min_size=min_size, max_size=max_size, timeout=connect_timeout, reset=_no_reset, **kw
             )
         except (ValueError, TypeError, asyncpg.ClientConfigurationError) as exc:
-            raise ConfigError(f"invalid PostgreSQL URL {redact_url(url)!r}: {redact_text(str(exc), url)}") from exc
+            raise ConfigError(f"invalid PostgreSQL URL {redact_url(url)!r}: {redact_text(str(exc), url)}"
+                              f"{password_hint(url)}") from exc
         except (socket.gaierror, *_CONNECT_ERRORS) as exc:
             shown = redact_text(str(exc), url)
             raise BackendError(f"cannot connect to PostgreSQL at {redact_url(url)}: {shown}") from exc

@@ -74,7 +74,7 @@ from runnerq_fast.models import (
 )
 from runnerq_fast.resilience import Fault
 from runnerq_fast.storage import Backend, refuse_connection
-from runnerq_fast.urls import redact_text, redact_url
+from runnerq_fast.urls import password_hint, redact_text, redact_url
 
 __all__ = ["DEFAULT_RESULT_TTL", "RedisBackend", "load_script"]
 
@@ -370,14 +370,15 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         try:
             parts = urlsplit(url)
         except ValueError as exc:
-            raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}") from None
+            raise ConfigError(f"malformed backend URL {redact_url(url)!r}: {exc}{password_hint(url)}") from None
         scheme = parts.scheme.lower()
         if scheme not in ("redis", "rediss", "unix"):
             raise ConfigError(f"not a Redis URL: {redact_url(url)!r}")
         db = parts.path.strip("/")
         if scheme != "unix" and db and not (db.isdigit() and db.isascii()):
             # redis-py ignores a path that is not a number and uses database 0
-            raise ConfigError(f"invalid Redis URL {redact_url(url)!r}: the database must be a number, got {db!r}")
+            raise ConfigError(f"invalid Redis URL {redact_url(url)!r}: the database must be a number, "
+                              f"got {redact_text(repr(db), url)}{password_hint(url)}")
         check_open_options(namespace, result_ttl, pool_timeout)
         extra: dict[str, Any] = {"connection_class": _HiredisPackingConnection} if scheme == "redis" else {}
         try:
@@ -398,7 +399,8 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
             client = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
             client.set_retry(Retry(NoBackoff(), 0))
         except ValueError as exc:
-            raise ConfigError(f"invalid Redis URL {redact_url(url)!r}: {redact_text(str(exc), url)}") from exc
+            raise ConfigError(f"invalid Redis URL {redact_url(url)!r}: {redact_text(str(exc), url)}"
+                              f"{password_hint(url)}") from exc
         backend = cls(url, client, result_ttl, namespace)
         try:
             await client.ping()
