@@ -80,6 +80,9 @@ def bench(
     """
     configure_logging(log_level)
     url = require_backend(backend_url)
+    if output_json is not None and not output_json.parent.is_dir():
+        # checked now, not after a run of minutes whose figures would then be lost
+        raise BadInput(f"--output-json: directory {str(output_json.parent)!r} does not exist")
     try:
         config = BenchConfig(backend_url=url, n=n, batch_size=batch_size, concurrency=concurrency,
                              queue_name=queue, idle_samples=idle_samples, typed_samples=typed_samples,
@@ -112,7 +115,10 @@ def bench(
         result = run(go())
     out.print(_bench_table(result))
     if output_json is not None:
-        output_json.write_bytes(result_to_json(result))
+        try:
+            output_json.write_bytes(result_to_json(result))
+        except OSError as exc:
+            raise Fail(f"could not write {str(output_json)!r}: {exc.strerror or exc}") from None
         err.print(f"wrote {output_json}")
 
 

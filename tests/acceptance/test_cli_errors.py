@@ -162,3 +162,13 @@ def test_a_password_with_an_unencoded_delimiter_is_never_shown(url: str) -> None
         assert "***" in res.stderr and "percent-encode" in res.stderr, res.stderr
     res = run_cli("enqueue", "t", RUNNERQ_BACKEND=url)
     assert res.returncode == 2 and "s3cr" not in res.stderr, res.stderr
+
+
+def test_bench_output_json_in_a_missing_directory_is_refused_before_the_run(tmp_path: Path) -> None:
+    """It ran the whole benchmark, then died with a FileNotFoundError traceback and lost the figures."""
+    target = tmp_path / "missing" / "bench.json"
+    res = run_cli("bench", "-n", "100", "--backend", "memory://", "--idle-samples", "0", "--typed-samples", "0",
+                  "--due-samples", "0", "--output-json", str(target))
+    err_line = _one_clean_line(res, 2, "--output-json", "does not exist")
+    assert str(target.parent) in err_line
+    assert "drain" not in res.stdout  # refused before anything ran
