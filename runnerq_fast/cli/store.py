@@ -140,6 +140,7 @@ def stats(queue: str | None, as_json: bool, backend_url: str | None, log_level: 
     """
     configure_logging(log_level)
     url = require_backend(backend_url)
+    explicit = queue is not None
     if queue is None:
         summaries = run(_read(url, lambda b: b.list_queues()))
         if len(summaries) > 1:
@@ -158,6 +159,12 @@ def stats(queue: str | None, as_json: bool, backend_url: str | None, log_level: 
     name = queue
     counts = run(_read(url, lambda b: b.stats(name)))
     data = msgspec.structs.asdict(counts)
+    if counts.total == 0 and explicit:
+        # a misspelt --queue reads as an empty queue: name the ones the store has
+        known = [s.queue for s in run(_read(url, lambda b: b.list_queues()))]
+        if known and name not in known:
+            shown = ", ".join(repr(q) for q in known[:10]) + (f" and {len(known) - 10} more" if len(known) > 10 else "")
+            err.print(f"note: queue {name!r} has no activities; this store's queues: {shown}")
     if as_json:
         click.echo(msgspec.json.encode(_counts_json(name, counts)).decode())
         return

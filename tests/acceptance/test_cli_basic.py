@@ -243,3 +243,14 @@ def test_user_text_with_brackets_is_printed_as_is_not_read_as_markup(tmp_path: P
     shown = run_cli("inspect", enq.stdout.strip(), "--backend", url)
     assert shown.returncode == 0, shown.stderr
     assert kind in shown.stdout and queue in shown.stdout, shown.stdout
+
+
+def test_stats_of_a_queue_the_store_lacks_names_the_queues_it_has(tmp_path: Path) -> None:
+    """A misspelt --queue printed zeros and nothing else."""
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    assert run_cli("enqueue", "t", "--queue", "orders", "--payload", "{}", "--backend", url).returncode == 0
+    typo = run_cli("stats", "--backend", url, "--queue", "ordres")
+    assert typo.returncode == 0, typo.stderr
+    assert "note: queue 'ordres' has no activities; this store's queues: 'orders'" in typo.stderr, typo.stderr
+    right = run_cli("stats", "--backend", url, "--queue", "orders")
+    assert right.returncode == 0 and "note:" not in right.stderr, right.stderr
