@@ -17,7 +17,20 @@ local ACK_CHECKS = {NPR, 'priority', NRC, 'retry_count'}
 local nd = 0 -- #done
 local LEASE = P .. 'lease'
 local KEY_PREFIX = P .. 'a:'
-local GUARDS = {} -- claim token -> token .. '\31', how the field k of an activity it holds starts
+-- Whether a claim token holds an activity whose field k is `k` (k starts with token .. '\31'), by
+-- token, then by k: the acks of a batch share their claims' k (one value per claim call), so the
+-- prefix is compared once per (token, k), not cut out of k again for every ack.
+local GUARDS = {}
+local function rq_holds(token, k)
+  local seen = GUARDS[token]
+  if not seen then seen = {}; GUARDS[token] = seen end
+  local ok = seen[k]
+  if ok == nil then
+    ok = string.sub(k, 1, #token + 1) == token .. '\31'
+    seen[k] = ok
+  end
+  return ok
+end
 
 -- The plain completions: rq_finish unrolled (the usual ack of a drain); their counter changes
 -- are summed per type.
@@ -31,9 +44,11 @@ for b = 3, first - 1, 3 do
   local id, token = ARGV[b], ARGV[b + 1]
   local k = KEY_PREFIX .. id
   local h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
-  local guard = GUARDS[token]
-  if not guard then guard = token .. '\31'; GUARDS[token] = guard end
-  if h[1] ~= 'processing' or not h[2] or string.sub(h[2], 1, #guard) ~= guard then
+  local kv = h[2]
+  local seen = GUARDS[token] -- rq_holds(token, kv) inlined
+  local ok = seen and kv and seen[kv]
+  if ok == nil and kv then ok = rq_holds(token, kv) end
+  if h[1] ~= 'processing' or not ok then
     rejected[#rejected + 1] = id
   else
     if h[5] then redis.call('HDEL', k, 'su') end
@@ -70,9 +85,7 @@ for b = first - 1, #ARGV - 1, 7 do
   else
     h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
   end
-  local guard = GUARDS[token]
-  if not guard then guard = token .. '\31'; GUARDS[token] = guard end
-  if h[1] ~= 'processing' or not h[2] or string.sub(h[2], 1, #guard) ~= guard then
+  if h[1] ~= 'processing' or not h[2] or not rq_holds(token, h[2]) then
     rejected[#rejected + 1] = id
   else
     rq_zrem(LEASE, id)
