@@ -202,17 +202,34 @@ local function rq_pack(t)
   return f[1] .. ':' .. f[2] .. '\31' .. f[3] .. '\31' .. f[4] .. '\31' .. f[5] .. '\31' .. f[6]
 end
 
+-- The first 16 bytes of a field n when they are "<created, 15 digits>:" (else false), by field n:
+-- the activities of one enqueue batch share their field n, so it is cut once per value.
+local NHEADS = {}
+local function rq_nhead(n)
+  local head = string.byte(n, 16) == 58 and string.sub(n, 1, 16)
+  NHEADS[n] = head
+  return head
+end
+
 -- The index member of activity `id` from its field n: its first 16 bytes ("<created, 15 digits>:")
 -- and the id; a damaged field n gives the member of its creation time (rq_member).
 local function rq_mem(n, id)
-  if n and string.byte(n, 16) == 58 then return string.sub(n, 1, 16) .. id end
+  if n then
+    local head = NHEADS[n]
+    if head == nil then head = rq_nhead(n) end
+    if head then return head .. id end
+  end
   return rq_member(rq_nums(n)[NC], id)
 end
 
 -- rq_mem for a possibly corrupt activity: a creation time that is no integer is looked up by id
 -- in the type's index (rq_member_of).
 local function rq_mem_of(n, id, typ)
-  if n and string.byte(n, 16) == 58 then return string.sub(n, 1, 16) .. id end
+  if n then
+    local head = NHEADS[n]
+    if head == nil then head = rq_nhead(n) end
+    if head then return head .. id end
+  end
   return rq_member_of(rq_nums(n)[NC], id, typ)
 end
 
