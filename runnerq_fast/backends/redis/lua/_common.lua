@@ -133,6 +133,22 @@ local ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
 local CHUNK = 4000
 -- Finished activities for P.."fin", by the text of their expiry score (rq_fin, written by rq_flush).
 local FINS = {}
+-- The ids of the last batch rq_flush wrote to P.."fin" and their text "<id>,<id>,..." (see rq_joined).
+local FINIDS, FINTEXT
+
+-- table.concat(ids, ','): the text of the last P.."fin" batch when `ids` holds the same ids in the
+-- same order (an ack publishes on P.."done" what it recorded for the reaper), else joined anew.
+local function rq_joined(ids, n)
+  local fin = FINIDS
+  if fin and #fin == n then
+    local same = true
+    for i = 1, n do
+      if fin[i] ~= ids[i] then same = false; break end
+    end
+    if same then return FINTEXT end
+  end
+  return table.concat(ids, ',', 1, n)
+end
 
 -- Record finished activity `id` (finished now) for the reaper, to be removed at `score` (ms, text).
 local function rq_fin(score, id)
@@ -281,8 +297,12 @@ local function rq_flush()
   end
   for score, ids in pairs(FINS) do
     local batch = 'b' .. redis.call('INCR', P .. 'finseq')
-    redis.call('SET', P .. 'finb:' .. batch, NOWS .. '\31' .. table.concat(ids, ','))
+    local key, text = P .. 'finb:' .. batch, table.concat(ids, ',')
+    -- "<finished ms>\31" and the ids in two calls: the ids are not copied (and hashed) into one more Lua string
+    redis.call('SET', key, NOWS .. '\31')
+    redis.call('APPEND', key, text)
     redis.call('ZADD', P .. 'fin', score, batch)
+    FINIDS, FINTEXT = ids, text
   end
   ZADDS, ZREMS, SADDS, COUNTS, FINS = {}, {}, {}, {}, {}
   rq_flush_events()

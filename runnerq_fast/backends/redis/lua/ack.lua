@@ -124,5 +124,5 @@ for b = first - 1, #ARGV - 1, 7 do
 end
 rq_flush()
 rq_wake()
-if nd > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done, ',')) end
+if nd > 0 then redis.call('PUBLISH', P .. 'done', rq_joined(done, nd)) end
 return rejected
