@@ -286,7 +286,7 @@ async def test_one_stream_entry_per_batch_and_resumable_event_ids(redis_backend:
 
 
 async def test_one_ack_batch_mixes_plain_completions_with_other_outcomes(redis_backend: RedisBackend) -> None:
-    # plain completions (a result, no error) go as 3 arguments each before the others (lua/ack.lua)
+    # plain completions (a result, no error) go before the others, in runs of one claim token (lua/ack.lua)
     b, q = redis_backend, "mixed-acks"
     await b.enqueue(q, [new("t") for _ in range(5)] + [new("u")])
     c = await b.claim(q, "w", 6, None, 30_000)

@@ -4,8 +4,9 @@
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
 --   P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
 --   P.."wake", P.."wake:"..type; publishes on P.."done".
--- ARGV: result ttl ms, C, then 3 per plain completion (completed with a result and no error):
---   id, claim token, result, C times; then 7 per other ack: id, claim token, outcome
+-- ARGV: result ttl ms, C, then the C plain completions (completed with a result and no error) in
+--   runs of consecutive ones with the same claim token: the token, the run's length r, then id and
+--   result r times (a claim token is sent once per run, not per ack); then 7 per other ack: id, claim token, outcome
 --   (1 completed, 2 retry, 3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
 --   flags (1 = has result, 2 = has error).
 -- Returns: the ids whose claim no longer holds (ack rejected).
@@ -35,35 +36,41 @@ end
 -- The plain completions: rq_finish unrolled (the usual ack of a drain); their counter changes
 -- are summed per type.
 local plain = tonumber(ARGV[2])
-local first = 3 + 3 * plain -- the first of the other acks
 local completed = rq_st('completed')
 local finscore = string.format('%d', NOW + tonumber(ttl))
 local per_type = {}
 local released, indexed, m = {}, {}, 0 -- lease removals, st:completed arguments
-for b = 3, first - 1, 3 do
-  local id, token = ARGV[b], ARGV[b + 1]
-  local k = KEY_PREFIX .. id
-  local h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
-  local kv = h[2]
-  local seen = GUARDS[token] -- rq_holds(token, kv) inlined
-  local ok = seen and kv and seen[kv]
-  if ok == nil and kv then ok = rq_holds(token, kv) end
-  if h[1] ~= 'processing' or not ok then
-    rejected[#rejected + 1] = id
-  else
-    if h[5] then redis.call('HDEL', k, 'su') end
-    local ef, ev = rq_event(id, 'completed', nil)
-    redis.call('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 2])
-    m = m + 1
-    released[m] = id
-    indexed[2 * m - 1] = '0'
-    indexed[2 * m] = rq_mem(h[4], id)
-    rq_fin(finscore, id)
-    local typ = h[3]
-    per_type[typ] = (per_type[typ] or 0) + 1
-    nd = nd + 1
-    done[nd] = id
+local first, left = 3, plain -- first: the next run (then the first of the other acks); left: plain acks not read
+while left > 0 do
+  local token, r = ARGV[first], tonumber(ARGV[first + 1])
+  local seen = GUARDS[token]
+  if not seen then seen = {}; GUARDS[token] = seen end
+  for b = first + 2, first + 2 * r, 2 do
+    local id = ARGV[b]
+    local k = KEY_PREFIX .. id
+    local h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
+    local kv = h[2]
+    local ok = kv and seen[kv] -- rq_holds(token, kv) inlined
+    if ok == nil then ok = rq_holds(token, kv) end
+    if h[1] ~= 'processing' or not ok then
+      rejected[#rejected + 1] = id
+    else
+      if h[5] then redis.call('HDEL', k, 'su') end
+      local ef, ev = rq_event(id, 'completed', nil)
+      redis.call('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 1])
+      m = m + 1
+      released[m] = id
+      indexed[2 * m - 1] = '0'
+      indexed[2 * m] = rq_mem(h[4], id)
+      rq_fin(finscore, id)
+      local typ = h[3]
+      per_type[typ] = (per_type[typ] or 0) + 1
+      nd = nd + 1
+      done[nd] = id
+    end
   end
+  first = first + 2 + 2 * r
+  left = left - r
 end
 for typ, n in pairs(per_type) do
   rq_count('processing', typ, -n)
