@@ -57,20 +57,47 @@ local READY = {pending = true, scheduled = true, retrying = true}
 -- "<kind>\31<activity id>\31<detail ref>\30", and "d<ref>" = a detail, each distinct detail of the
 -- entry once (ref "" = no detail); event i of the entry has id <last> - n + i. (Entries written
 -- before this layout have fields "<i>" = "<kind>\31<activity id>" and "d<i>" = detail instead of e;
--- the reader takes both.) The records go into EVBUF as three strings each, joined once at the end
--- by table.concat: no string is built per event.
+-- the reader takes both.) The records are joined once at the end by table.concat: no string is
+-- built per event. While every record of the entry has the same head "<kind>\31" and tail
+-- "\31<detail ref>\30" (EVRUN: a batch's claims, its completions), EVBUF holds only their ids,
+-- joined with tail .. head between them; after the first record that differs, three strings per
+-- record (head, id, tail).
 local EVN = tonumber(redis.call('GET', P .. 'evseq') or 0)
 local EVBUF, EVCOUNT, EVLEN = {}, 0, 0 -- EVLEN = #EVBUF
+local EVRUN, EVRHEAD, EVRTAIL = false, nil, nil -- EVBUF holds ids only; their records' head and tail
 local EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0 -- detail -> its record tail; 'd<ref>', detail, ...
 local EVENT_CHUNK = 500
 
 local function rq_flush_events()
   if EVCOUNT == 0 then return end
+  local e
+  if not EVRUN then
+    e = table.concat(EVBUF, '', 1, EVLEN)
+  elseif EVLEN == 1 then
+    e = EVRHEAD .. EVBUF[1] .. EVRTAIL
+  else
+    EVBUF[1] = EVRHEAD .. EVBUF[1]
+    EVBUF[EVLEN] = EVBUF[EVLEN] .. EVRTAIL
+    e = table.concat(EVBUF, EVRTAIL .. EVRHEAD, 1, EVLEN)
+  end
   redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT,
-    'e', table.concat(EVBUF, '', 1, EVLEN), unpack(EVDETAILS))
+    'e', e, unpack(EVDETAILS))
   redis.call('SET', P .. 'evseq', EVN)
-  EVBUF, EVCOUNT, EVLEN = {}, 0, 0
+  EVBUF, EVCOUNT, EVLEN, EVRUN = {}, 0, 0, false
   EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0
+end
+
+-- The ids of an EVRUN spread into records of three strings (a record that differs follows).
+local function rq_spread_events()
+  local buf, head, tail = EVBUF, EVRHEAD, EVRTAIL
+  for i = EVLEN, 1, -1 do -- backwards: record i moves to 3i-2..3i, never over an id not moved yet
+    local id = buf[i]
+    buf[3 * i - 2] = head
+    buf[3 * i - 1] = id
+    buf[3 * i] = tail
+  end
+  EVLEN = 3 * EVLEN
+  EVRUN = false
 end
 
 -- The hash values of the script's events by kind, then by detail (a batch repeats them: every
@@ -112,10 +139,23 @@ local function rq_event(id, kind, detail)
       values[false] = value
     end
   end
-  EVBUF[n + 1] = head
-  EVBUF[n + 2] = id
-  EVBUF[n + 3] = tail
-  EVLEN = n + 3
+  if n == 0 then
+    EVRUN, EVRHEAD, EVRTAIL = true, head, tail
+    EVBUF[1] = id
+    EVLEN = 1
+  elseif EVRUN and head == EVRHEAD and tail == EVRTAIL then
+    EVBUF[n + 1] = id
+    EVLEN = n + 1
+  else
+    if EVRUN then
+      rq_spread_events()
+      n = EVLEN
+    end
+    EVBUF[n + 1] = head
+    EVBUF[n + 2] = id
+    EVBUF[n + 3] = tail
+    EVLEN = n + 3
+  end
   local last = EVN % 10
   if last == 0 or not EVTENS then
     local tens = (EVN - last) / 10
