@@ -39,6 +39,7 @@
 -- The st:, ty:, kids: and counts indexes change in the same script as the status, so they never
 -- drift; the reaper removes expired finished activities with their entries (P.."fin").
 local P = KEYS[1]
+local rcall = redis.call -- a local: the hot loops call it twice per activity (no global and field lookup)
 local TIME = redis.call('TIME')
 local NOW = tonumber(TIME[1]) * 1000 + math.floor(tonumber(TIME[2]) / 1000)
 -- NOW as text, formatted once: Lua formats a number with sprintf("%.14g") every time it is

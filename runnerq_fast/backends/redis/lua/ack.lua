@@ -10,6 +10,7 @@
 --   (1 completed, 2 retry, 3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
 --   flags (1 = has result, 2 = has error).
 -- Returns: the ids whose claim no longer holds (ack rejected).
+local ARGV = ARGV -- a local: read twice per plain completion
 local ttl = ARGV[1]
 local rejected, done = {}, {}
 -- a retry reads one field more (h[6] = cr); the other outcomes do not need it (a hash field
@@ -48,7 +49,7 @@ while left > 0 do
   for b = first + 2, first + 2 * r, 2 do
     local id = ARGV[b]
     local k = KEY_PREFIX .. id
-    local h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
+    local h = rcall('HMGET', k, 's', 'k', 't', 'n', 'su')
     local kv = h[2]
     local ok = kv and seen[kv] -- rq_holds(token, kv) inlined
     if ok == nil then ok = rq_holds(token, kv) end
@@ -57,7 +58,7 @@ while left > 0 do
     else
       if h[5] then redis.call('HDEL', k, 'su') end
       local ef, ev = rq_event(id, 'completed', nil)
-      redis.call('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 1])
+      rcall('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 1])
       m = m + 1
       released[m] = id
       indexed[2 * m - 1] = '0'

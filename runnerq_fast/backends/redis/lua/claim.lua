@@ -92,12 +92,12 @@ for i, id in ipairs(ids) do
     rq_zrem(P .. from .. typ, id)
   end
   local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'p', 'm', 'n')
+  local h = rcall('HMGET', k, 's', 'p', 'm', 'n')
   local old = h[1]
   if old and READY[old] then
     n = n + 1
     local ef, ev = rq_event(id, 'claimed', worker)
-    redis.call('HSET', k, 's', 'processing', 'k', claim, ef, ev)
+    rcall('HSET', k, 's', 'processing', 'k', claim, ef, ev)
     local members = gone[old]
     if not members then members = {}; gone[old] = members; moved[old] = {} end
     members[#members + 1] = rq_mem_of(h[4], id, typ)

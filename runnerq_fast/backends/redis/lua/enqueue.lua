@@ -10,6 +10,7 @@
 --   (1-based, only when K > 1), its idempotency key (only when its profile's on_duplicate > 0).
 -- Returns: 3 per item NOT created, in item order: position of the item (1-based), outcome
 --   (2 existing, 3 rejected), the holder's id; every other item was created under its own id.
+local ARGV = ARGV -- a local: read two or three times per item
 local REUSABLE = {failed = true, dead_letter = true, cancelled = true}
 local NOWTEXT = string.format('%d', NOW)
 local MEMBER_PREFIX = rq_member(NOWTEXT, '') -- every member of this script is MEMBER_PREFIX .. id
@@ -79,9 +80,9 @@ while pos <= nargs do
   if create then
     local ef, ev = rq_event(id, 'enqueued', nil)
     if pf.plain and pf.bare then
-      redis.call('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'n', pf.nums, 't', typ, ef, ev)
+      rcall('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'n', pf.nums, 't', typ, ef, ev)
     elseif pf.plain then
-      redis.call('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'm', pf.m, 'n', pf.nums, 't', typ, ef, ev)
+      rcall('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'm', pf.m, 'n', pf.nums, 't', typ, ef, ev)
     else
       local args = {'s', pf.status, 'p', payload, 'n', pf.nums, 't', typ, ef, ev}
       if not pf.bare then
@@ -101,7 +102,7 @@ while pos <= nargs do
         args[#args + 1] = 'pa'
         args[#args + 1] = pf.parent
       end
-      redis.call('HSET', KEY_PREFIX .. id, unpack(args))
+      rcall('HSET', KEY_PREFIX .. id, unpack(args))
     end
     local n = pf.n + 1
     pf.n = n
