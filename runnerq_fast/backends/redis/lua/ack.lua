@@ -62,8 +62,10 @@ while left > 0 do
       m = m + 1
       released[m] = id
       indexed[2 * m - 1] = '0'
-      indexed[2 * m] = rq_mem(h[4], id)
-      rq_fin(finscore, id)
+      local n = h[4] -- rq_mem(n, id) inlined
+      local head = n and NHEADS[n]
+      if head == nil and n then head = rq_nhead(n) end
+      indexed[2 * m] = head and head .. id or rq_mem(n, id)
       local typ = h[3]
       per_type[typ] = (per_type[typ] or 0) + 1
       nd = nd + 1
@@ -73,6 +75,8 @@ while left > 0 do
   first = first + 2 + 2 * r
   left = left - r
 end
+-- the completed go to P.."fin" as rq_fin would record them, in order (nothing was recorded before)
+if m > 0 then FINS[finscore] = released end
 for typ, n in pairs(per_type) do
   rq_count('processing', typ, -n)
   rq_count('completed', typ, n)
