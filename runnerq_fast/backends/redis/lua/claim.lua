@@ -84,8 +84,9 @@ local out, o = {}, 0 -- o = #out
 -- set's arguments and the counter changes by (old status, type), written after the loop
 local gone, leases, moved = {}, {}, {}
 local n = 0
-for i, id in ipairs(ids) do
+for i = 1, #ids do
   if n >= limit then break end
+  local id = ids[i]
   local typ = only
   if idtypes then
     typ = idtypes[i]
@@ -99,8 +100,13 @@ for i, id in ipairs(ids) do
     local ef, ev = rq_event(id, 'claimed', worker)
     rcall('HSET', k, 's', 'processing', 'k', claim, ef, ev)
     local members = gone[old]
-    if not members then members = {}; gone[old] = members; moved[old] = {} end
-    members[#members + 1] = rq_mem_of(h[4], id, typ)
+    if not members then members = {n = 0}; gone[old] = members; moved[old] = {} end
+    local g = members.n + 1
+    members.n = g
+    local nums = h[4] -- rq_mem_of(nums, id, typ) inlined
+    local head = nums and NHEADS[nums]
+    if head == nil and nums then head = rq_nhead(nums) end
+    members[g] = head and head .. id or rq_mem_of(nums, id, typ)
     local by_type = moved[old]
     by_type[typ] = (by_type[typ] or 0) + 1
     leases[2 * n - 1] = deadline
@@ -114,7 +120,8 @@ for i, id in ipairs(ids) do
   end
 end
 for old, members in pairs(gone) do
-  for j = 1, #members, CHUNK do redis.call('ZREM', rq_st(old), unpack(members, j, math.min(j + CHUNK - 1, #members))) end
+  local g = members.n
+  for j = 1, g, CHUNK do redis.call('ZREM', rq_st(old), unpack(members, j, math.min(j + CHUNK - 1, g))) end
   for typ, c in pairs(moved[old]) do
     rq_count(old, typ, -c)
     rq_count('processing', typ, c)
