@@ -108,9 +108,10 @@ local EVVALUES, EVHEADS = {}, {}
 local DIGITS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
 local EVTENS -- "x:" .. (EVN - EVN % 10) / 10 for the current ten, or nil
 
-local function rq_event(id, kind, detail)
-  EVN = EVN + 1
-  EVCOUNT = EVCOUNT + 1
+local EVLKIND, EVLDETAIL, EVLVALUE -- kind, detail and hash value of the last event rq_record took
+
+-- Put the record of event (`id`, `kind`, `detail`) into EVBUF; returns its hash value.
+local function rq_record(id, kind, detail)
   local n = EVLEN
   local head = EVHEADS[kind]
   if not head then head = kind .. '\31'; EVHEADS[kind] = head end
@@ -156,6 +157,24 @@ local function rq_event(id, kind, detail)
     EVBUF[n + 2] = id
     EVBUF[n + 3] = tail
     EVLEN = n + 3
+  end
+  EVLKIND, EVLDETAIL, EVLVALUE = kind, detail, value
+  return value
+end
+
+local function rq_event(id, kind, detail)
+  EVN = EVN + 1
+  EVCOUNT = EVCOUNT + 1
+  local value
+  if EVRUN and kind == EVLKIND and detail == EVLDETAIL then
+    -- the usual case, the next event of a batch: the record is the id, the value the last one's
+    -- (EVRUN: the run began in this stream entry, with this detail's ref)
+    local n = EVLEN + 1
+    EVBUF[n] = id
+    EVLEN = n
+    value = EVLVALUE
+  else
+    value = rq_record(id, kind, detail)
   end
   local last = EVN % 10
   if last == 0 or not EVTENS then
