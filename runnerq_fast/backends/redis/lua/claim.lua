@@ -81,9 +81,11 @@ end
 
 local out, o = {}, 0 -- o = #out
 -- rq_move and rq_zadd unrolled for the claimed: their index members by old status, the lease
--- set's arguments and the counter changes by (old status, type), written after the loop
+-- set's arguments and, when they are of several types, the counter changes by (old status, type),
+-- written after the loop (of one type: the number of members by old status)
 local gone, leases, moved = {}, {}, {}
 local n = 0
+local KEY_PREFIX = P .. 'a:'
 for i = 1, #ids do
   if n >= limit then break end
   local id = ids[i]
@@ -92,7 +94,7 @@ for i = 1, #ids do
     typ = idtypes[i]
     rq_zrem(P .. from .. typ, id)
   end
-  local k = P .. 'a:' .. id
+  local k = KEY_PREFIX .. id
   local h = rcall('HMGET', k, 's', 'p', 'm', 'n')
   local old = h[1]
   if old and READY[old] then
@@ -107,8 +109,10 @@ for i = 1, #ids do
     local head = nums and NHEADS[nums]
     if head == nil and nums then head = rq_nhead(nums) end
     members[g] = head and head .. id or rq_mem_of(nums, id, typ)
-    local by_type = moved[old]
-    by_type[typ] = (by_type[typ] or 0) + 1
+    if idtypes then
+      local by_type = moved[old]
+      by_type[typ] = (by_type[typ] or 0) + 1
+    end
     leases[2 * n - 1] = deadline
     leases[2 * n] = id
     out[o + 1] = id
@@ -122,9 +126,14 @@ end
 for old, members in pairs(gone) do
   local g = members.n
   for j = 1, g, CHUNK do redis.call('ZREM', rq_st(old), unpack(members, j, math.min(j + CHUNK - 1, g))) end
-  for typ, c in pairs(moved[old]) do
-    rq_count(old, typ, -c)
-    rq_count('processing', typ, c)
+  if idtypes then
+    for typ, c in pairs(moved[old]) do
+      rq_count(old, typ, -c)
+      rq_count('processing', typ, c)
+    end
+  else
+    rq_count(old, only, -g)
+    rq_count('processing', only, g)
   end
 end
 for j = 1, 2 * n, CHUNK do redis.call('ZADD', P .. 'lease', unpack(leases, j, math.min(j + CHUNK - 1, 2 * n))) end
