@@ -309,6 +309,27 @@ async def test_one_ack_batch_mixes_plain_completions_with_other_outcomes(redis_b
     assert kinds == ["enqueued", "claimed", "completed"]
 
 
+async def test_events_of_a_batch_over_one_stream_entry_match_the_hashes(redis_backend: RedisBackend) -> None:
+    # a script writes at most 500 events per stream entry: 1,200 enqueued, claimed and acknowledged in
+    # one call each fill several entries, and every hash field x:<id> names its own event of the stream
+    from runnerq_fast.backends.redis.backend import _entry_events
+
+    b, q = redis_backend, "big-batches"
+    ids = [r.activity_id for r in await b.enqueue(q, [new("t") for _ in range(1200)])]
+    claimed = await b.claim(q, "w", 1200, None, 30_000)
+    assert sorted(c.id for c in claimed) == sorted(ids)
+    assert await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1") for c in claimed]) == []
+    entries: Any = await b.client.xrange(f"{b._ns}:{{{q}}}:events")
+    assert [int(sid.split(b"-")[1]) for sid, _ in entries] == [500, 1000, 1200, 1700, 2200, 2400, 2900, 3400, 3600]
+    events = {e.id: e for sid, fields in entries for e in _entry_events(q, sid, fields)}
+    assert sorted(events) == list(range(1, 3601))
+    for c in claimed:
+        got = await b.get_events(c.id)
+        assert [(e.event_type, e.detail) for e in got] == [("enqueued", None), ("claimed", "w"), ("completed", None)]
+        assert all((events[e.id].activity_id, events[e.id].event_type, events[e.id].detail)
+                   == (c.id, e.event_type, e.detail) for e in got)
+
+
 async def test_stream_entries_keep_details_of_any_text_once_per_entry(redis_backend: RedisBackend) -> None:
     q = "stream-details"
     b = redis_backend
