@@ -40,6 +40,7 @@ local plain = tonumber(ARGV[2])
 local completed = rq_st('completed')
 local finscore = string.format('%d', NOW + tonumber(ttl))
 local per_type = {}
+local ctyp, cn = nil, 0 -- the type of the last completions and their number, not yet in per_type
 local released, indexed, m = {}, {}, 0 -- lease removals, st:completed arguments
 local first, left = 3, plain -- first: the next run (then the first of the other acks); left: plain acks not read
 while left > 0 do
@@ -57,7 +58,20 @@ while left > 0 do
       rejected[#rejected + 1] = id
     else
       if h[5] then redis.call('HDEL', k, 'su') end
-      local ef, ev = rq_event(id, 'completed', nil)
+      local ef, ev
+      if EVRUN and EVLKIND == 'completed' and EVLDETAIL == nil and EVCOUNT + 1 < EVENT_CHUNK then
+        -- rq_event(id, 'completed', nil) inlined: its fast path, when the entry does not fill up
+        EVN = EVN + 1
+        EVCOUNT = EVCOUNT + 1
+        EVLEN = EVLEN + 1
+        EVBUF[EVLEN] = id
+        ev = EVLVALUE
+        local last = EVN % 10
+        if last == 0 then EVTENS = 'x:' .. string.format('%d', (EVN - last) / 10) end
+        ef = EVTENS .. DIGITS[last]
+      else
+        ef, ev = rq_event(id, 'completed', nil)
+      end
       rcall('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 1])
       m = m + 1
       released[m] = id
@@ -67,7 +81,11 @@ while left > 0 do
       if head == nil and n then head = rq_nhead(n) end
       indexed[2 * m] = head and head .. id or rq_mem(n, id)
       local typ = h[3]
-      per_type[typ] = (per_type[typ] or 0) + 1
+      if typ ~= ctyp then
+        if ctyp ~= nil then per_type[ctyp] = (per_type[ctyp] or 0) + cn end
+        ctyp, cn = typ, 0
+      end
+      cn = cn + 1
       nd = nd + 1
       done[nd] = id
     end
@@ -75,6 +93,7 @@ while left > 0 do
   first = first + 2 + 2 * r
   left = left - r
 end
+if ctyp ~= nil then per_type[ctyp] = (per_type[ctyp] or 0) + cn end
 -- the completed go to P.."fin" as rq_fin would record them, in order (nothing was recorded before)
 if m > 0 then FINS[finscore] = released end
 for typ, n in pairs(per_type) do
