@@ -99,7 +99,20 @@ for i = 1, #ids do
   local old = h[1]
   if old and READY[old] then
     n = n + 1
-    local ef, ev = rq_event(id, 'claimed', worker)
+    local ef, ev
+    if EVRUN and EVLKIND == 'claimed' and EVLDETAIL == worker and EVCOUNT + 1 < EVENT_CHUNK then
+      -- rq_event(id, 'claimed', worker) inlined: its fast path, when the entry does not fill up
+      EVN = EVN + 1
+      EVCOUNT = EVCOUNT + 1
+      EVLEN = EVLEN + 1
+      EVBUF[EVLEN] = id
+      ev = EVLVALUE
+      local last = EVN % 10
+      if last == 0 then EVTENS = 'x:' .. string.format('%d', (EVN - last) / 10) end
+      ef = EVTENS .. DIGITS[last]
+    else
+      ef, ev = rq_event(id, 'claimed', worker)
+    end
     rcall('HSET', k, 's', 'processing', 'k', claim, ef, ev)
     local members = gone[old]
     if not members then members = {n = 0}; gone[old] = members; moved[old] = {} end
