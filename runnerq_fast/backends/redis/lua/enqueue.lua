@@ -78,7 +78,20 @@ while pos <= nargs do
     if create then redis.call('SET', ikey, id, 'PX', pf.ttl) end
   end
   if create then
-    local ef, ev = rq_event(id, 'enqueued', nil)
+    local ef, ev
+    if EVRUN and EVLKIND == 'enqueued' and EVLDETAIL == nil and EVCOUNT + 1 < EVENT_CHUNK then
+      -- rq_event(id, 'enqueued', nil) inlined: its fast path, when the entry does not fill up
+      EVN = EVN + 1
+      EVCOUNT = EVCOUNT + 1
+      EVLEN = EVLEN + 1
+      EVBUF[EVLEN] = id
+      ev = EVLVALUE
+      local last = EVN % 10
+      if last == 0 then EVTENS = 'x:' .. string.format('%d', (EVN - last) / 10) end
+      ef = EVTENS .. DIGITS[last]
+    else
+      ef, ev = rq_event(id, 'enqueued', nil)
+    end
     if pf.plain and pf.bare then
       rcall('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'n', pf.nums, 't', typ, ef, ev)
     elseif pf.plain then
