@@ -203,6 +203,7 @@ local FINIDS, FINTEXT
 local function rq_joined(ids, n)
   local fin = FINIDS
   if fin and #fin == n then
+    if fin == ids then return FINTEXT end
     local same = true
     for i = 1, n do
       if fin[i] ~= ids[i] then same = false; break end

@@ -86,16 +86,21 @@ while left > 0 do
         ctyp, cn = typ, 0
       end
       cn = cn + 1
-      nd = nd + 1
-      done[nd] = id
     end
   end
   first = first + 2 + 2 * r
   left = left - r
 end
 if ctyp ~= nil then per_type[ctyp] = (per_type[ctyp] or 0) + cn end
--- the completed go to P.."fin" as rq_fin would record them, in order (nothing was recorded before)
+-- the completed go to P.."fin" as rq_fin would record them, in order (nothing was recorded before),
+-- and are the first ids published on P.."done" (the same list when no other ack follows)
 if m > 0 then FINS[finscore] = released end
+if first > #ARGV then
+  done = released
+else
+  for i = 1, m do done[i] = released[i] end
+end
+nd = m
 for typ, n in pairs(per_type) do
   rq_count('processing', typ, -n)
   rq_count('completed', typ, n)
