@@ -330,6 +330,33 @@ async def test_events_of_a_batch_over_one_stream_entry_match_the_hashes(redis_ba
                    == (c.id, e.event_type, e.detail) for e in got)
 
 
+async def test_an_ack_publishes_the_ids_it_finished_in_order(redis_backend: RedisBackend) -> None:
+    # P.."done" gets the plain completions first, then the other finished acks; not a retry, not a stale ack
+    b, q = redis_backend, "done-channel"
+    await b.enqueue(q, [new("t") for _ in range(7)])
+    c = await b.claim(q, "w", 7, None, 30_000)
+    pubsub = b.client.pubsub()
+    await pubsub.subscribe(f"{b._ns}:{{{q}}}:done")
+    await pubsub.get_message(timeout=1)  # the subscription's confirmation
+    plain = [Ack(a.id, a.claim_token, AckOutcome.COMPLETED, b"1") for a in c[:3]]
+    assert await b.ack(q, plain) == []
+    mixed = [
+        Ack(c[3].id, c[3].claim_token, AckOutcome.FAILED, None, "E: no"),
+        Ack(c[4].id, c[4].claim_token, AckOutcome.COMPLETED, b"2"),
+        Ack(c[5].id, c[5].claim_token, AckOutcome.RETRY, None, "E: again", retry_at_ms=0),
+        Ack(c[0].id, c[0].claim_token, AckOutcome.COMPLETED, b"3"),  # already acknowledged: rejected
+        Ack(c[6].id, c[6].claim_token, AckOutcome.DEAD_LETTER, None, "E: dead"),
+    ]
+    assert await b.ack(q, mixed) == [c[0].id]
+    got = []
+    while len(got) < 2:
+        msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=3)
+        assert msg is not None
+        got.append(msg["data"].decode())
+    await pubsub.aclose()
+    assert got == [",".join(a.id for a in c[:3]), ",".join((c[4].id, c[3].id, c[6].id))]
+
+
 async def test_stream_entries_keep_details_of_any_text_once_per_entry(redis_backend: RedisBackend) -> None:
     q = "stream-details"
     b = redis_backend
