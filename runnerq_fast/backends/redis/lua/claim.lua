@@ -85,6 +85,7 @@ local out, o = {}, 0 -- o = #out
 -- written after the loop (of one type: the number of members by old status)
 local gone, leases, moved = {}, {}, {}
 local n = 0
+local gold, gmembers, g = nil, nil, 0 -- the old status of the last claimed, gone[gold] and its length
 local KEY_PREFIX = P .. 'a:'
 for i = 1, #ids do
   if n >= limit then break end
@@ -97,7 +98,7 @@ for i = 1, #ids do
   local k = KEY_PREFIX .. id
   local h = rcall('HMGET', k, 's', 'p', 'm', 'n')
   local old = h[1]
-  if old and READY[old] then
+  if old == 'pending' or (old and READY[old]) then
     n = n + 1
     local ef, ev
     if EVRUN and EVLKIND == 'claimed' and EVLDETAIL == worker and EVCOUNT + 1 < EVENT_CHUNK then
@@ -114,14 +115,17 @@ for i = 1, #ids do
       ef, ev = rq_event(id, 'claimed', worker)
     end
     rcall('HSET', k, 's', 'processing', 'k', claim, ef, ev)
-    local members = gone[old]
-    if not members then members = {n = 0}; gone[old] = members; moved[old] = {} end
-    local g = members.n + 1
-    members.n = g
+    if old ~= gold then
+      if gold then gmembers.n = g end
+      gmembers = gone[old]
+      if not gmembers then gmembers = {n = 0}; gone[old] = gmembers; moved[old] = {} end
+      gold, g = old, gmembers.n
+    end
+    g = g + 1
     local nums = h[4] -- rq_mem_of(nums, id, typ) inlined
     local head = nums and NHEADS[nums]
     if head == nil and nums then head = rq_nhead(nums) end
-    members[g] = head and head .. id or rq_mem_of(nums, id, typ)
+    gmembers[g] = head and head .. id or rq_mem_of(nums, id, typ)
     if idtypes then
       local by_type = moved[old]
       by_type[typ] = (by_type[typ] or 0) + 1
@@ -136,6 +140,7 @@ for i = 1, #ids do
     o = o + 5
   end
 end
+if gold then gmembers.n = g end
 for old, members in pairs(gone) do
   local g = members.n
   for j = 1, g, CHUNK do redis.call('ZREM', rq_st(old), unpack(members, j, math.min(j + CHUNK - 1, g))) end
