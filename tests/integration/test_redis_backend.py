@@ -286,7 +286,7 @@ async def test_one_stream_entry_per_batch_and_resumable_event_ids(redis_backend:
 
 
 async def test_one_ack_batch_mixes_plain_completions_with_other_outcomes(redis_backend: RedisBackend) -> None:
-    # plain completions (a result, no error) go as 3 arguments each before the others (lua/ack.lua)
+    # plain completions (a result, no error) go before the others, in runs of one claim token (lua/ack.lua)
     b, q = redis_backend, "mixed-acks"
     await b.enqueue(q, [new("t") for _ in range(5)] + [new("u")])
     c = await b.claim(q, "w", 6, None, 30_000)
@@ -307,6 +307,54 @@ async def test_one_ack_batch_mixes_plain_completions_with_other_outcomes(redis_b
     assert (stats.completed, stats.retrying, stats.processing, stats.failed) == (3, 1, 1, 1)
     kinds = [e.event_type for e in await b.get_events(c[0].id)]
     assert kinds == ["enqueued", "claimed", "completed"]
+
+
+async def test_events_of_a_batch_over_one_stream_entry_match_the_hashes(redis_backend: RedisBackend) -> None:
+    # a script writes at most 500 events per stream entry: 1,200 enqueued, claimed and acknowledged in
+    # one call each fill several entries, and every hash field x:<id> names its own event of the stream
+    from runnerq_fast.backends.redis.backend import _entry_events
+
+    b, q = redis_backend, "big-batches"
+    ids = [r.activity_id for r in await b.enqueue(q, [new("t") for _ in range(1200)])]
+    claimed = await b.claim(q, "w", 1200, None, 30_000)
+    assert sorted(c.id for c in claimed) == sorted(ids)
+    assert await b.ack(q, [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, b"1") for c in claimed]) == []
+    entries: Any = await b.client.xrange(f"{b._ns}:{{{q}}}:events")
+    assert [int(sid.split(b"-")[1]) for sid, _ in entries] == [500, 1000, 1200, 1700, 2200, 2400, 2900, 3400, 3600]
+    events = {e.id: e for sid, fields in entries for e in _entry_events(q, sid, fields)}
+    assert sorted(events) == list(range(1, 3601))
+    for c in claimed:
+        got = await b.get_events(c.id)
+        assert [(e.event_type, e.detail) for e in got] == [("enqueued", None), ("claimed", "w"), ("completed", None)]
+        assert all((events[e.id].activity_id, events[e.id].event_type, events[e.id].detail)
+                   == (c.id, e.event_type, e.detail) for e in got)
+
+
+async def test_an_ack_publishes_the_ids_it_finished_in_order(redis_backend: RedisBackend) -> None:
+    # P.."done" gets the plain completions first, then the other finished acks; not a retry, not a stale ack
+    b, q = redis_backend, "done-channel"
+    await b.enqueue(q, [new("t") for _ in range(7)])
+    c = await b.claim(q, "w", 7, None, 30_000)
+    pubsub = b.client.pubsub()
+    await pubsub.subscribe(f"{b._ns}:{{{q}}}:done")
+    await pubsub.get_message(timeout=1)  # the subscription's confirmation
+    plain = [Ack(a.id, a.claim_token, AckOutcome.COMPLETED, b"1") for a in c[:3]]
+    assert await b.ack(q, plain) == []
+    mixed = [
+        Ack(c[3].id, c[3].claim_token, AckOutcome.FAILED, None, "E: no"),
+        Ack(c[4].id, c[4].claim_token, AckOutcome.COMPLETED, b"2"),
+        Ack(c[5].id, c[5].claim_token, AckOutcome.RETRY, None, "E: again", retry_at_ms=0),
+        Ack(c[0].id, c[0].claim_token, AckOutcome.COMPLETED, b"3"),  # already acknowledged: rejected
+        Ack(c[6].id, c[6].claim_token, AckOutcome.DEAD_LETTER, None, "E: dead"),
+    ]
+    assert await b.ack(q, mixed) == [c[0].id]
+    got = []
+    while len(got) < 2:
+        msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=3)
+        assert msg is not None
+        got.append(msg["data"].decode())
+    await pubsub.aclose()
+    assert got == [",".join(a.id for a in c[:3]), ",".join((c[4].id, c[3].id, c[6].id))]
 
 
 async def test_stream_entries_keep_details_of_any_text_once_per_entry(redis_backend: RedisBackend) -> None:

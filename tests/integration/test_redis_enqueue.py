@@ -59,6 +59,9 @@ async def test_a_mixed_batch_gives_the_outcomes_fields_events_and_scores_of_the_
         else:
             assert ready is None
     assert (await b.stats(q)).pending == 9 and (await b.stats(q)).scheduled == 1
+    p = keys.prefix(b._ns, q)
+    sizes = [await b.client.zcard(p + k) for k in ("ty:a", "ty:b", "ready:a", "ready:b", "st:pending", "kids:parent-1")]
+    assert sizes == [8, 2, 7, 2, 9, 1]  # the index entries of the items of each profile, however interleaved
     await mem.close()
 
 

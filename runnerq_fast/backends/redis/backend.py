@@ -650,12 +650,20 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         if not acks:
             return []
-        plain: list[Any] = []  # completed with a result and no error: 3 arguments each (see lua/ack.lua)
+        # completed with a result and no error: in runs of one claim token, "token, r, then id and
+        # result r times" (see lua/ack.lua)
+        plain: list[Any] = []
+        n_plain, token, at = 0, None, 0  # at: the position of the current run's length
         other: list[Any] = []
         completed = AckOutcome.COMPLETED
         for a in acks:
             if a.outcome == completed and a.result is not None and a.error is None:
-                plain += (a.id, a.claim_token, a.result)
+                if a.claim_token != token:
+                    token, at = a.claim_token, len(plain) + 1
+                    plain += (token, 0)
+                plain[at] += 1
+                plain += (a.id, a.result)
+                n_plain += 1
                 continue
             flags = (1 if a.result is not None else 0) | (2 if a.error is not None else 0)
             other += (
@@ -667,7 +675,7 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
                 int(a.retry_at_ms),
                 flags,
             )
-        rejected = await self._run("ack", queue, [self._ttl_ms, len(plain) // 3, *plain, *other])
+        rejected = await self._run("ack", queue, [self._ttl_ms, n_plain, *plain, *other])
         return [r.decode() for r in rejected]
 
     async def extend_leases(self, queue: str, leases: Sequence[LeaseRef], lease_ms: int) -> LeaseReport:

@@ -39,6 +39,7 @@
 -- The st:, ty:, kids: and counts indexes change in the same script as the status, so they never
 -- drift; the reaper removes expired finished activities with their entries (P.."fin").
 local P = KEYS[1]
+local rcall = redis.call -- a local: the hot loops call it twice per activity (no global and field lookup)
 local TIME = redis.call('TIME')
 local NOW = tonumber(TIME[1]) * 1000 + math.floor(tonumber(TIME[2]) / 1000)
 -- NOW as text, formatted once: Lua formats a number with sprintf("%.14g") every time it is
@@ -57,20 +58,47 @@ local READY = {pending = true, scheduled = true, retrying = true}
 -- "<kind>\31<activity id>\31<detail ref>\30", and "d<ref>" = a detail, each distinct detail of the
 -- entry once (ref "" = no detail); event i of the entry has id <last> - n + i. (Entries written
 -- before this layout have fields "<i>" = "<kind>\31<activity id>" and "d<i>" = detail instead of e;
--- the reader takes both.) The records go into EVBUF as three strings each, joined once at the end
--- by table.concat: no string is built per event.
+-- the reader takes both.) The records are joined once at the end by table.concat: no string is
+-- built per event. While every record of the entry has the same head "<kind>\31" and tail
+-- "\31<detail ref>\30" (EVRUN: a batch's claims, its completions), EVBUF holds only their ids,
+-- joined with tail .. head between them; after the first record that differs, three strings per
+-- record (head, id, tail).
 local EVN = tonumber(redis.call('GET', P .. 'evseq') or 0)
 local EVBUF, EVCOUNT, EVLEN = {}, 0, 0 -- EVLEN = #EVBUF
+local EVRUN, EVRHEAD, EVRTAIL = false, nil, nil -- EVBUF holds ids only; their records' head and tail
 local EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0 -- detail -> its record tail; 'd<ref>', detail, ...
 local EVENT_CHUNK = 500
 
 local function rq_flush_events()
   if EVCOUNT == 0 then return end
+  local e
+  if not EVRUN then
+    e = table.concat(EVBUF, '', 1, EVLEN)
+  elseif EVLEN == 1 then
+    e = EVRHEAD .. EVBUF[1] .. EVRTAIL
+  else
+    EVBUF[1] = EVRHEAD .. EVBUF[1]
+    EVBUF[EVLEN] = EVBUF[EVLEN] .. EVRTAIL
+    e = table.concat(EVBUF, EVRTAIL .. EVRHEAD, 1, EVLEN)
+  end
   redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT,
-    'e', table.concat(EVBUF, '', 1, EVLEN), unpack(EVDETAILS))
+    'e', e, unpack(EVDETAILS))
   redis.call('SET', P .. 'evseq', EVN)
-  EVBUF, EVCOUNT, EVLEN = {}, 0, 0
+  EVBUF, EVCOUNT, EVLEN, EVRUN = {}, 0, 0, false
   EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0
+end
+
+-- The ids of an EVRUN spread into records of three strings (a record that differs follows).
+local function rq_spread_events()
+  local buf, head, tail = EVBUF, EVRHEAD, EVRTAIL
+  for i = EVLEN, 1, -1 do -- backwards: record i moves to 3i-2..3i, never over an id not moved yet
+    local id = buf[i]
+    buf[3 * i - 2] = head
+    buf[3 * i - 1] = id
+    buf[3 * i] = tail
+  end
+  EVLEN = 3 * EVLEN
+  EVRUN = false
 end
 
 -- The hash values of the script's events by kind, then by detail (a batch repeats them: every
@@ -80,9 +108,10 @@ local EVVALUES, EVHEADS = {}, {}
 local DIGITS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
 local EVTENS -- "x:" .. (EVN - EVN % 10) / 10 for the current ten, or nil
 
-local function rq_event(id, kind, detail)
-  EVN = EVN + 1
-  EVCOUNT = EVCOUNT + 1
+local EVLKIND, EVLDETAIL, EVLVALUE -- kind, detail and hash value of the last event rq_record took
+
+-- Put the record of event (`id`, `kind`, `detail`) into EVBUF; returns its hash value.
+local function rq_record(id, kind, detail)
   local n = EVLEN
   local head = EVHEADS[kind]
   if not head then head = kind .. '\31'; EVHEADS[kind] = head end
@@ -112,10 +141,43 @@ local function rq_event(id, kind, detail)
       values[false] = value
     end
   end
-  EVBUF[n + 1] = head
-  EVBUF[n + 2] = id
-  EVBUF[n + 3] = tail
-  EVLEN = n + 3
+  if n == 0 then
+    EVRUN, EVRHEAD, EVRTAIL = true, head, tail
+    EVBUF[1] = id
+    EVLEN = 1
+  elseif EVRUN and head == EVRHEAD and tail == EVRTAIL then
+    EVBUF[n + 1] = id
+    EVLEN = n + 1
+  else
+    if EVRUN then
+      rq_spread_events()
+      n = EVLEN
+    end
+    EVBUF[n + 1] = head
+    EVBUF[n + 2] = id
+    EVBUF[n + 3] = tail
+    EVLEN = n + 3
+  end
+  EVLKIND, EVLDETAIL, EVLVALUE = kind, detail, value
+  return value
+end
+
+-- claim.lua, ack.lua and enqueue.lua inline the fast path below (and the field name after it) in
+-- their loops: a change here goes there too.
+local function rq_event(id, kind, detail)
+  EVN = EVN + 1
+  EVCOUNT = EVCOUNT + 1
+  local value
+  if EVRUN and kind == EVLKIND and detail == EVLDETAIL then
+    -- the usual case, the next event of a batch: the record is the id, the value the last one's
+    -- (EVRUN: the run began in this stream entry, with this detail's ref)
+    local n = EVLEN + 1
+    EVBUF[n] = id
+    EVLEN = n
+    value = EVLVALUE
+  else
+    value = rq_record(id, kind, detail)
+  end
   local last = EVN % 10
   if last == 0 or not EVTENS then
     local tens = (EVN - last) / 10
@@ -133,6 +195,23 @@ local ZADDS, ZREMS, SADDS, COUNTS = {}, {}, {}, {}
 local CHUNK = 4000
 -- Finished activities for P.."fin", by the text of their expiry score (rq_fin, written by rq_flush).
 local FINS = {}
+-- The ids of the last batch rq_flush wrote to P.."fin" and their text "<id>,<id>,..." (see rq_joined).
+local FINIDS, FINTEXT
+
+-- table.concat(ids, ','): the text of the last P.."fin" batch when `ids` holds the same ids in the
+-- same order (an ack publishes on P.."done" what it recorded for the reaper), else joined anew.
+local function rq_joined(ids, n)
+  local fin = FINIDS
+  if fin and #fin == n then
+    if fin == ids then return FINTEXT end
+    local same = true
+    for i = 1, n do
+      if fin[i] ~= ids[i] then same = false; break end
+    end
+    if same then return FINTEXT end
+  end
+  return table.concat(ids, ',', 1, n)
+end
 
 -- Record finished activity `id` (finished now) for the reaper, to be removed at `score` (ms, text).
 local function rq_fin(score, id)
@@ -202,17 +281,34 @@ local function rq_pack(t)
   return f[1] .. ':' .. f[2] .. '\31' .. f[3] .. '\31' .. f[4] .. '\31' .. f[5] .. '\31' .. f[6]
 end
 
+-- The first 16 bytes of a field n when they are "<created, 15 digits>:" (else false), by field n:
+-- the activities of one enqueue batch share their field n, so it is cut once per value.
+local NHEADS = {}
+local function rq_nhead(n)
+  local head = string.byte(n, 16) == 58 and string.sub(n, 1, 16)
+  NHEADS[n] = head
+  return head
+end
+
 -- The index member of activity `id` from its field n: its first 16 bytes ("<created, 15 digits>:")
 -- and the id; a damaged field n gives the member of its creation time (rq_member).
 local function rq_mem(n, id)
-  if n and string.byte(n, 16) == 58 then return string.sub(n, 1, 16) .. id end
+  if n then
+    local head = NHEADS[n]
+    if head == nil then head = rq_nhead(n) end
+    if head then return head .. id end
+  end
   return rq_member(rq_nums(n)[NC], id)
 end
 
 -- rq_mem for a possibly corrupt activity: a creation time that is no integer is looked up by id
 -- in the type's index (rq_member_of).
 local function rq_mem_of(n, id, typ)
-  if n and string.byte(n, 16) == 58 then return string.sub(n, 1, 16) .. id end
+  if n then
+    local head = NHEADS[n]
+    if head == nil then head = rq_nhead(n) end
+    if head then return head .. id end
+  end
   return rq_member_of(rq_nums(n)[NC], id, typ)
 end
 
@@ -264,8 +360,11 @@ local function rq_flush()
   end
   for score, ids in pairs(FINS) do
     local batch = 'b' .. redis.call('INCR', P .. 'finseq')
-    redis.call('SET', P .. 'finb:' .. batch, NOWS .. '\31' .. table.concat(ids, ','))
+    local text = table.concat(ids, ',')
+    -- one SET, not SET and APPEND: APPEND leaves the value in an allocation twice its size
+    redis.call('SET', P .. 'finb:' .. batch, NOWS .. '\31' .. text)
     redis.call('ZADD', P .. 'fin', score, batch)
+    FINIDS, FINTEXT = ids, text
   end
   ZADDS, ZREMS, SADDS, COUNTS, FINS = {}, {}, {}, {}, {}
   rq_flush_events()

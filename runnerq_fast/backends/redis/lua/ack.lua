@@ -4,11 +4,13 @@
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
 --   P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
 --   P.."wake", P.."wake:"..type; publishes on P.."done".
--- ARGV: result ttl ms, C, then 3 per plain completion (completed with a result and no error):
---   id, claim token, result, C times; then 7 per other ack: id, claim token, outcome
+-- ARGV: result ttl ms, C, then the C plain completions (completed with a result and no error) in
+--   runs of consecutive ones with the same claim token: the token, the run's length r, then id and
+--   result r times (a claim token is sent once per run, not per ack); then 7 per other ack: id, claim token, outcome
 --   (1 completed, 2 retry, 3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
 --   flags (1 = has result, 2 = has error).
 -- Returns: the ids whose claim no longer holds (ack rejected).
+local ARGV = ARGV -- a local: read twice per plain completion
 local ttl = ARGV[1]
 local rejected, done = {}, {}
 -- a retry reads one field more (h[6] = cr); the other outcomes do not need it (a hash field
@@ -17,39 +19,88 @@ local ACK_CHECKS = {NPR, 'priority', NRC, 'retry_count'}
 local nd = 0 -- #done
 local LEASE = P .. 'lease'
 local KEY_PREFIX = P .. 'a:'
-local GUARDS = {} -- claim token -> token .. '\31', how the field k of an activity it holds starts
+-- Whether a claim token holds an activity whose field k is `k` (k starts with token .. '\31'), by
+-- token, then by k: the acks of a batch share their claims' k (one value per claim call), so the
+-- prefix is compared once per (token, k), not cut out of k again for every ack.
+local GUARDS = {}
+local function rq_holds(token, k)
+  local seen = GUARDS[token]
+  if not seen then seen = {}; GUARDS[token] = seen end
+  local ok = seen[k]
+  if ok == nil then
+    ok = string.sub(k, 1, #token + 1) == token .. '\31'
+    seen[k] = ok
+  end
+  return ok
+end
 
 -- The plain completions: rq_finish unrolled (the usual ack of a drain); their counter changes
 -- are summed per type.
 local plain = tonumber(ARGV[2])
-local first = 3 + 3 * plain -- the first of the other acks
 local completed = rq_st('completed')
 local finscore = string.format('%d', NOW + tonumber(ttl))
 local per_type = {}
+local ctyp, cn = nil, 0 -- the type of the last completions and their number, not yet in per_type
 local released, indexed, m = {}, {}, 0 -- lease removals, st:completed arguments
-for b = 3, first - 1, 3 do
-  local id, token = ARGV[b], ARGV[b + 1]
-  local k = KEY_PREFIX .. id
-  local h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
-  local guard = GUARDS[token]
-  if not guard then guard = token .. '\31'; GUARDS[token] = guard end
-  if h[1] ~= 'processing' or not h[2] or string.sub(h[2], 1, #guard) ~= guard then
-    rejected[#rejected + 1] = id
-  else
-    if h[5] then redis.call('HDEL', k, 'su') end
-    local ef, ev = rq_event(id, 'completed', nil)
-    redis.call('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 2])
-    m = m + 1
-    released[m] = id
-    indexed[2 * m - 1] = '0'
-    indexed[2 * m] = rq_mem(h[4], id)
-    rq_fin(finscore, id)
-    local typ = h[3]
-    per_type[typ] = (per_type[typ] or 0) + 1
-    nd = nd + 1
-    done[nd] = id
+local first, left = 3, plain -- first: the next run (then the first of the other acks); left: plain acks not read
+while left > 0 do
+  local token, r = ARGV[first], tonumber(ARGV[first + 1])
+  local seen = GUARDS[token]
+  if not seen then seen = {}; GUARDS[token] = seen end
+  for b = first + 2, first + 2 * r, 2 do
+    local id = ARGV[b]
+    local k = KEY_PREFIX .. id
+    local h = rcall('HMGET', k, 's', 'k', 't', 'n', 'su')
+    local kv = h[2]
+    local ok = kv and seen[kv] -- rq_holds(token, kv) inlined
+    if ok == nil then ok = rq_holds(token, kv) end
+    if h[1] ~= 'processing' or not ok then
+      rejected[#rejected + 1] = id
+    else
+      if h[5] then redis.call('HDEL', k, 'su') end
+      local ef, ev
+      if EVRUN and EVLKIND == 'completed' and EVLDETAIL == nil and EVCOUNT + 1 < EVENT_CHUNK then
+        -- rq_event(id, 'completed', nil) inlined: its fast path, when the entry does not fill up
+        EVN = EVN + 1
+        EVCOUNT = EVCOUNT + 1
+        EVLEN = EVLEN + 1
+        EVBUF[EVLEN] = id
+        ev = EVLVALUE
+        local last = EVN % 10
+        if last == 0 then EVTENS = 'x:' .. string.format('%d', (EVN - last) / 10) end
+        ef = EVTENS .. DIGITS[last]
+      else
+        ef, ev = rq_event(id, 'completed', nil)
+      end
+      rcall('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 1])
+      m = m + 1
+      released[m] = id
+      indexed[2 * m - 1] = '0'
+      local n = h[4] -- rq_mem(n, id) inlined
+      local head = n and NHEADS[n]
+      if head == nil and n then head = rq_nhead(n) end
+      indexed[2 * m] = head and head .. id or rq_mem(n, id)
+      local typ = h[3]
+      if typ ~= ctyp then
+        if ctyp ~= nil then per_type[ctyp] = (per_type[ctyp] or 0) + cn end
+        ctyp, cn = typ, 0
+      end
+      cn = cn + 1
+    end
   end
+  first = first + 2 + 2 * r
+  left = left - r
 end
+if ctyp ~= nil then per_type[ctyp] = (per_type[ctyp] or 0) + cn end
+-- the completed go to P.."fin" as rq_fin would record them, in order (nothing was recorded before),
+-- and are the first ids published on P.."done" (the same list when no other ack follows)
+if m > 0 then FINS[finscore] = released end
+if first > #ARGV then
+  done = released
+else
+  for i = 1, m do done[i] = released[i] end
+end
+nd = m
 for typ, n in pairs(per_type) do
   rq_count('processing', typ, -n)
   rq_count('completed', typ, n)
@@ -70,9 +121,7 @@ for b = first - 1, #ARGV - 1, 7 do
   else
     h = redis.call('HMGET', k, 's', 'k', 't', 'n', 'su')
   end
-  local guard = GUARDS[token]
-  if not guard then guard = token .. '\31'; GUARDS[token] = guard end
-  if h[1] ~= 'processing' or not h[2] or string.sub(h[2], 1, #guard) ~= guard then
+  if h[1] ~= 'processing' or not h[2] or not rq_holds(token, h[2]) then
     rejected[#rejected + 1] = id
   else
     rq_zrem(LEASE, id)
@@ -111,5 +160,5 @@ for b = first - 1, #ARGV - 1, 7 do
 end
 rq_flush()
 rq_wake()
-if nd > 0 then redis.call('PUBLISH', P .. 'done', table.concat(done, ',')) end
+if nd > 0 then redis.call('PUBLISH', P .. 'done', rq_joined(done, nd)) end
 return rejected

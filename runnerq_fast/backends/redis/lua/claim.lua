@@ -81,28 +81,55 @@ end
 
 local out, o = {}, 0 -- o = #out
 -- rq_move and rq_zadd unrolled for the claimed: their index members by old status, the lease
--- set's arguments and the counter changes by (old status, type), written after the loop
+-- set's arguments and, when they are of several types, the counter changes by (old status, type),
+-- written after the loop (of one type: the number of members by old status)
 local gone, leases, moved = {}, {}, {}
 local n = 0
-for i, id in ipairs(ids) do
+local gold, gmembers, g = nil, nil, 0 -- the old status of the last claimed, gone[gold] and its length
+local KEY_PREFIX = P .. 'a:'
+for i = 1, #ids do
   if n >= limit then break end
+  local id = ids[i]
   local typ = only
   if idtypes then
     typ = idtypes[i]
     rq_zrem(P .. from .. typ, id)
   end
-  local k = P .. 'a:' .. id
-  local h = redis.call('HMGET', k, 's', 'p', 'm', 'n')
+  local k = KEY_PREFIX .. id
+  local h = rcall('HMGET', k, 's', 'p', 'm', 'n')
   local old = h[1]
-  if old and READY[old] then
+  if old == 'pending' or (old and READY[old]) then
     n = n + 1
-    local ef, ev = rq_event(id, 'claimed', worker)
-    redis.call('HSET', k, 's', 'processing', 'k', claim, ef, ev)
-    local members = gone[old]
-    if not members then members = {}; gone[old] = members; moved[old] = {} end
-    members[#members + 1] = rq_mem_of(h[4], id, typ)
-    local by_type = moved[old]
-    by_type[typ] = (by_type[typ] or 0) + 1
+    local ef, ev
+    if EVRUN and EVLKIND == 'claimed' and EVLDETAIL == worker and EVCOUNT + 1 < EVENT_CHUNK then
+      -- rq_event(id, 'claimed', worker) inlined: its fast path, when the entry does not fill up
+      EVN = EVN + 1
+      EVCOUNT = EVCOUNT + 1
+      EVLEN = EVLEN + 1
+      EVBUF[EVLEN] = id
+      ev = EVLVALUE
+      local last = EVN % 10
+      if last == 0 then EVTENS = 'x:' .. string.format('%d', (EVN - last) / 10) end
+      ef = EVTENS .. DIGITS[last]
+    else
+      ef, ev = rq_event(id, 'claimed', worker)
+    end
+    rcall('HSET', k, 's', 'processing', 'k', claim, ef, ev)
+    if old ~= gold then
+      if gold then gmembers.n = g end
+      gmembers = gone[old]
+      if not gmembers then gmembers = {n = 0}; gone[old] = gmembers; moved[old] = {} end
+      gold, g = old, gmembers.n
+    end
+    g = g + 1
+    local nums = h[4] -- rq_mem_of(nums, id, typ) inlined
+    local head = nums and NHEADS[nums]
+    if head == nil and nums then head = rq_nhead(nums) end
+    gmembers[g] = head and head .. id or rq_mem_of(nums, id, typ)
+    if idtypes then
+      local by_type = moved[old]
+      by_type[typ] = (by_type[typ] or 0) + 1
+    end
     leases[2 * n - 1] = deadline
     leases[2 * n] = id
     out[o + 1] = id
@@ -113,11 +140,18 @@ for i, id in ipairs(ids) do
     o = o + 5
   end
 end
+if gold then gmembers.n = g end
 for old, members in pairs(gone) do
-  for j = 1, #members, CHUNK do redis.call('ZREM', rq_st(old), unpack(members, j, math.min(j + CHUNK - 1, #members))) end
-  for typ, c in pairs(moved[old]) do
-    rq_count(old, typ, -c)
-    rq_count('processing', typ, c)
+  local g = members.n
+  for j = 1, g, CHUNK do redis.call('ZREM', rq_st(old), unpack(members, j, math.min(j + CHUNK - 1, g))) end
+  if idtypes then
+    for typ, c in pairs(moved[old]) do
+      rq_count(old, typ, -c)
+      rq_count('processing', typ, c)
+    end
+  else
+    rq_count(old, only, -g)
+    rq_count('processing', only, g)
   end
 end
 for j = 1, 2 * n, CHUNK do redis.call('ZADD', P .. 'lease', unpack(leases, j, math.min(j + CHUNK - 1, 2 * n))) end

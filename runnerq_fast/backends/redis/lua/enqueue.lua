@@ -10,6 +10,7 @@
 --   (1-based, only when K > 1), its idempotency key (only when its profile's on_duplicate > 0).
 -- Returns: 3 per item NOT created, in item order: position of the item (1-based), outcome
 --   (2 existing, 3 rejected), the holder's id; every other item was created under its own id.
+local ARGV = ARGV -- a local: read two or three times per item
 local REUSABLE = {failed = true, dead_letter = true, cancelled = true}
 local NOWTEXT = string.format('%d', NOW)
 local MEMBER_PREFIX = rq_member(NOWTEXT, '') -- every member of this script is MEMBER_PREFIX .. id
@@ -36,16 +37,26 @@ for i = 1, K do
 end
 local out = {}
 local pos, item, nargs = 2 + K * 9, 0, #ARGV
-local pf = profiles[1]
+-- the current profile pf (number cur) and, in locals, what every item reads of it (n: pf.n while
+-- pf is current, written back when another profile or the end comes)
+local pf, cur
+local typ, on_dup, nums, fast, pending, zidx, zready, score, n
 while pos <= nargs do
   item = item + 1
   local id, payload = ARGV[pos], ARGV[pos + 1]
   pos = pos + 2
+  local want = 1
   if K > 1 then
-    pf = profiles[tonumber(ARGV[pos])]
+    want = tonumber(ARGV[pos])
     pos = pos + 1
   end
-  local typ, on_dup, ik = pf.typ, pf.on_dup, nil
+  if want ~= cur then
+    if pf then pf.n = n end
+    pf, cur = profiles[want], want
+    typ, on_dup, nums, zidx, zready, score, n = pf.typ, pf.on_dup, pf.nums, pf.zidx, pf.zready, pf.score, pf.n
+    fast, pending = pf.plain and pf.bare, pf.status == 'pending'
+  end
+  local ik = nil
   local create = true
   if on_dup > 0 then
     ik = ARGV[pos]
@@ -77,13 +88,26 @@ while pos <= nargs do
     if create then redis.call('SET', ikey, id, 'PX', pf.ttl) end
   end
   if create then
-    local ef, ev = rq_event(id, 'enqueued', nil)
-    if pf.plain and pf.bare then
-      redis.call('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'n', pf.nums, 't', typ, ef, ev)
-    elseif pf.plain then
-      redis.call('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'm', pf.m, 'n', pf.nums, 't', typ, ef, ev)
+    local ef, ev
+    if EVRUN and EVLKIND == 'enqueued' and EVLDETAIL == nil and EVCOUNT + 1 < EVENT_CHUNK then
+      -- rq_event(id, 'enqueued', nil) inlined: its fast path, when the entry does not fill up
+      EVN = EVN + 1
+      EVCOUNT = EVCOUNT + 1
+      EVLEN = EVLEN + 1
+      EVBUF[EVLEN] = id
+      ev = EVLVALUE
+      local last = EVN % 10
+      if last == 0 then EVTENS = 'x:' .. string.format('%d', (EVN - last) / 10) end
+      ef = EVTENS .. DIGITS[last]
     else
-      local args = {'s', pf.status, 'p', payload, 'n', pf.nums, 't', typ, ef, ev}
+      ef, ev = rq_event(id, 'enqueued', nil)
+    end
+    if fast then
+      rcall('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'n', nums, 't', typ, ef, ev)
+    elseif pf.plain then
+      rcall('HSET', KEY_PREFIX .. id, 's', 'pending', 'p', payload, 'm', pf.m, 'n', nums, 't', typ, ef, ev)
+    else
+      local args = {'s', pf.status, 'p', payload, 'n', nums, 't', typ, ef, ev}
       if not pf.bare then
         args[#args + 1] = 'm'
         args[#args + 1] = pf.m
@@ -101,26 +125,24 @@ while pos <= nargs do
         args[#args + 1] = 'pa'
         args[#args + 1] = pf.parent
       end
-      redis.call('HSET', KEY_PREFIX .. id, unpack(args))
+      rcall('HSET', KEY_PREFIX .. id, unpack(args))
     end
-    local n = pf.n + 1
-    pf.n = n
-    local z = pf.zidx
-    z[2 * n - 1] = '0'
-    z[2 * n] = MEMBER_PREFIX .. id
-    if pf.status == 'pending' then
+    n = n + 1
+    zidx[2 * n - 1] = '0'
+    zidx[2 * n] = MEMBER_PREFIX .. id
+    if pending then
       if n == 1 then
         rq_make_ready(id, typ, pf.priority, 0, NOW) -- wakes the type and records it in P.."types"
       else
-        z = pf.zready
-        z[2 * n - 3] = pf.score
-        z[2 * n - 2] = id
+        zready[2 * n - 3] = score
+        zready[2 * n - 2] = id
       end
     else
       rq_make_ready(id, typ, pf.priority, 0, pf.ready)
     end
   end
 end
+if pf then pf.n = n end
 -- The index writes of the batch: one variadic ZADD per key and chunk, one counter change per profile.
 local function zadd_all(key, args)
   for i = 1, #args, 4000 do redis.call('ZADD', key, unpack(args, i, math.min(i + 3999, #args))) end
