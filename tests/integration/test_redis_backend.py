@@ -348,12 +348,12 @@ async def test_an_ack_publishes_the_ids_it_finished_in_order(redis_backend: Redi
         Ack(c[6].id, c[6].claim_token, AckOutcome.DEAD_LETTER, None, "E: dead"),
     ]
     assert await b.ack(q, mixed) == [c[0].id]
-    got = []
+    got: list[str] = []
     while len(got) < 2:
         msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=3)
         assert msg is not None
         got.append(msg["data"].decode())
-    await pubsub.aclose()
+    await pubsub.aclose()  # type: ignore[no-untyped-call]
     assert got == [",".join(a.id for a in c[:3]), ",".join((c[4].id, c[3].id, c[6].id))]
 
 
