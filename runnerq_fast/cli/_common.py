@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO, TypeVar
 from urllib.parse import urlsplit
 
 import asyncpg
@@ -32,10 +33,21 @@ BACKEND_ENV = "RUNNERQ_BACKEND"
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
-# markup off: what the commands print holds user text (paths, URLs, queue names, types, errors), where
-# rich would read "[x]" as a style and drop it, and fail on "[/x]"; styled parts are rich.text.Text
-out = Console(highlight=False, soft_wrap=True, markup=False)
-err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+PIPED_WIDTH = 10_000
+"""Width of a console writing to a pipe or file without ``COLUMNS`` set: rich would take 80 columns and cut
+table cells (queue names, ids) with an ellipsis, which a script reading the output cannot use."""
+
+
+def _console(stream: TextIO, *, stderr: bool) -> Console:
+    piped = not stream.isatty() and not os.environ.get("COLUMNS")
+    # markup off: what the commands print holds user text (paths, URLs, queue names, types, errors), where
+    # rich would read "[x]" as a style and drop it, and fail on "[/x]"; styled parts are rich.text.Text
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, markup=False,
+                   width=PIPED_WIDTH if piped else None)
+
+
+out = _console(sys.stdout, stderr=False)
+err = _console(sys.stderr, stderr=True)
 
 
 # ----------------------------------------------------------------- helpers

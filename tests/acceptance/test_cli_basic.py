@@ -254,3 +254,16 @@ def test_stats_of_a_queue_the_store_lacks_names_the_queues_it_has(tmp_path: Path
     assert "note: queue 'ordres' has no activities; this store's queues: 'orders'" in typo.stderr, typo.stderr
     right = run_cli("stats", "--backend", url, "--queue", "orders")
     assert right.returncode == 0 and "note:" not in right.stderr, right.stderr
+
+
+def test_piped_tables_show_long_names_whole(tmp_path: Path) -> None:
+    """Piped output was 80 columns wide: a long queue name came out cut with an ellipsis, unusable by a script."""
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    queue = "orders-with-a-rather-long-queue-name-for-the-eu-west-region-" + "x" * 40
+    assert run_cli("enqueue", "t", "--queue", queue, "--payload", "{}", "--backend", url).returncode == 0
+    assert run_cli("enqueue", "t", "--queue", "other", "--payload", "{}", "--backend", url).returncode == 0
+    listing = run_cli("queues", "--backend", url)
+    assert listing.returncode == 0, listing.stderr
+    assert queue in listing.stdout, listing.stdout
+    narrow = run_cli("queues", "--backend", url, COLUMNS="60")  # a width the caller asks for is kept
+    assert narrow.returncode == 0 and queue not in narrow.stdout, narrow.stdout
