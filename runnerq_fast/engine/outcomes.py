@@ -334,8 +334,9 @@ class Outcomes:
 
     def dead_letter(self, a: ClaimedActivity, err: str, duration: float | None = None) -> None:
         """Move ``a`` to the dead letters with error text ``err`` (``duration``: run time in seconds, if one ran)."""
-        log.error("activity %s (%s) dead-lettered after %d attempts: %s",
-                  a.id, a.activity_type, a.retry_count + 1, err)
+        attempts = a.retry_count + 1
+        log.error("activity %s (%s) dead-lettered after %d attempt%s: %s",
+                  a.id, a.activity_type, attempts, "" if attempts == 1 else "s", err)
         self.push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
         self.stats["dead_letter"] += 1
         if self.metrics_on:

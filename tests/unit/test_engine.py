@@ -612,3 +612,23 @@ async def test_acks_are_flushed_at_once_when_the_last_running_activity_ends() ->
         assert await backend.get_result(quick.activity_id) is None  # buffered: "slow" still runs
         gate.set()  # the last one ends: both acks go out now
         assert await slow.result(timeout=5) == "slow" and await quick.result(timeout=5) == "quick"
+
+
+@pytest.mark.parametrize(("max_retries", "said"), [(0, "after 1 attempt:"), (1, "after 2 attempts:")])
+async def test_the_dead_letter_log_counts_its_attempts(
+    caplog: pytest.LogCaptureFixture, max_retries: int, said: str,
+) -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend)
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        raise RuntimeError("no")
+
+    fut = await engine.executor.activity("x").max_retries(max_retries).execute()
+    with caplog.at_level("ERROR", logger="runnerq_fast"):
+        async with engine:
+            with pytest.raises(rq.ActivityFailed):
+                await fut.result(timeout=5)
+    lines = [r.getMessage() for r in caplog.records if "dead-lettered" in r.getMessage()]
+    assert len(lines) == 1 and said in lines[0], lines
