@@ -107,7 +107,9 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
         :class:`ConfigError` at start; each name follows the rules of ``queue_name``.
     lease_timeout : float
         Lease a claim holds before the reaper may take it back, in (0 s, 1 year].
-        Default 30 s.
+        Default 30 s. Below 1 s the engine logs a warning at start: a stall of
+        the loop or the store longer than the lease has the activity run again
+        elsewhere while it still runs here.
     heartbeat_interval : float
         Period of the batched lease extension, in [0 s, 1 day] and shorter
         than ``lease_timeout``. Default 0, meaning ``lease_timeout / 3``.

@@ -75,6 +75,10 @@ __all__ = ["Handler", "WorkerEngine", "describe_error", "run_with_uvloop"]
 
 log = logging.getLogger("runnerq_fast.engine")
 
+SHORT_LEASE_SECONDS = 1.0
+"""Leases shorter than this (seconds) get a warning at start: a stall of the event loop or the store longer
+than the lease hands the activity to another worker while it still runs."""
+
 H = TypeVar("H", bound=Handler)
 
 
@@ -427,6 +431,11 @@ class WorkerEngine:
         self._stopping = False
         cfg = self.config
         self._lease_ms = round(cfg.lease_timeout * 1000)
+        if cfg.lease_timeout < SHORT_LEASE_SECONDS:
+            log.warning(
+                "lease_timeout is %g s: a lease this short expires whenever the loop or the store stalls for "
+                "longer (heartbeat every %g s), and its activity then runs again elsewhere while this run goes "
+                "on; leases are seconds (default 30)", cfg.lease_timeout, cfg.effective_heartbeat_interval)
         self._loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
         if self._stop_pending:

@@ -632,3 +632,23 @@ async def test_the_dead_letter_log_counts_its_attempts(
                 await fut.result(timeout=5)
     lines = [r.getMessage() for r in caplog.records if "dead-lettered" in r.getMessage()]
     assert len(lines) == 1 and said in lines[0], lines
+
+
+@pytest.mark.parametrize(("lease", "warned"), [(0.001, True), (0.5, True), (1.0, False), (30.0, False)])
+async def test_a_lease_shorter_than_a_second_is_warned_about_at_start(
+    caplog: pytest.LogCaptureFixture, lease: float, warned: bool,
+) -> None:
+    """A 1 ms lease was accepted silently: every activity of a 5 s handler ran twice (fresh-user check)."""
+    engine = make(rq.MemoryBackend(), lease_timeout=lease)
+
+    @engine.activity("x")
+    async def x(payload: Any, ctx: rq.ActivityContext) -> None:
+        pass
+
+    with caplog.at_level("WARNING", logger="runnerq_fast"):
+        async with engine:
+            pass
+    said = [r.getMessage() for r in caplog.records if "lease_timeout is" in r.getMessage()]
+    assert len(said) == (1 if warned else 0), said
+    if warned:
+        assert f"lease_timeout is {lease:g} s" in said[0] and "runs again elsewhere" in said[0]
