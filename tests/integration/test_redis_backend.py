@@ -286,7 +286,7 @@ async def test_one_stream_entry_per_batch_and_resumable_event_ids(redis_backend:
 
 
 async def test_one_ack_batch_mixes_plain_completions_with_other_outcomes(redis_backend: RedisBackend) -> None:
-    # plain completions (a result, no error) go before the others, in runs of one claim token (lua/ack.lua)
+    # plain completions (no error) go before the others, in runs of one claim token (lua/ack.lua)
     b, q = redis_backend, "mixed-acks"
     await b.enqueue(q, [new("t") for _ in range(5)] + [new("u")])
     c = await b.claim(q, "w", 6, None, 30_000)
@@ -307,6 +307,43 @@ async def test_one_ack_batch_mixes_plain_completions_with_other_outcomes(redis_b
     assert (stats.completed, stats.retrying, stats.processing, stats.failed) == (3, 1, 1, 1)
     kinds = [e.event_type for e in await b.get_events(c[0].id)]
     assert kinds == ["enqueued", "claimed", "completed"]
+
+
+async def test_completions_with_and_without_results_alternate_in_runs_of_one_kind(redis_backend: RedisBackend) -> None:
+    # completions without a result (a handler that returned None) are plain too, in runs of their own
+    # ("token, -r, then r ids", lua/ack.lua): runs of both kinds and of two claim tokens, interleaved,
+    # with a stale ack of each kind, end as the same acks one at a time would
+    b, q = redis_backend, "result-runs"
+    await b.enqueue(q, [new("t") for _ in range(10)])
+    first = await b.claim(q, "w1", 5, None, 30_000)
+    second = await b.claim(q, "w2", 5, None, 30_000)
+    c = first + second
+    results: list[bytes | None] = [None, None, b"1", None, b"2", b"3", None, None, b"4", None]
+    acks = [Ack(a.id, a.claim_token, AckOutcome.COMPLETED, r) for a, r in zip(c, results, strict=True)]
+    acks[3] = Ack(c[3].id, "stale", AckOutcome.COMPLETED, None)
+    acks[8] = Ack(c[8].id, "stale", AckOutcome.COMPLETED, b"4")
+    pubsub = b.client.pubsub()
+    await pubsub.subscribe(f"{b._ns}:{{{q}}}:done")
+    await pubsub.get_message(timeout=1)  # the subscription's confirmation
+    assert await b.ack(q, acks) == [c[3].id, c[8].id]
+    msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=3)
+    await pubsub.aclose()
+    done = [a.id for i, a in enumerate(c) if i not in (3, 8)]
+    assert msg is not None and msg["data"].decode() == ",".join(done)
+    for i, a in enumerate(c):
+        got = await b.get_activity(a.id)
+        assert got is not None and got.status == ("processing" if i in (3, 8) else "completed"), i
+        if i not in (3, 8):
+            res = await b.get_result(a.id)
+            assert res is not None and res.status == "completed" and res.data == results[i], i
+            assert [e.event_type for e in await b.get_events(a.id)] == ["enqueued", "claimed", "completed"]
+    fields = await b.client.hkeys(f"{b._ns}:{{{q}}}:a:{c[0].id}")
+    assert b"res" not in fields and b"fa" in fields  # no result stored for None, as a single ack stores it
+    stats = await b.stats(q)
+    assert (stats.completed, stats.processing) == (8, 2)
+    # the stale ones are still held by their real claims
+    assert await b.ack(q, [Ack(c[i].id, c[i].claim_token, AckOutcome.COMPLETED, None) for i in (3, 8)]) == []
+    assert (await b.stats(q)).completed == 10
 
 
 async def test_events_of_a_batch_over_one_stream_entry_match_the_hashes(redis_backend: RedisBackend) -> None:
@@ -353,7 +390,7 @@ async def test_an_ack_publishes_the_ids_it_finished_in_order(redis_backend: Redi
         msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=3)
         assert msg is not None
         got.append(msg["data"].decode())
-    await pubsub.aclose()  # type: ignore[no-untyped-call]
+    await pubsub.aclose()
     assert got == [",".join(a.id for a in c[:3]), ",".join((c[4].id, c[3].id, c[6].id))]
 
 

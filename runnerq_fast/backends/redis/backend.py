@@ -650,19 +650,25 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
     async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
         if not acks:
             return []
-        # completed with a result and no error: in runs of one claim token, "token, r, then id and
-        # result r times" (see lua/ack.lua)
+        # completed with no error: in runs of one claim token and one kind, "token, r, then id and
+        # result r times", or for completions without a result "token, -r, then r ids" (lua/ack.lua)
         plain: list[Any] = []
         n_plain, token, at = 0, None, 0  # at: the position of the current run's length
+        with_result: bool | None = None  # the current run's kind
         other: list[Any] = []
         completed = AckOutcome.COMPLETED
         for a in acks:
-            if a.outcome == completed and a.result is not None and a.error is None:
-                if a.claim_token != token:
-                    token, at = a.claim_token, len(plain) + 1
+            if a.outcome == completed and a.error is None:
+                result = a.result
+                if a.claim_token != token or (result is not None) is not with_result:
+                    token, with_result, at = a.claim_token, result is not None, len(plain) + 1
                     plain += (token, 0)
-                plain[at] += 1
-                plain += (a.id, a.result)
+                if result is None:
+                    plain[at] -= 1
+                    plain.append(a.id)
+                else:
+                    plain[at] += 1
+                    plain += (a.id, result)
                 n_plain += 1
                 continue
             flags = (1 if a.result is not None else 0) | (2 if a.error is not None else 0)

@@ -4,9 +4,11 @@
 -- KEYS[1] = P = "rq:{<queue>}:"; touches P.."a:"..id, P.."lease", P.."st:"..status,
 --   P.."counts", P.."fin", P.."finb:"..n, P.."finseq", P.."dead", P.."ready:"..type, P.."types", P.."sched", P.."events",
 --   P.."wake", P.."wake:"..type; publishes on P.."done".
--- ARGV: result ttl ms, C, then the C plain completions (completed with a result and no error) in
---   runs of consecutive ones with the same claim token: the token, the run's length r, then id and
---   result r times (a claim token is sent once per run, not per ack); then 7 per other ack: id, claim token, outcome
+-- ARGV: result ttl ms, C, then the C plain completions (completed with no error) in runs of
+--   consecutive ones with the same claim token and the same kind: the token, then the run's length
+--   r and id and result r times (completions with a result), or -r and r ids (completions without
+--   one: a handler that returned None, the usual no-op); a claim token is sent once per run, not
+--   per ack; then 7 per other ack: id, claim token, outcome
 --   (1 completed, 2 retry, 3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
 --   flags (1 = has result, 2 = has error).
 -- Returns: the ids whose claim no longer holds (ack rejected).
@@ -45,9 +47,11 @@ local released, indexed, m = {}, {}, 0 -- lease removals, st:completed arguments
 local first, left = 3, plain -- first: the next run (then the first of the other acks); left: plain acks not read
 while left > 0 do
   local token, r = ARGV[first], tonumber(ARGV[first + 1])
+  local width = 2 -- id and result; 1: ids alone (r < 0, completions without a result)
+  if r < 0 then r, width = -r, 1 end
   local seen = GUARDS[token]
   if not seen then seen = {}; GUARDS[token] = seen end
-  for b = first + 2, first + 2 * r, 2 do
+  for b = first + 2, first + 1 + width * r, width do
     local id = ARGV[b]
     local k = KEY_PREFIX .. id
     local h = rcall('HMGET', k, 's', 'k', 't', 'n', 'su')
@@ -72,7 +76,11 @@ while left > 0 do
       else
         ef, ev = rq_event(id, 'completed', nil)
       end
-      rcall('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 1])
+      if width == 2 then
+        rcall('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev, 'res', ARGV[b + 1])
+      else
+        rcall('HSET', k, 's', 'completed', 'fa', NOWS, ef, ev)
+      end
       m = m + 1
       released[m] = id
       indexed[2 * m - 1] = '0'
@@ -88,7 +96,7 @@ while left > 0 do
       cn = cn + 1
     end
   end
-  first = first + 2 + 2 * r
+  first = first + 2 + width * r
   left = left - r
 end
 if ctyp ~= nil then per_type[ctyp] = (per_type[ctyp] or 0) + cn end
