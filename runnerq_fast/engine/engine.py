@@ -662,6 +662,9 @@ class WorkerEngine:
                 await out.slot_free.wait()
                 continue
             want = free if free < limit_cap else limit_cap
+            if out.acks:
+                # the acks of the batch that freed these slots go right behind this claim (see _flush_loop)
+                out.ack_full.set()
             self._claiming = True
             try:
                 if limited:
@@ -877,6 +880,12 @@ class WorkerEngine:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(interval):
                         await out.ack_full.wait()
+            # One turn of the loop first: when the fetcher woke this flush (it claims for the slots these
+            # acks' activities freed), or the interval ended in the same turn, its claim must reach the
+            # store first. The store then runs the claim, answers, and runs these acks while this process
+            # runs the claimed batch; acks sent first make the claim wait behind them and leave the store
+            # idle while the batch runs (a Redis drain kept its server busy 0.75 of the time, not 0.97).
+            await asyncio.sleep(0)
             await self._flush_all()
 
     async def _flush_all(self) -> None:

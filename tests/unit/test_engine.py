@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import runnerq_fast as rq
-from runnerq_fast.models import Ack, LeaseRef, LeaseReport, NewActivity
+from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, LeaseReport, NewActivity
 from tests.conformance import FAST
 
 
@@ -582,9 +582,10 @@ def test_a_handler_that_cannot_take_payload_and_ctx_is_refused_at_registration()
 
 async def test_acks_are_flushed_at_once_when_the_last_running_activity_ends() -> None:
     """With nothing left to run no ack can join the batch, so the buffer is flushed then, not at the interval;
-    while another activity still runs, acks wait for the interval (or the batch size) as before."""
+    while another activity still runs, acks wait for the interval (or the batch size, or the fetcher's next claim:
+    no poll comes within the test, the queue being empty) as before."""
     backend = rq.MemoryBackend()
-    engine = make(backend, ack_flush_interval=30.0, max_workers=4)
+    engine = make(backend, ack_flush_interval=30.0, max_workers=4, poll_interval=30.0)
     gate = asyncio.Event()
     ran: list[str] = []
 
@@ -612,6 +613,56 @@ async def test_acks_are_flushed_at_once_when_the_last_running_activity_ends() ->
         assert await backend.get_result(quick.activity_id) is None  # buffered: "slow" still runs
         gate.set()  # the last one ends: both acks go out now
         assert await slow.result(timeout=5) == "slow" and await quick.result(timeout=5) == "quick"
+
+
+class _CallLog(rq.MemoryBackend):
+    """Logs the engine's claims and acks in the order they reach the store."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, list[str]]] = []
+
+    async def claim(self, queue: str, worker_id: str, limit: int, activity_types: Sequence[str] | None,
+                    lease_ms: int) -> list[ClaimedActivity]:
+        got = await super().claim(queue, worker_id, limit, activity_types, lease_ms)
+        self.calls.append(("claim", [a.id for a in got]))
+        return got
+
+    async def ack(self, queue: str, acks: Sequence[Ack]) -> list[str]:
+        self.calls.append(("ack", [a.id for a in acks]))
+        return await super().ack(queue, acks)
+
+
+async def test_acks_buffered_when_the_fetcher_claims_go_right_behind_that_claim() -> None:
+    """The claim that the finished activities' free slots allow is sent first and their acks right after it,
+    without waiting for the flush interval, so a store that runs one statement at a time (Redis, SQLite) is
+    never left idle waiting for the acks while the claimed batch runs."""
+    backend = _CallLog()
+    engine = make(backend, ack_flush_interval=30.0, ack_batch_size=1000, max_workers=4, claim_batch_size=4)
+    gate = asyncio.Event()
+
+    @engine.activity("t")
+    async def t(payload: Any, ctx: rq.ActivityContext) -> Any:
+        if payload == "slow":
+            await gate.wait()
+        return payload
+
+    first = await engine.executor.enqueue_many([("t", "q1"), ("t", "q2"), ("t", "q3"), ("t", "slow")])
+    later = await engine.executor.enqueue_many([("t", "l1"), ("t", "l2")])
+    async with engine:
+        for _ in range(500):
+            if all([await backend.get_result(i) for i in first[:3]]):
+                break
+            await asyncio.sleep(0.01)
+        # "slow" still runs, so only a claim can have sent the three quick ones' acks before the 30 s interval
+        assert [(await backend.get_result(i)) is not None for i in first] == [True, True, True, False]
+        kinds = [k for k, _ in backend.calls]
+        assert kinds[:3] == ["claim", "claim", "ack"], backend.calls
+        assert sorted(backend.calls[0][1]) == sorted(first) and sorted(backend.calls[1][1]) == sorted(later)
+        # the three, and whatever else finished before the flush ran (the memory store answers a claim at once)
+        assert set(first[:3]) <= set(backend.calls[2][1]) <= set(first[:3] + later)
+        gate.set()
+        assert await engine.executor.future(first[3]).result(timeout=5) == "slow"
 
 
 @pytest.mark.parametrize(("max_retries", "said"), [(0, "after 1 attempt:"), (1, "after 2 attempts:")])
