@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,3 +92,40 @@ def test_pg_databases_are_created_fresh_and_dropped_at_exit(pg_template: str) ->
         assert name.startswith(f"rqbench_{pg.run_id}_")
         assert asyncio.run(count(name)) == 1
     assert asyncio.run(count(name)) == 0
+
+
+def _pg_callgrind(tmp_path: Path, *extra: str) -> dict[str, dict[str, int]]:
+    """Run benchmarks/pg_callgrind.py on a small drain; its per-phase figures by system."""
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "pg_callgrind.py"), "-n", "1000", "--claim-batch", "100",
+                          "--ack-batch", "200", "--keep", str(tmp_path / "dumps"), *extra],
+                         check=True, capture_output=True, text=True, timeout=600).stdout
+    rows: dict[str, dict[str, int]] = {}
+    for line in out.splitlines():
+        words = line.split()
+        if words and words[0] in ("runnerq", "bare"):
+            rows[words[0]] = {words[i]: int(words[i + 1]) for i in range(1, len(words) - 1, 2)}
+    return rows
+
+
+@pytest.mark.slow
+def test_pg_callgrind_counts_each_phase_and_sees_an_index_go(tmp_path: Path) -> None:
+    """Server instructions are exact: dropping an index the acks write must lower the ack's count, and only the
+    phases that write it; the private cluster is gone afterwards."""
+    if shutil.which("valgrind") is None or not Path("/usr/lib/postgresql").exists():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("valgrind or the PostgreSQL server programs are missing")
+        pytest.skip("valgrind or the PostgreSQL server programs are missing")
+    before = set(Path(tempfile.gettempdir()).glob("rq-pgcg-*"))
+    plain = _pg_callgrind(tmp_path)
+    assert set(plain) == {"runnerq", "bare"}
+    for phases in plain.values():
+        assert all(phases[k] > 1000 for k in ("enqueue", "claim", "ack")), phases
+        assert phases["claim+ack"] == phases["claim"] + phases["ack"] or abs(
+            phases["claim+ack"] - phases["claim"] - phases["ack"]) <= 1  # rounding of the per-activity figures
+    sql = tmp_path / "try.sql"
+    sql.write_text("DROP INDEX runnerq_activities_type_listing_idx;")
+    lean = _pg_callgrind(tmp_path, "--no-bare", "--setup-sql", str(sql))["runnerq"]
+    # every ack and enqueue writes one entry into that index (more than 10k instructions each); a claim writes none
+    assert lean["ack"] < plain["runnerq"]["ack"] - 10_000 and lean["enqueue"] < plain["runnerq"]["enqueue"] - 10_000
+    assert abs(lean["claim"] - plain["runnerq"]["claim"]) < 5_000
+    assert set(Path(tempfile.gettempdir()).glob("rq-pgcg-*")) == before
