@@ -35,6 +35,7 @@ import os
 import pwd
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,31 +75,38 @@ class Grind:
     def __init__(self, out: Path) -> None:
         self.out = out
         self.port = free_port()
+        self.bindir = _pg_bin()
         self.dir = Path(tempfile.mkdtemp(prefix="rq-pgcg-"))
         self.data = self.dir / "data"
-        bindir = _pg_bin()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._as: list[str] = []  # the command prefix that runs a server program as its user
+        try:
+            self._start()
+        except BaseException:  # a failed start, Ctrl-C or SIGTERM while waiting: leave no server behind
+            self.stop()
+            raise
+
+    def _start(self) -> None:
         # callgrind writes its files here (the server's user must reach it; --keep may be a private
         # directory): dump() moves each phase's files to out
         self.cg = self.dir / "cg"
         self.cg.mkdir()
-        self._as: list[str] = []
         if os.geteuid() == 0:  # the server refuses to run as root
             user = pwd.getpwnam("postgres")
             for p in (self.dir, self.cg):
                 os.chown(p, user.pw_uid, user.pw_gid)
             self._as = ["runuser", "-u", "postgres", "--"]
-        made = subprocess.run([*self._as, str(bindir / "initdb"), "-D", str(self.data), "-U", "postgres", "-A",
-                               "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"],
+        made = subprocess.run([*self._as, str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
+                               "-A", "trust", "--no-sync", "-E", "UTF8", "--locale=C.UTF-8"],
                               capture_output=True, text=True, check=False)
         if made.returncode != 0:
-            shutil.rmtree(self.dir, ignore_errors=True)
             raise SystemExit(f"initdb failed: {made.stderr.strip()}")
         self.log = self.dir / "server.log"
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
                 [*self._as, "valgrind", "--tool=callgrind", f"--callgrind-out-file={self.cg}/cg.%p",
                  "--dump-before=pg_sleep",
-                 str(bindir / "postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.dir),
+                 str(self.bindir / "postgres"), "-D", str(self.data), "-p", str(self.port), "-k", str(self.dir),
                  "-c", "listen_addresses=127.0.0.1", "-c", "autovacuum=off", "-c", "shared_buffers=128MB"],
                 stdout=log, stderr=subprocess.STDOUT,
             )
@@ -111,7 +119,6 @@ class Grind:
             except (OSError, asyncpg.PostgresError):
                 if time.monotonic() > deadline or self.proc.poll() is not None:
                     tail = self.log.read_text(errors="replace").strip().splitlines()[-5:]
-                    self.stop()
                     raise SystemExit("the private PostgreSQL under callgrind did not start:\n"
                                      + "\n".join(tail)) from None
                 time.sleep(0.5)
@@ -144,13 +151,20 @@ class Grind:
         return total
 
     def stop(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.terminate()
-        try:
-            self.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        """Shut the server down (a fast shutdown: open sessions are ended) and remove its directory."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            pg_ctl = [*self._as, str(self.bindir / "pg_ctl"), "-D", str(self.data), "stop", "-t", "120"]
+            if (self.data / "postmaster.pid").exists():
+                subprocess.run([*pg_ctl, "-m", "fast"], capture_output=True, check=False)
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()  # runuser passes it on to the postmaster
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                subprocess.run([*pg_ctl, "-m", "immediate"], capture_output=True, check=False)
+                proc.kill()
+                proc.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
@@ -159,13 +173,16 @@ async def _runnerq(g: Grind, n: int, claim_batch: int, ack_batch: int, setup: st
     # interleave as in a drain (at most about claim_batch + ack_batch activities processing at a time)
     claimer = await rq.connect(g.url, min_size=1, max_size=1)
     acker = await rq.connect(g.url, min_size=1, max_size=1)
-    if setup:
-        await claimer._pool.execute(setup)  # type: ignore[attr-defined]
     queue = f"cg{uuid.uuid4().hex[:8]}"
     items = [NewActivity(id=new_activity_id(), activity_type="noop", payload=b"null") for _ in range(n)]
     out: dict[str, int] = {}
     a, b = [claimer._pool], [acker._pool]  # type: ignore[attr-defined]  # their one connection each
     try:
+        if setup:
+            try:
+                await claimer._pool.execute(setup)  # type: ignore[attr-defined]
+            except asyncpg.PostgresError as exc:
+                raise SystemExit(f"--setup-sql failed: {type(exc).__name__}: {exc}") from None
         await g.mark(a)
         for i in range(0, n, 500):
             await claimer.enqueue(queue, items[i : i + 500])
@@ -231,29 +248,52 @@ async def _bare(g: Grind, n: int, claim_batch: int, ack_batch: int) -> dict[str,
     return out
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=4000, help="activities (default 4,000)")
-    parser.add_argument("--claim-batch", type=int, default=256, help="activities per claim (default 256)")
-    parser.add_argument("--ack-batch", type=int, default=1024, help="acks per runnerq-fast ack (default 1,024)")
+    parser.add_argument("-n", type=_positive, default=4000, help="activities (default 4,000)")
+    parser.add_argument("--claim-batch", type=_positive, default=256, help="activities per claim (default 256)")
+    parser.add_argument("--ack-batch", type=_positive, default=1024,
+                        help="acks per runnerq-fast ack (default 1,024)")
     parser.add_argument("--keep", type=Path, help="keep the callgrind dumps in this directory")
     parser.add_argument("--setup-sql", type=Path, metavar="FILE",
                         help="SQL run once after runnerq-fast's migrations, before its phases: a schema change to "
                              "try before writing its migration")
     parser.add_argument("--no-bare", action="store_true", help="leave the bare loop out")
     args = parser.parse_args()
-    if shutil.which("valgrind") is None or shutil.which("vgdb") is None:
-        raise SystemExit("valgrind (with vgdb and callgrind_control) is not installed")
+    if args.keep is not None and args.keep.exists() and not args.keep.is_dir():
+        parser.error(f"--keep {args.keep}: not a directory")
+    setup = None
+    if args.setup_sql is not None:
+        try:
+            setup = args.setup_sql.read_text()
+        except OSError as exc:
+            parser.error(f"--setup-sql {args.setup_sql}: {exc.strerror or exc}")
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed")
+    # SIGTERM ends the run as Ctrl-C does, through the finally below: no server is left behind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     out = args.keep or Path(tempfile.mkdtemp(prefix="rq-pgcallgrind-"))
     out.mkdir(parents=True, exist_ok=True)
-    setup = args.setup_sql.read_text() if args.setup_sql else None
-    g = Grind(out)
+    done = False
     try:
-        rows = {"runnerq": asyncio.run(_runnerq(g, args.n, args.claim_batch, args.ack_batch, setup))}
-        if not args.no_bare:
-            rows["bare"] = asyncio.run(_bare(g, args.n, args.claim_batch, args.ack_batch))
+        g = Grind(out)
+        try:
+            rows = {"runnerq": asyncio.run(_runnerq(g, args.n, args.claim_batch, args.ack_batch, setup))}
+            if not args.no_bare:
+                rows["bare"] = asyncio.run(_bare(g, args.n, args.claim_batch, args.ack_batch))
+        finally:
+            g.stop()
+        done = True
     finally:
-        g.stop()
+        if not done and args.keep is None:
+            shutil.rmtree(out, ignore_errors=True)  # a failed run's partial dumps, in a directory of its own
     print(f"PostgreSQL server instructions per activity (n = {args.n}, claims of {args.claim_batch}, "
           f"runnerq-fast acks of {args.ack_batch}; dumps in {out})")
     for name, phases in rows.items():

@@ -129,3 +129,14 @@ def test_pg_callgrind_counts_each_phase_and_sees_an_index_go(tmp_path: Path) -> 
     assert lean["ack"] < plain["runnerq"]["ack"] - 10_000 and lean["enqueue"] < plain["runnerq"]["enqueue"] - 10_000
     assert abs(lean["claim"] - plain["runnerq"]["claim"]) < 5_000
     assert set(Path(tempfile.gettempdir()).glob("rq-pgcg-*")) == before
+    # bad input is refused before a server starts (an --ack-batch of 0 once looped for ever)
+    for bad in (["--ack-batch", "0"], ["-n", "-5"], ["--setup-sql", str(tmp_path / "missing.sql")],
+                ["--keep", str(sql)]):
+        run = subprocess.run([sys.executable, str(BENCHMARKS / "pg_callgrind.py"), *bad],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and "error:" in run.stderr and "Traceback" not in run.stderr, (bad, run.stderr)
+    sql.write_text("SELEC broken;")
+    run = subprocess.run([sys.executable, str(BENCHMARKS / "pg_callgrind.py"), "-n", "100", "--no-bare",
+                          "--setup-sql", str(sql)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1 and "--setup-sql failed: PostgresSyntaxError" in run.stderr, run.stderr
+    assert set(Path(tempfile.gettempdir()).glob("rq-pgcg-*")) == before
