@@ -63,7 +63,9 @@ def _pg_bin() -> Path:
         out = subprocess.run([found, "--bindir"], capture_output=True, text=True, check=False).stdout.strip()
         if out and (Path(out) / "postgres").exists():
             return Path(out)
-    for cand in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+    # the newest version: "15" after "9", so by number, not as text
+    versions = [p for p in Path("/usr/lib/postgresql").glob("*/bin") if p.parent.name.isdigit()]
+    for cand in sorted(versions, key=lambda p: int(p.parent.name), reverse=True):
         if (cand / "postgres").exists():
             return cand
     raise SystemExit("no PostgreSQL server programs found (pg_config --bindir, /usr/lib/postgresql/*/bin)")
@@ -142,6 +144,8 @@ class Grind:
             if len(new) >= len(conns):
                 break
             await asyncio.sleep(0.05)
+        else:  # a missing part would make the phase look cheaper than it was
+            raise RuntimeError(f"{name}: callgrind wrote {len(new)} of {len(conns)} dumps within 5 s")
         for path in sorted(new):
             text = path.read_text(errors="replace")
             m = re.search(r"^summary: (\d+)", text, re.M) or re.search(r"^totals: (\d+)", text, re.M)
