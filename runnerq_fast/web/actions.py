@@ -26,7 +26,7 @@ from runnerq_fast.web.context import WebContext
 from runnerq_fast.web.filtering import filter_from_body, parse_priority
 from runnerq_fast.web.observability import normalize_id
 from runnerq_fast.web.responses import JsonResponse, ProblemError, decode_body, read_body
-from runnerq_fast.web.wire import ActionRequest, ActionResponse, PriorityRequest
+from runnerq_fast.web.wire import ActionRequest, ActionResponse, PriorityRequest, integral
 
 __all__ = ["ACTION_PATHS", "ActionRoutes"]
 
@@ -126,12 +126,24 @@ class ActionRoutes:
         return await self._one(request, "set_priority", priority)
 
     # ------------------------------------------------------------------ bulk
+    def bulk_route(self, name: str) -> Callable[[Request], Awaitable[Response]]:
+        """The endpoint of ``POST /api/v1/queues/{queue}/actions/<name>`` (one per action, so the
+        OpenAPI document gives each its own body: ``priority`` is for ``set-priority`` only)."""
+
+        async def endpoint(request: Request) -> Response:
+            return await self._bulk(request, name)
+
+        endpoint.__name__ = endpoint.__qualname__ = "bulk_" + ACTION_PATHS[name]
+        return endpoint
+
     async def bulk(self, request: Request) -> Response:
         """``POST /api/v1/queues/{queue}/actions/{action}``: by ids, by filter, or both."""
+        return await self._bulk(request, request.path_params["action"])
+
+    async def _bulk(self, request: Request, name: str) -> Response:
         ctx = self.ctx
         ctx.require_write(request)
         queue = ctx.queue(request.path_params["queue"])
-        name = request.path_params["action"]
         action = ACTION_PATHS.get(name)
         if action is None:
             raise ProblemError(404, f"no action {name!r}; actions: {', '.join(ACTION_PATHS)}")
@@ -139,7 +151,7 @@ class ActionRoutes:
         assert isinstance(body, ActionRequest)
         flt = filter_from_body(body.filter, body.ids)
         try:
-            limit = check_action_limit(body.limit)
+            limit = check_action_limit(integral(body.limit))
             priority = None
             if action == "set_priority":
                 if body.priority is None:

@@ -9,11 +9,12 @@ generated OpenAPI document at ``/api/openapi.json``.
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote_to_bytes
 
+from msgspec import Meta
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -25,7 +26,8 @@ from starlette.types import Receive, Scope, Send
 
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.errors import BackendError
-from runnerq_fast.filters import ACTIONS, ALL_STATUSES
+from runnerq_fast.executor import MAX_IDEMPOTENCY_KEY_LENGTH
+from runnerq_fast.filters import ACTIONS, ALL_STATUSES, MAX_ACTION_LIMIT, MAX_PAGE
 from runnerq_fast.metrics import ACTIVITIES_ENQUEUED
 from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.storage import Backend
@@ -37,7 +39,7 @@ from runnerq_fast.web.dashboard import DashboardRoutes
 from runnerq_fast.web.enqueue import EnqueueRoutes
 from runnerq_fast.web.health import HealthRoutes
 from runnerq_fast.web.metrics import MetricsRoute
-from runnerq_fast.web.observability import ObservabilityRoutes
+from runnerq_fast.web.observability import MAX_LIMIT, MAX_OFFSET, ObservabilityRoutes
 from runnerq_fast.web.openapi import Endpoint, Param, build_openapi
 from runnerq_fast.web.responses import (
     JSON,
@@ -53,26 +55,35 @@ from runnerq_fast.web.v1 import V1Routes
 
 __all__ = ["RunnerQApp", "create_app", "endpoints"]
 
-_QUEUE_PATH = Param("queue", "path", str, "Queue name, 1-255 characters.", True)
-_QUEUE_QUERY = Param("queue", "query", str, "Queue name; default: the app's only queue, else 'default'.")
-_ID = Param("id", "path", str, "Activity id (32 hex digits; the dashed UUID form is accepted).", True)
-_OFFSET = Param("offset", "query", int, "Items to skip (RunnerQ paging; at most 10,000).")
-_LIMIT = Param("limit", "query", int, "Most items returned (1-1000, default 50).")
+_QUEUE_PATH = Param("queue", "path", wire.Name, "Queue name, 1-255 characters, not blank, no NUL.", True)
+_QUEUE_QUERY = Param("queue", "query", wire.OptionalName,
+                     "Queue name; default (absent or empty): the app's only queue, else 'default'.")
+_ID = Param("id", "path", wire.Id, "Activity id (32 hex digits; the dashed UUID form is accepted).", True)
+_OFFSET = Param("offset", "query", wire.int_range(0, MAX_OFFSET), "Items to skip (RunnerQ paging; at most 10,000).")
+_LIMIT = Param("limit", "query", wire.int_range(1, MAX_LIMIT), "Most items returned (1-1000, default 50).")
 _SSE = "text/event-stream"
 _LIST_PARAMS = (
-    Param("status", "query", str, "Statuses, comma-separated or repeated (pending, scheduled, ...)."),
-    Param("type", "query", str, "Activity types, comma-separated or repeated."),
-    Param("priority", "query", str, "Priorities, 1-4 or low|normal|high|critical, comma-separated."),
-    Param("created_after", "query", str, "RFC 3339 time: created at or after it."),
-    Param("created_before", "query", str, "RFC 3339 time: created before it."),
-    Param("metadata", "query", str, "key=value; repeated, every pair must match."),
-    Param("parent_id", "query", str, "Only children of this activity."),
-    Param("ids", "query", str, "Activity ids, comma-separated (at most 10,000)."),
+    Param("status", "query", wire.text_param(wire.STATUS_LIST_PATTERN),
+          "Statuses, comma-separated or repeated (pending, scheduled, ...)."),
+    Param("type", "query", wire.text_param(wire.NAME_LIST_PATTERN),
+          "Activity types (each 1-255 characters), comma-separated or repeated."),
+    Param("priority", "query", wire.text_param(wire.PRIORITY_LIST_PATTERN),
+          "Priorities, 1-4 or low|normal|high|critical, comma-separated."),
+    Param("created_after", "query", wire.text_param(wire.TIME_PATTERN, time=True),
+          "RFC 3339 time with an offset (years 1971-6428): created at or after it."),
+    Param("created_before", "query", wire.text_param(wire.TIME_PATTERN, time=True),
+          "RFC 3339 time with an offset (years 1971-6428): created before it."),
+    Param("metadata", "query", wire.text_param(wire.METADATA_PATTERN),
+          "key=value (a key is needed); repeated, every pair must match."),
+    Param("parent_id", "query", wire.OptionalName, "Only children of this activity."),
+    Param("ids", "query", wire.text_param(wire.NAME_LIST_PATTERN),
+          "Activity ids, comma-separated (at most 10,000)."),
 )
 _PAGE_PARAMS = (
-    Param("limit", "query", int, "Most items (1-1000, default 50)."),
-    Param("cursor", "query", str, "next_cursor of the previous page."),
-    Param("order", "query", str, "newest (default) or oldest first, by creation."),
+    Param("limit", "query", wire.int_range(1, MAX_PAGE), "Most items (1-1000, default 50)."),
+    Param("cursor", "query", wire.text_param(f"^$|{wire.CURSOR_PATTERN}"),
+          "next_cursor of the previous page (opaque; other text is refused with 422)."),
+    Param("order", "query", Literal["newest", "oldest"], "newest (default) or oldest first, by creation."),
 )
 
 
@@ -130,7 +141,7 @@ def endpoints(
                  responses={200: ("Metrics", None, "text/plain; version=0.0.4")}),
         Endpoint(
             "POST", "/api/v1/queues/{queue}/activities", enq.enqueue_one, "Enqueue one activity", "enqueue",
-            request=wire.EnqueueRequest,
+            request=wire.ENQUEUE_BODY,
             responses={
                 201: ("Stored (with ?wait=: and finished)", wire.EnqueueResponse, j),
                 200: ("An idempotency key returned an existing activity", wire.EnqueueResponse, j),
@@ -140,8 +151,13 @@ def endpoints(
             },
             params=(
                 _QUEUE_PATH,
-                Param("wait", "query", float, "Seconds to hold the response until the activity finishes (<= 60)."),
-                Param("Idempotency-Key", "header", str, "Idempotency key; the same key with another body is 422."),
+                Param("wait", "query", Annotated[float, Meta(extra_json_schema={
+                    "minimum": 0, "maximum": enq.ctx.limits.max_wait})],
+                      f"Seconds to hold the response until the activity finishes (0-{enq.ctx.limits.max_wait:g})."),
+                Param("Idempotency-Key", "header", Annotated[str, Meta(extra_json_schema={
+                    "minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY_LENGTH, "pattern": "^[^\\u0000]*$"})],
+                      "Idempotency key (1-1024 characters), as the body's idempotency_key (they must not differ); "
+                      "the same key with another body is 422."),
             ),
             writes=True,
         ),
@@ -160,7 +176,8 @@ def endpoints(
                  responses={200: ("Queues", wire.QueuesResponse, j)}),
         Endpoint("GET", "/api/v1/workers", dash.workers, "Live workers (the worker registry)", "inspection",
                  responses={200: ("Workers", wire.WorkersResponse, j)},
-                 params=(Param("queue", "query", str, "Only this queue's workers; default: every served queue."),)),
+                 params=(Param("queue", "query", wire.OptionalName,
+                               "Only this queue's workers (empty: the default queue); default: every served queue."),)),
         Endpoint("GET", "/api/v1/queues/{queue}/dashboard", dash.dashboard,
                  "One queue's dashboard: counts, 15-minute series, unhandled types, workers (cached ~1 s)",
                  "inspection", responses={200: ("The dashboard", wire.DashboardView, j)}, params=(_QUEUE_PATH,)),
@@ -174,7 +191,8 @@ def endpoints(
                  "How many activities match a filter (bounded by ?cap=)", "inspection",
                  responses={200: ("The count", wire.CountView, j)},
                  params=(_QUEUE_PATH, *_LIST_PARAMS,
-                         Param("cap", "query", int, "Stop counting here (default 10,000)."))),
+                         Param("cap", "query", wire.int_range(1, MAX_ACTION_LIMIT),
+                               "Stop counting here (1-100,000, default 10,000)."))),
         Endpoint("GET", one, v1.detail, "One activity with its events, result and children", "inspection",
                  responses={200: ("The activity", wire.ActivityDetail, j)}, params=(_QUEUE_PATH, _ID)),
         Endpoint("GET", one + "/children", v1.children, "Child activities, oldest first", "inspection",
@@ -190,17 +208,24 @@ def endpoints(
                  "actions", request=wire.PriorityRequest, responses=done, params=(_QUEUE_PATH, _ID), writes=True),
         Endpoint("DELETE", one, act.delete, "Delete a finished activity with its events", "actions",
                  responses=done, params=(_QUEUE_PATH, _ID), writes=True),
+        *(
+            Endpoint("POST", f"/api/v1/queues/{{queue}}/actions/{name}", act.bulk_route(name),
+                     f"{name} on many activities: by ids, by the listing's filter, or both", "actions",
+                     request=wire.SET_PRIORITY_BODY if name == "set-priority" else wire.ACTION_BODY,
+                     responses={200: ("What the action did", wire.ActionResponse, j)},
+                     params=(_QUEUE_PATH,), writes=True)
+            for name in ACTION_PATHS
+        ),
         Endpoint("POST", "/api/v1/queues/{queue}/actions/{action}", act.bulk,
-                 "One action on many activities: by ids, by the listing's filter, or both", "actions",
-                 request=wire.ActionRequest, responses={200: ("What the action did", wire.ActionResponse, j)},
-                 params=(_QUEUE_PATH, Param("action", "path", str, " | ".join(ACTION_PATHS), True)), writes=True),
+                 "Any other action: 404 naming the actions", "actions", writes=True, documented=False),
         Endpoint("GET", "/api/observability/stats", obs.stats, "Counts by status (RunnerQ)", "observability",
                  responses={200: ("Counts", wire.RunnerQStats, j)}, params=(_QUEUE_QUERY,)),
         Endpoint(
             "GET", "/api/observability/activities/{key}", obs.activities,
             "Activities of one status, newest first, or one activity by id (RunnerQ)", "observability",
             responses={200: ("A list of activities, or one", list[wire.ActivityView] | wire.ActivityView, j)},
-            params=(Param("key", "path", str, "A status (pending, processing, ...) or an activity id.", True),
+            params=(Param("key", "path", Literal[ALL_STATUSES] | wire.Id,
+                          "A status (pending, processing, ...) or an activity id.", True),
                     _QUEUE_QUERY, _OFFSET, _LIMIT),
         ),
         Endpoint("GET", "/api/observability/activities/{id}/events", obs.events,
@@ -218,8 +243,10 @@ def endpoints(
             "Live events as Server-Sent Events; Last-Event-ID or ?after= resumes", "observability",
             responses={200: ("An event stream; each data line is an EventView", None, _SSE)},
             params=(_QUEUE_QUERY,
-                    Param("after", "query", int, "Resume after this event id (as Last-Event-ID)."),
-                    Param("Last-Event-ID", "header", int, "Resume after this event id.")),
+                    Param("after", "query", wire.int_range(0, 2**63 - 1),
+                          "Resume after this event id (as Last-Event-ID)."),
+                    Param("Last-Event-ID", "header", wire.int_range(0, 2**63 - 1),
+                          "Resume after this event id (wins over ?after=).")),
         ),
     ]
 
@@ -367,13 +394,14 @@ def create_app(
 
     async def openapi(request: Request) -> Response:
         if not openapi_doc:
-            openapi_doc.update(build_openapi(table, title="runnerq-fast", version=_version(), token=token is not None))
+            openapi_doc.update(build_openapi(table, title="runnerq-fast", version=_version(), token=token is not None,
+                                             read_only=read_only))
         return JsonResponse(openapi_doc)
 
     async def docs_redirect(request: Request) -> Response:
         return RedirectResponse(f"{request.scope.get('root_path', '')}/api/openapi.json")
 
-    routes: list[BaseRoute] = [Route(ep.path, ep.handler, methods=[ep.method]) for ep in table]
+    routes: list[BaseRoute] = _routes(table, read_only)
     routes.append(Route("/api/openapi.json", openapi, methods=["GET"]))
     routes.append(Route("/api", docs_redirect, methods=["GET"]))
     routes.append(Mount("/console", console.files, name="console"))
@@ -417,6 +445,58 @@ def create_app(
     app.state.runnerq_metrics = metrics_route
     app.state.runnerq_dashboard = dash
     return app
+
+
+def _by_method(
+    handlers: dict[str, Callable[[Request], Awaitable[Response]]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint of one path served with several methods: one route, so that a 405 from Starlette's router
+    names every method of the path in ``Allow`` (a route per method named only its own)."""
+
+    async def endpoint(request: Request) -> Response:
+        return await handlers["GET" if request.method == "HEAD" else request.method](request)
+
+    return endpoint
+
+
+def _read_only_allow(
+    handler: Callable[[Request], Awaitable[Response]], allow: str
+) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` whose read-only 405 names ``allow``, the methods its path serves on a read-only app."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ProblemError as exc:
+            if exc.status == 405:
+                exc.headers["Allow"] = allow
+            raise
+
+    endpoint.__name__ = getattr(handler, "__name__", "endpoint")
+    return endpoint
+
+
+def _routes(table: Sequence[Endpoint], read_only: bool) -> list[BaseRoute]:
+    """One Starlette route per path of ``table``, in the table's order (the first endpoint of a path places it).
+
+    On a read-only app a write answers 405 as before (the write's own check says why), with an ``Allow``
+    header naming the path's read methods.
+    """
+    by_path: dict[str, list[Endpoint]] = {}
+    for ep in table:
+        by_path.setdefault(ep.path, []).append(ep)
+    routes: list[BaseRoute] = []
+    for path, eps in by_path.items():
+        reads = [ep.method for ep in eps if not ep.writes]
+        allow = ", ".join(reads + (["HEAD"] if "GET" in reads else []))
+        handlers = {ep.method: _read_only_allow(ep.handler, allow) if read_only and ep.writes else ep.handler
+                    for ep in eps}
+        if len(handlers) == 1:
+            ((method, handler),) = handlers.items()
+            routes.append(Route(path, handler, methods=[method]))
+        else:
+            routes.append(Route(path, _by_method(handlers), methods=list(handlers)))
+    return routes
 
 
 def _version() -> str:

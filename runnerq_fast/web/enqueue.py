@@ -39,6 +39,7 @@ from runnerq_fast.web.responses import (
     read_body,
 )
 from runnerq_fast.web.wire import (
+    NUMBER_TEXT,
     PROBLEM_JSON,
     BatchEnqueueRequest,
     BatchEnqueueResponse,
@@ -49,6 +50,7 @@ from runnerq_fast.web.wire import (
     ItemError,
     checked_result,
     encode,
+    integral,
 )
 
 __all__ = ["EnqueueRoutes", "build_activity"]
@@ -88,7 +90,7 @@ def build_activity(ex: ActivityExecutor, req: EnqueueRequest, key: str | None = 
     elif req.run_at is not None:
         b.run_at(req.run_at)
     if req.max_retries is not None:
-        b.max_retries(req.max_retries)
+        b.max_retries(integral(req.max_retries))
     if req.timeout is not None:
         b.timeout(req.timeout)
     if req.metadata is not None:
@@ -114,13 +116,12 @@ def _check_json_type(ctype: str | None) -> None:
 def _wait_param(query_string: bytes, max_wait: float) -> float | None:
     if b"wait" not in query_string:
         return None
-    text = parse_qs(query_string.decode("latin-1")).get("wait", [None])[-1]
+    text = parse_qs(query_string.decode("latin-1"), keep_blank_values=True).get("wait", [None])[-1]
     if text is None:
         return None
-    try:
-        wait = float(text)
-    except ValueError:
-        raise ProblemError(422, f"wait must be a number of seconds, got {text!r}") from None
+    if NUMBER_TEXT.fullmatch(text) is None:  # not float(): it takes " 1", "1_0", "nan", "inf"
+        raise ProblemError(422, f"wait must be a number of seconds, got {text!r}")
+    wait = float(text)
     if not math.isfinite(wait) or not 0 <= wait <= max_wait:
         raise ProblemError(422, f"wait must be within [0, {max_wait:g}] seconds, got {text!r}")
     return wait

@@ -15,6 +15,7 @@ value is a 422 and nothing is read or changed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -24,7 +25,7 @@ from runnerq_fast.errors import InvalidActivityError
 from runnerq_fast.filters import check_filter
 from runnerq_fast.models import ActivityFilter, Priority
 from runnerq_fast.web.responses import ProblemError
-from runnerq_fast.web.wire import FilterSpec
+from runnerq_fast.web.wire import FilterSpec, integral
 
 __all__ = ["FILTER_PARAMS", "filter_from_body", "filter_from_query", "parse_priority"]
 
@@ -34,8 +35,8 @@ FILTER_PARAMS = ("status", "type", "priority", "created_after", "created_before"
 _PRIORITY_NAMES = {p.name.lower(): int(p) for p in Priority}
 
 
-def parse_priority(value: int | str) -> int:
-    """A priority given as 1-4 or a name (``low`` ... ``critical``).
+def parse_priority(value: float | str) -> int:
+    """A priority given as 1-4 (``3.0`` is 3, as JSON has it) or a name (``low`` ... ``critical``).
 
     Raises
     ------
@@ -46,10 +47,11 @@ def parse_priority(value: int | str) -> int:
         text = value.strip().lower()
         if text in _PRIORITY_NAMES:
             return _PRIORITY_NAMES[text]
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # "\u0663" is a digit to str.isdigit, not a priority
             value = int(text)
         else:
             raise InvalidActivityError(f"priority must be 1-4 or one of low, normal, high, critical; got {value!r}")
+    value = integral(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 4:
         raise InvalidActivityError(f"priority must be 1-4 or one of low, normal, high, critical; got {value!r}")
     return value
@@ -66,9 +68,17 @@ def _ms(when: datetime | None, what: str) -> int | None:
     return ms
 
 
+_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})")
+"""The shape of an RFC 3339 time with an offset (``datetime.fromisoformat`` also takes ``20250101``, a week date
+or no offset, which the OpenAPI document does not admit)."""
+
+
 def _time(text: str | None, what: str) -> datetime | None:
-    if text is None or text == "":
+    if text is None:
         return None
+    if _RFC3339.fullmatch(text) is None:
+        raise InvalidActivityError(f"{what} must be an RFC 3339 time with an offset (e.g. 2025-01-01T00:00:00Z), "
+                                   f"got {text!r}")
     try:
         return datetime.fromisoformat(text)
     except ValueError:
@@ -84,7 +94,7 @@ def _build(
     *,
     statuses: Iterable[str] | None,
     types: Iterable[str] | None,
-    priorities: Iterable[int | str] | None,
+    priorities: Iterable[float | str] | None,
     after: datetime | None,
     before: datetime | None,
     metadata: Iterable[tuple[str, str]],

@@ -18,6 +18,7 @@ from runnerq_fast.web.context import WebContext
 from runnerq_fast.web.responses import JsonResponse, ProblemError
 from runnerq_fast.web.stream import EventStream, parse_resume_id
 from runnerq_fast.web.wire import (
+    INTEGER_TEXT,
     DeadLetterView,
     activity_view,
     event_view,
@@ -41,26 +42,29 @@ _HEX = frozenset("0123456789abcdef")
 def int_param(request: Request, name: str, default: int, lo: int, hi: int) -> int:
     """An integer query parameter within [lo, hi].
 
+    An absent parameter is ``default``; one given must be ASCII digits with an optional minus sign
+    (``?limit=`` with no value, ``+5``, ``5_0`` or ``\u0665`` are refused, as the OpenAPI document says).
+
     Raises
     ------
     ProblemError
         422 when it is not an integer or out of range.
     """
     text = request.query_params.get(name)
-    if text is None or text == "":
+    if text is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ProblemError(422, f"{name} must be an integer, got {text!r}") from None
+    if INTEGER_TEXT.fullmatch(text) is None:
+        raise ProblemError(422, f"{name} must be an integer, got {text!r}")
+    value = int(text)
     if not lo <= value <= hi:
         raise ProblemError(422, f"{name} must be within [{lo}, {hi}], got {value}")
     return value
 
 
 def normalize_id(text: str) -> str | None:
-    """An activity id as stored (32 lowercase hex), accepting the dashed UUID form; ``None`` if it is not one."""
-    t = text.strip().lower()
+    """An activity id as stored (32 lowercase hex), accepting the dashed UUID form; ``None`` if it is not one
+    (:data:`~runnerq_fast.web.wire.ID_PATTERN`)."""
+    t = text.lower()
     if len(t) == 36 and t[8] == t[13] == t[18] == t[23] == "-":
         t = t.replace("-", "")
     if len(t) != 32 or not _HEX.issuperset(t):
@@ -122,9 +126,9 @@ class ObservabilityRoutes:
             limit = int_param(request, "limit", 50, 1, MAX_LIMIT)
             snaps = await self._newest(queue, key, offset, limit)
             return JsonResponse([activity_view(s) for s in snaps])
-        if normalize_id(key) is None:
+        if normalize_id(key) is None:  # not a resource this route serves: 404, as for an unknown id
             raise ProblemError(
-                400, f"{key!r} is neither a status ({', '.join(sorted(_STATUSES))}) nor an activity id"
+                404, f"{key!r} is neither a status ({', '.join(sorted(_STATUSES))}) nor an activity id"
             )
         return JsonResponse(activity_view(await self.activity(key)))
 

@@ -2,7 +2,19 @@
 
 Every schema comes from :func:`msgspec.json.schema_components` over the
 Structs the routes decode and encode, so the document cannot drift from the
-code; nothing here is written by hand but the route summaries.
+code; nothing here is written by hand but the route summaries. The limits the
+routes enforce are in those types too (see the limits section of
+:mod:`runnerq_fast.web.wire`): a request the document admits is served, and
+one the server refuses is refused with a status the document gives (a
+Schemathesis run against a real server checks both, in the test suite).
+
+Each operation lists every status it can answer: 400 (a path that is not
+UTF-8 once decoded, a Host the server does not answer to, a body that is not
+JSON), 401 (a write without the bearer token, when one is set), 403 (a write
+from another origin), 404, 409, 413 (a body or batch over the limit), 415 (a
+write whose body is not ``application/json``), 422 (a value outside the
+documented limits) and 503 (the store is unavailable). A read-only server's
+document has no write operations: it serves none.
 """
 
 from __future__ import annotations
@@ -13,7 +25,7 @@ from typing import Any
 
 import msgspec
 
-from runnerq_fast.web.wire import PROBLEM_JSON, Problem
+from runnerq_fast.web.wire import JSON_VALUE_SCHEMA, PROBLEM_JSON, Problem
 
 __all__ = ["Endpoint", "Param", "build_openapi"]
 
@@ -46,33 +58,50 @@ class Endpoint:
     responses: dict[int, tuple[str, Any, str]] = field(default_factory=dict)
     params: tuple[Param, ...] = ()
     writes: bool = False
+    documented: bool = True
 
 
 _ERRORS = {
-    400: "Malformed request",
+    400: "Malformed request: a path that is not UTF-8 once percent-decoded, a Host this server does not answer "
+         "to, a malformed Content-Length, or a body that is not valid JSON",
     401: "Missing or wrong bearer token",
-    404: "Not found",
-    405: "Read-only service",
-    409: "Idempotency key conflict",
-    413: "Body or batch too large",
-    415: "Body is not JSON",
-    422: "Invalid input; nothing was stored",
-    503: "Backend unavailable",
+    403: "A write from another origin (Origin or Sec-Fetch-Site)",
+    404: "No such queue served here, activity or route",
+    409: "Conflict",
+    413: "Body or batch over the limit",
+    415: "The body is not application/json",
+    422: "A value outside the documented limits; nothing was stored or changed",
+    503: "The store is unavailable, or the service is shutting down",
+}
+
+_ERROR_HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": {"required": True, "schema": {"type": "string"}}},
+    503: {"Retry-After": {"required": False, "schema": {"type": "string", "pattern": "^[0-9]+$"}}},
 }
 
 
-def build_openapi(endpoints: Sequence[Endpoint], *, title: str, version: str, token: bool) -> dict[str, Any]:
+def build_openapi(
+    endpoints: Sequence[Endpoint], *, title: str, version: str, token: bool, read_only: bool = False
+) -> dict[str, Any]:
     """The OpenAPI 3.1 document of ``endpoints``.
 
     Parameters
     ----------
     endpoints : sequence of Endpoint
-        The app's routes.
+        The app's routes (those with ``documented=False`` are left out).
     title, version : str
         The ``info`` block.
     token : bool
-        Whether writing routes need a bearer token (adds the security scheme).
+        Whether writing routes need a bearer token (adds the security scheme and 401).
+    read_only : bool
+        Whether the app is read-only: its document then has no write operation. Default False.
+
+    Returns
+    -------
+    dict
+        The document, ready to encode as JSON.
     """
+    endpoints = [ep for ep in endpoints if ep.documented and not (read_only and ep.writes)]
     types: list[Any] = [Problem]
     for ep in endpoints:
         if ep.request is not None:
@@ -112,15 +141,18 @@ def build_openapi(endpoints: Sequence[Endpoint], *, title: str, version: str, to
         responses: dict[str, Any] = {}
         for status, (desc, body, media) in sorted(ep.responses.items()):
             entry: dict[str, Any] = {"description": desc}
+            if status in _ERROR_HEADERS:
+                entry["headers"] = _ERROR_HEADERS[status]
             if body is not None:
                 entry["content"] = {media: {"schema": schema_of[_key(body)]}}
             elif media and status < 400:
                 entry["content"] = {media: {}}
             responses[str(status)] = entry
         for status in _error_statuses(ep, token):
-            responses.setdefault(
-                str(status), {"description": _ERRORS[status], "content": {PROBLEM_JSON: {"schema": problem}}}
-            )
+            entry = {"description": _ERRORS[status], "content": {PROBLEM_JSON: {"schema": problem}}}
+            if status in _ERROR_HEADERS:
+                entry["headers"] = _ERROR_HEADERS[status]
+            responses.setdefault(str(status), entry)
         op["responses"] = responses
         if ep.writes and token:
             op["security"] = [{"bearer": []}]
@@ -130,7 +162,7 @@ def build_openapi(endpoints: Sequence[Endpoint], *, title: str, version: str, to
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {"schemas": {**components, "JsonValue": JSON_VALUE_SCHEMA}},
     }
     if token:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
@@ -152,13 +184,14 @@ def _openapi_path(path: str) -> str:
 
 
 def _error_statuses(ep: Endpoint, token: bool) -> list[int]:
-    statuses = [503]
+    """The error statuses ``ep`` can answer besides those it names (see the module docstring)."""
+    statuses = {400, 503}
     if ep.params or ep.request is not None:
-        statuses.append(422)
-    if any(p.where == "path" for p in ep.params):
-        statuses.append(404)
+        statuses.add(422)
+    if any(p.where == "path" or p.name == "queue" for p in ep.params):
+        statuses.add(404)  # an unknown activity, or a queue this app does not serve
     if ep.writes:
-        statuses += [405] + ([401] if token else [])
+        statuses |= {403, 415} | ({401} if token else set())
     if ep.request is not None:
-        statuses += [400, 413, 415]
-    return sorted(set(statuses))
+        statuses.add(413)
+    return sorted(statuses)

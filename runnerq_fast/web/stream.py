@@ -50,15 +50,15 @@ def parse_resume_id(request: Request) -> int | None:
     Raises
     ------
     ProblemError
-        422 when the id is not a non-negative integer.
+        422 when the id is not a non-negative integer in ASCII digits (``?after=`` with no value included).
     """
     text = request.headers.get("last-event-id")
     if text is None or not text.strip():
         text = request.query_params.get("after")
-    if text is None or not text.strip():
+    if text is None:
         return None
     text = text.strip()
-    if not text.isdigit() or int(text) >= 2**63:
+    if not (text.isascii() and text.isdigit()) or int(text) >= 2**63:
         raise ProblemError(
             422, f"the event id to resume after must be an integer from 0 to {2**63 - 1}, got {text!r}"
         )

@@ -12,13 +12,17 @@ Stored JSON (payloads, results, metadata) is embedded as is
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Raw, UnsetType
 
 from runnerq_fast.backends import rowcheck
+from runnerq_fast.config import MAX_ACTIVITY_TYPE_LENGTH, MAX_DELAY_SECONDS, MAX_TIMEOUT_SECONDS
+from runnerq_fast.executor import MAX_IDEMPOTENCY_KEY_LENGTH
+from runnerq_fast.filters import ALL_STATUSES, MAX_ACTION_LIMIT, MAX_IDS
 from runnerq_fast.models import (
     ActivityEvent,
     ActivityResult,
@@ -29,7 +33,17 @@ from runnerq_fast.models import (
 )
 
 __all__ = [
+    "ACTION_BODY",
+    "ENQUEUE_BODY",
+    "ID_PATTERN",
+    "INTEGER_TEXT",
+    "JSON_VALUE_SCHEMA",
+    "NAME_PATTERN",
+    "NUMBER_TEXT",
     "PROBLEM_JSON",
+    "PY_WHITESPACE",
+    "SET_PRIORITY_BODY",
+    "ActionBody",
     "ActionRequest",
     "ActionResponse",
     "ActivityDetail",
@@ -46,15 +60,20 @@ __all__ = [
     "EventView",
     "FilterSpec",
     "Health",
+    "Id",
     "ItemError",
+    "Name",
     "OnDuplicateName",
+    "OptionalName",
     "PriorityRequest",
+    "PriorityValue",
     "Problem",
     "QueueView",
     "QueuesResponse",
     "ResultView",
     "RunnerQStats",
     "SeriesPoint",
+    "SetPriorityActionBody",
     "UnhandledTypeView",
     "WorkerView",
     "WorkersResponse",
@@ -63,11 +82,14 @@ __all__ = [
     "decode",
     "encode",
     "event_view",
+    "int_range",
+    "integral",
     "ms_to_datetime",
     "queue_view",
     "raw_json",
     "result_view",
     "runnerq_stats",
+    "text_param",
     "worker_view",
 ]
 
@@ -102,6 +124,142 @@ def decode(data: bytes, into: type[Any]) -> Any:
     except RecursionError:
         # msgspec decodes nested arrays and objects recursively: a body nested ~100k deep
         raise msgspec.DecodeError("the body is nested too deeply to decode") from None
+
+
+
+# ------------------------------------------------------------------ limits
+# What the service accepts, as JSON Schema: the OpenAPI document states these limits (``extra_json_schema``
+# documents a limit without making msgspec enforce it, so the builder's own checks and messages stay the ones
+# a client sees; a batch still lists every refused item). Every pattern is valid in both ECMA 262 (JSON
+# Schema) and Python's ``re``; the routes that parse query text match it with the same patterns.
+
+PY_WHITESPACE: Final = (
+    "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+    "\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+"""The characters :meth:`str.strip` removes (those for which :meth:`str.isspace` is true)."""
+
+_WS = "".join(f"\\u{ord(c):04x}" for c in PY_WHITESPACE)
+_NAME_CHARS = f"[^\\u0000{_WS}]"  # a character that is neither NUL nor whitespace
+
+NAME_PATTERN: Final = f"^[^\\u0000]*{_NAME_CHARS}[^\\u0000]*$"
+"""A queue name, activity type or parent id: not blank (whitespace only), no NUL (and 1-255 characters)."""
+
+ID_PATTERN: Final = (
+    "^(?:[0-9a-fA-F]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
+)
+"""An activity id: 32 hex digits, or the dashed UUID form."""
+
+_PRIORITY_WORD = "0*[1-4]|[lL][oO][wW]|[nN][oO][rR][mM][aA][lL]|[hH][iI][gG][hH]|[cC][rR][iI][tT][iI][cC][aA][lL]"
+PRIORITY_PATTERN: Final = f"^[{_WS}]*(?:{_PRIORITY_WORD})[{_WS}]*$"
+"""A priority as text: 1-4 or low, normal, high, critical (any case; surrounding whitespace ignored)."""
+
+
+def _listed(item: str) -> str:
+    """A comma-separated list of ``item`` (each stripped; an empty one is skipped)."""
+    one = f"[{_WS}]*(?:{item})?[{_WS}]*"
+    return f"^{one}(?:,{one})*$"
+
+
+STATUS_LIST_PATTERN: Final = _listed("|".join(ALL_STATUSES))
+"""``?status=``: statuses, comma-separated."""
+PRIORITY_LIST_PATTERN: Final = _listed(_PRIORITY_WORD)
+"""``?priority=``: priorities, comma-separated."""
+NAME_LIST_PATTERN: Final = _listed(
+    f"[^,\\u0000{_WS}](?:[^,\\u0000]{{0,{MAX_ACTIVITY_TYPE_LENGTH - 2}}}[^,\\u0000{_WS}])?"
+)
+"""``?type=`` and ``?ids=``: names of at most 255 characters (once stripped), comma-separated."""
+METADATA_PATTERN: Final = "^[^=\\u0000]+=[^\\u0000]*$"
+"""``?metadata=``: ``key=value`` with a key, no NUL."""
+
+_OFFSET = "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_CLOCK = "T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?"
+
+
+def _time_pattern(years: str) -> str:
+    # with "format": "date-time" beside it, which rules out days such as 02-30
+    return f"^(?:{years})-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01]){_CLOCK}{_OFFSET}$"
+
+
+TIME_PATTERN: Final = _time_pattern("197[1-9]|19[89][0-9]|[2-5][0-9]{3}|6[0-3][0-9]{2}|64[01][0-9]|642[0-8]")
+"""A filter's time: RFC 3339 with an offset, years 1971-6428 (the store keeps epoch milliseconds below 2**47)."""
+RUN_AT_PATTERN: Final = _time_pattern("197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8]")
+"""``run_at``: RFC 3339 with an offset, years 1971-9998."""
+
+CURSOR_PATTERN: Final = "^[A-Za-z0-9_-]{1,200}$"
+"""A listing cursor: opaque URL-safe base64 text the server made (any other text is refused with 422)."""
+
+INTEGER_TEXT: Final = re.compile(r"-?[0-9]+")
+"""An integer query parameter or header: ASCII digits, optional minus sign (no blank, no ``+``, no ``_``)."""
+NUMBER_TEXT: Final = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+"""A number query parameter: ASCII decimal notation (no blank, ``nan``, ``inf`` or ``_``)."""
+
+JSON_VALUE_SCHEMA: Final[dict[str, Any]] = {
+    "description": "Any JSON value a store can keep: no NUL character in a text or key.",
+    "anyOf": [
+        {"type": "null"},
+        {"type": "boolean"},
+        {"type": "number"},
+        {"type": "string", "pattern": "^[^\\u0000]*$"},
+        {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
+        {"type": "object", "propertyNames": {"pattern": "^[^\\u0000]*$"},
+         "additionalProperties": {"$ref": "#/components/schemas/JsonValue"}},
+    ],
+}
+"""The ``JsonValue`` component of the document: what a payload may hold (see :func:`runnerq_fast.codec.encode_json`)."""
+
+_STRING_NAME = {"minLength": 1, "maxLength": MAX_ACTIVITY_TYPE_LENGTH, "pattern": NAME_PATTERN}
+Name = Annotated[str, Meta(extra_json_schema=_STRING_NAME)]
+"""A queue name, activity type or parent id (1-255 characters, not blank, no NUL)."""
+Id = Annotated[str, Meta(extra_json_schema={"pattern": ID_PATTERN})]
+"""An activity id (32 hex digits or the dashed UUID form)."""
+OptionalName = Annotated[str, Meta(extra_json_schema={
+    "maxLength": MAX_ACTIVITY_TYPE_LENGTH, "pattern": f"^$|{NAME_PATTERN}"})]
+"""A name, or empty for the default."""
+
+
+# Integer body fields are decoded as ``int | float``: JSON does not tell ``3`` from ``3.0`` and JSON Schema calls
+# both integers, so an integral float is taken (see :func:`integral`); ``3.5`` is refused by the route's check.
+PriorityInt = Annotated[int | float, Meta(extra_json_schema={"type": "integer", "minimum": 1, "maximum": 4})]
+"""A priority as a number, 1-4."""
+RetriesInt = Annotated[int | float, Meta(extra_json_schema={"type": "integer", "minimum": 0, "maximum": 1_000_000})]
+"""``max_retries``, 0-1,000,000."""
+ActionLimitInt = Annotated[
+    int | float, Meta(extra_json_schema={"type": "integer", "minimum": 1, "maximum": MAX_ACTION_LIMIT})
+]
+"""An action's ``limit``, 1-100,000."""
+
+
+def integral(value: Any) -> Any:
+    """``value`` as an ``int`` when it is a float with no fractional part (``3.0``), else unchanged."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+PriorityValue = PriorityInt | Annotated[str, Meta(extra_json_schema={"pattern": PRIORITY_PATTERN})]
+"""1-4, or low, normal, high, critical as text."""
+_NO_NUL = {"pattern": "^[^\\u0000]*$"}
+NoNul = Annotated[str, Meta(extra_json_schema=_NO_NUL)]
+"""Text without NUL."""
+FilterTime = Annotated[datetime, Meta(extra_json_schema={"format": "date-time", "pattern": TIME_PATTERN})]
+"""A filter's time (see :data:`TIME_PATTERN`)."""
+
+
+def int_range(lo: int, hi: int) -> Any:
+    """An integer parameter within [lo, hi], as an annotated type for the document."""
+    return Annotated[int, Meta(extra_json_schema={"minimum": lo, "maximum": hi})]
+
+
+def text_param(pattern: str, max_length: int | None = None, *, time: bool = False) -> Any:
+    """A text parameter matching ``pattern`` (and an RFC 3339 time if ``time``), as an annotated type for the
+    document."""
+    extra: dict[str, Any] = {"pattern": pattern}
+    if time:
+        extra["format"] = "date-time"
+    if max_length is not None:
+        extra["maxLength"] = max_length
+    return Annotated[str, Meta(extra_json_schema=extra)]
 
 
 # --------------------------------------------------------------- problems
@@ -166,24 +324,48 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         What a taken key does; default ``return_existing``.
     """
 
-    type: Annotated[str, Meta(description="Activity type (handler name), 1-255 characters.")]
-    payload: Annotated[Any, Meta(description="Any JSON value, passed to the handler.")] = None
+    type: Annotated[Name, Meta(description="Activity type (handler name), 1-255 characters.")]
+    payload: Annotated[Any, Meta(
+        description="Any JSON value, passed to the handler; at most max_payload_bytes (1 MiB) encoded.",
+        extra_json_schema={"$ref": "#/components/schemas/JsonValue"})] = None
     priority: Annotated[
-        int | str | None, Meta(description="1-4, or low|normal|high|critical. Default normal.")
+        PriorityValue | None, Meta(description="1-4, or low|normal|high|critical. Default normal.")
     ] = None
-    delay: Annotated[float | None, Meta(description="Seconds from now before it may start.")] = None
-    run_at: Annotated[datetime | None, Meta(description="RFC 3339 time (with offset); not before then.")] = None
-    max_retries: Annotated[int | None, Meta(description="Retries after the first attempt; 0 = never.")] = None
-    timeout: Annotated[float | None, Meta(description="Handler timeout in seconds; 0 = none.")] = None
-    metadata: Annotated[dict[str, str] | None, Meta(description="String key/value pairs.")] = None
-    idempotency_key: Annotated[str | None, Meta(description="Deduplicates within (queue, type).")] = None
+    delay: Annotated[
+        Annotated[float, Meta(extra_json_schema={"minimum": 0, "maximum": MAX_DELAY_SECONDS})] | None,
+        Meta(description="Seconds from now before it may start, at most 100 years."),
+    ] = None
+    run_at: Annotated[
+        Annotated[datetime, Meta(extra_json_schema={"format": "date-time", "pattern": RUN_AT_PATTERN})] | None,
+        Meta(description="RFC 3339 time (with offset, years 1971-9998); not before then."),
+    ] = None
+    max_retries: Annotated[
+        RetriesInt | None,
+        Meta(description="Retries after the first attempt; 0 = never."),
+    ] = None
+    timeout: Annotated[
+        Annotated[float, Meta(extra_json_schema={"minimum": 0, "maximum": MAX_TIMEOUT_SECONDS})] | None,
+        Meta(description="Handler timeout in seconds, at most a year; 0 = none."),
+    ] = None
+    metadata: Annotated[dict[NoNul, NoNul] | None, Meta(description="String key/value pairs.")] = None
+    idempotency_key: Annotated[
+        Annotated[str, Meta(extra_json_schema={"minLength": 1, "maxLength": MAX_IDEMPOTENCY_KEY_LENGTH, **_NO_NUL})]
+        | None,
+        Meta(description="Deduplicates within (queue, type); 1-1024 characters."),
+    ] = None
     on_duplicate: OnDuplicateName = "return_existing"
+
+
+_ONE_START: Final = {"not": {"required": ["delay", "run_at"],
+                             "properties": {"delay": {"type": "number"}, "run_at": {"type": "string"}}}}
+ENQUEUE_BODY: Final[Any] = Annotated[EnqueueRequest, Meta(extra_json_schema=_ONE_START)]
+"""The documented body of an enqueue: an :class:`EnqueueRequest` with ``delay`` or ``run_at``, not both."""
 
 
 class BatchEnqueueRequest(msgspec.Struct, forbid_unknown_fields=True):
     """Up to 10,000 activities, validated all or nothing and stored in one round trip."""
 
-    activities: list[EnqueueRequest]
+    activities: list[Annotated[EnqueueRequest, Meta(extra_json_schema=_ONE_START)]]
 
 
 class EnqueueResponse(msgspec.Struct, omit_defaults=True):
@@ -461,32 +643,57 @@ class FilterSpec(msgspec.Struct, kw_only=True, forbid_unknown_fields=True, omit_
     matches every activity of the queue.
     """
 
-    status: list[str] | None = None
-    type: list[str] | None = None
-    priority: list[int | str] | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    metadata: dict[str, str] | None = None
-    parent_id: str | None = None
+    status: list[Annotated[str, Meta(extra_json_schema={"enum": list(ALL_STATUSES)})]] | None = None
+    type: Annotated[list[Name], Meta(extra_json_schema={"maxItems": MAX_IDS})] | None = None
+    priority: list[PriorityValue] | None = None
+    created_after: FilterTime | None = None
+    created_before: FilterTime | None = None
+    metadata: dict[NoNul, NoNul] | None = None
+    parent_id: Name | None = None
 
 
 class ActionRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """A bulk action: by ``ids``, by ``filter``, or both (the ids must then match the filter too).
 
-    ``priority`` (1-4 or a name) is for ``set-priority`` only; ``limit`` (1-100,000,
-    default 10,000) bounds how many activities change.
+    ``priority`` (1-4 or a name) is for ``set-priority`` only, and needed there; ``limit`` (1-100,000,
+    default 10,000) bounds how many activities change. At least one of ``ids`` and ``filter`` is needed.
     """
 
-    ids: list[str] | None = None
+    ids: Annotated[list[Name], Meta(extra_json_schema={"maxItems": MAX_IDS})] | None = None
     filter: FilterSpec | None = None
-    priority: int | str | None = None
-    limit: int = 10_000
+    priority: PriorityValue | None = None
+    limit: ActionLimitInt = 10_000
+
+
+_BY = {"anyOf": [{"required": ["ids"], "properties": {"ids": {"type": "array"}}},
+                 {"required": ["filter"], "properties": {"filter": {"type": "object"}}}]}
+
+
+class ActionBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A bulk action other than ``set-priority``: ``ids``, a ``filter`` or both (one is needed); ``limit``
+    (1-100,000, default 10,000) bounds how many activities change. (The document's form of :class:`ActionRequest`.)"""
+
+    ids: Annotated[list[Name], Meta(extra_json_schema={"maxItems": MAX_IDS})] | None = None
+    filter: FilterSpec | None = None
+    limit: ActionLimitInt = 10_000
+
+
+class SetPriorityActionBody(ActionBody, kw_only=True, forbid_unknown_fields=True):
+    """``set-priority`` in bulk: as the other actions, with the new ``priority`` (1-4 or a name)."""
+
+    priority: PriorityValue
+
+
+ACTION_BODY: Final[Any] = Annotated[ActionBody, Meta(extra_json_schema=_BY)]
+"""The documented body of a bulk action other than ``set-priority`` (``ids`` or ``filter`` needed)."""
+SET_PRIORITY_BODY: Final[Any] = Annotated[SetPriorityActionBody, Meta(extra_json_schema=_BY)]
+"""The documented body of a bulk ``set-priority``."""
 
 
 class PriorityRequest(msgspec.Struct, forbid_unknown_fields=True):
     """The new priority of one activity: 1-4 or low, normal, high, critical."""
 
-    priority: int | str
+    priority: PriorityValue
 
 
 class ActionResponse(msgspec.Struct):
