@@ -163,7 +163,8 @@ def endpoints(
         ),
         Endpoint(
             "POST", "/api/v1/queues/{queue}/activities/batch", enq.enqueue_batch,
-            "Enqueue up to 10,000 activities in one round trip (all-or-nothing validation)", "enqueue",
+            f"Enqueue up to {enq.ctx.limits.max_batch:,} activities in one round trip (all-or-nothing validation)",
+            "enqueue",
             request=wire.BatchEnqueueRequest,
             responses={
                 201: ("Stored", wire.BatchEnqueueResponse, j),
@@ -394,8 +395,12 @@ def create_app(
 
     async def openapi(request: Request) -> Response:
         if not openapi_doc:
-            openapi_doc.update(build_openapi(table, title="runnerq-fast", version=_version(), token=token is not None,
-                                             read_only=read_only))
+            doc = build_openapi(table, title="runnerq-fast", version=_version(), token=token is not None,
+                                read_only=read_only)
+            batch = doc["components"]["schemas"].get("BatchEnqueueRequest")
+            if batch is not None:  # the app's own limit (a longer batch is answered 413)
+                batch["properties"]["activities"]["maxItems"] = ctx.limits.max_batch
+            openapi_doc.update(doc)
         return JsonResponse(openapi_doc)
 
     async def docs_redirect(request: Request) -> Response:
@@ -491,12 +496,28 @@ def _routes(table: Sequence[Endpoint], read_only: bool) -> list[BaseRoute]:
         allow = ", ".join(reads + (["HEAD"] if "GET" in reads else []))
         handlers = {ep.method: _read_only_allow(ep.handler, allow) if read_only and ep.writes else ep.handler
                     for ep in eps}
-        if len(handlers) == 1:
-            ((method, handler),) = handlers.items()
-            routes.append(Route(path, handler, methods=[method]))
+        endpoint = next(iter(handlers.values())) if len(handlers) == 1 else _by_method(handlers)
+        if read_only and reads != [ep.method for ep in eps]:
+            routes.append(_ReadOnlyRoute(path, endpoint, methods=list(handlers), allow=allow))
         else:
-            routes.append(Route(path, _by_method(handlers), methods=list(handlers)))
+            routes.append(Route(path, endpoint, methods=list(handlers)))
     return routes
+
+
+class _ReadOnlyRoute(Route):
+    """A route of a read-only app whose path also has writes: the writes stay routed (their own check answers
+    405 saying why), and any 405, from Starlette's router too (``OPTIONS``, ``PUT``...), names in ``Allow``
+    only ``allow``, the read methods its document gives."""
+
+    def __init__(self, path: str, endpoint: Callable[[Request], Awaitable[Response]], *, methods: list[str],
+                 allow: str) -> None:
+        super().__init__(path, endpoint, methods=methods)
+        self.allow = allow
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.methods and scope["method"] not in self.methods:
+            raise HTTPException(status_code=405, headers={"Allow": self.allow})
+        await super().handle(scope, receive, send)
 
 
 def _version() -> str:
