@@ -17,7 +17,7 @@ import schemathesis
 from schemathesis.core.result import Err, Ok
 
 import runnerq_fast as rq
-from runnerq_fast.web import create_app
+from runnerq_fast.web import WebLimits, create_app
 from tests.web_helpers import asgi_client
 
 Q = "/api/v1/queues/q"
@@ -187,3 +187,16 @@ async def test_a_wait_that_is_not_a_number_is_a_422() -> None:
         for text in ("nan", "inf", "", "1_0"):
             r = await c.post(f"{Q}/activities?wait={quote(text)}", json={"type": "t"})
             assert r.status_code == 422, (text, r.text)
+
+
+async def test_the_batch_limit_in_the_document_is_the_apps() -> None:
+    app = create_app(rq.MemoryBackend(), limits=WebLimits(max_batch=3))
+    doc = await document(app)
+    schema = body_schema(doc, "/api/v1/queues/{queue}/activities/batch")
+    three, four = ({"activities": [{"type": "t"}] * n} for n in (3, 4))
+    assert admits(doc, schema, three) and not admits(doc, schema, four)
+    async with asgi_client(app) as c:
+        taken = await c.post(f"{Q}/activities/batch", json=three)
+        refused = await c.post(f"{Q}/activities/batch", json=four)
+    assert taken.status_code == 201 and refused.status_code == 413, (taken.text, refused.text)
+    assert "413" in doc["paths"]["/api/v1/queues/{queue}/activities/batch"]["post"]["responses"]
