@@ -154,11 +154,13 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     limits : dict of str to int, or None
         Most activities of a type this engine runs at once, e.g.
         ``{"thumbnail": 4}``; the other types share the remaining worker
-        slots. Each type must be one the engine claims (not with
-        ``activity_types="*"``); each limit >= 1. Default ``None``: no
-        per-type limit. A limit holds per engine; for a limit across all
-        processes run a dedicated engine (``--activity-types thumbnail
-        --concurrency 4``).
+        slots. Each type must have a handler in the engine (not with
+        ``activity_types="*"``); a limit on a type the engine does not claim
+        (``activity_types`` narrowed to others) limits nothing there; each
+        limit >= 1. Default ``None``: no per-type limit. A limit holds per
+        engine; for a limit across all processes run a dedicated engine
+        (``--activity-types thumbnail --concurrency 4``) and narrow the
+        others to the other types.
 
     completed_retention : float or None
         Age (since it finished) at which the engine's pruner deletes a

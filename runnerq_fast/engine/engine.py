@@ -395,15 +395,19 @@ class WorkerEngine:
 
     def _check_limits(self) -> None:
         limits = self.config.limits
+        self._limits: dict[str, int] = {}
         self._unlimited: list[str] = []
         if not limits:
             return
         if self._types is None:
             raise ConfigError('limits need the list of types this engine claims; not with activity_types="*"')
-        unknown = [t for t in limits if t not in self._types]
+        # a limit on a type with a handler that this engine does not claim (a worker narrowed with
+        # --activity-types to other types) limits nothing here; a type with no handler is a typo
+        unknown = [t for t in limits if t not in self._handlers]
         if unknown:
-            raise ConfigError(f"limits name types this engine does not claim: {', '.join(unknown)}")
-        self._unlimited = [t for t in self._types if t not in limits]
+            raise ConfigError(f"limits name types this engine has no handler for: {', '.join(unknown)}")
+        self._limits = {t: n for t, n in limits.items() if t in self._types}
+        self._unlimited = [t for t in self._types if t not in self._limits]
 
     async def start(self) -> None:
         """Open the backend if given as a URL and start every loop.
@@ -447,7 +451,7 @@ class WorkerEngine:
             else None
         )
         out = self._outcomes = Outcomes(cfg, self._handlers, self.executor, self._sink, self.hooks, self._loop,
-                                        threads)
+                                        threads, self._limits)
         self._workers = [asyncio.create_task(worker_loop(out, self._local), name=f"runnerq-worker-{i}")
                          for i in range(cfg.max_workers)]
         self._flusher = asyncio.create_task(self._flush_loop(), name="runnerq-ack-flusher")
