@@ -31,6 +31,7 @@ from runnerq_fast.errors import (
     NonRetryableError,
     RetryableError,
     RunnerQError,
+    StoreBusyError,
 )
 from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture
 from runnerq_fast.metrics import LabelledMetricsSink, MetricsSink, NoopMetrics
@@ -117,6 +118,7 @@ __all__ = [
     "RetryableError",
     "RunnerQError",
     "Schedule",
+    "StoreBusyError",
     "SyncActivityBuilder",
     "SyncExecutor",
     "UnhandledType",

@@ -47,6 +47,7 @@ from typing import Any, TypeVar, Unpack
 import msgspec
 
 from runnerq_fast.config import WorkerConfig, WorkerSettings
+from runnerq_fast.engine.batching import AdaptiveBatch
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
@@ -54,7 +55,7 @@ from runnerq_fast.engine.presence import Presence
 from runnerq_fast.engine.pruner import Pruner
 from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
-from runnerq_fast.errors import ConfigError
+from runnerq_fast.errors import BackendError, ConfigError, StoreBusyError
 from runnerq_fast.executor import ActivityExecutor, validate_activity_type
 from runnerq_fast.metrics import (
     ACKS_REJECTED,
@@ -69,6 +70,7 @@ from runnerq_fast.metrics import (
 from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, Priority
 from runnerq_fast.observability.admin import QueueAdmin
 from runnerq_fast.observability.inspector import QueueInspector
+from runnerq_fast.resilience import busy_attempts
 from runnerq_fast.storage import Backend, open_backend
 
 __all__ = ["Handler", "WorkerEngine", "describe_error", "run_with_uvloop"]
@@ -81,6 +83,12 @@ than the lease hands the activity to another worker while it still runs."""
 
 H = TypeVar("H", bound=Handler)
 
+
+_BUSY_PAUSE = 0.05
+"""Seconds before the first retry of a batch the store cancelled (doubling while it keeps cancelling)."""
+
+_MOST_ACKS = 1 << 30
+"""The ack flush's batch ceiling: the whole buffer, unless the store cancelled a batch (``_flush_all``)."""
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -376,6 +384,8 @@ class WorkerEngine:
         self._flush_closing = False
         self._flush_deadline: float | None = None
         self._flushing: list[Ack] = []  # the acks of the flush in progress (sent, outcome not known yet)
+        self._ack_chunk = AdaptiveBatch(_MOST_ACKS)  # acks per statement: halved while the store cancels them
+        self._reap_batch = AdaptiveBatch(self.config.reaper_batch_size)
 
     def _claim_filter(self) -> list[str] | None:
         declared = self.config.activity_types
@@ -430,6 +440,7 @@ class WorkerEngine:
             self._backend = await open_backend(url)
             self._owns_backend = True
         self._backend.ensure_loop()  # a backend of another event loop fails here, not in every loop below
+        await self._backend.check_server()  # server settings that hurt a worker: warned once per store
         self._reset_runtime()
         self._started = True
         self._stopping = False
@@ -895,33 +906,54 @@ class WorkerEngine:
     async def _flush_all(self) -> None:
         """Flush every buffered ack, retrying on backend errors until it lands.
 
-        After three failed attempts a batch is retried one ack at a time: acks
-        that then land are done, and an ack that still fails while the store
-        answers (other acks land or, when nothing landed, a lease renewal of
-        the same activity does) is one the store can never take (a poison ack); it is
-        logged and dropped, taken out of the heartbeat, and its activity runs
-        again after its lease expires. During :meth:`stop`, retries end at
-        ``self._flush_deadline``.
+        A batch the store cancelled (:class:`~runnerq_fast.errors.StoreBusyError`:
+        a statement or lock timeout, a deadlock; nothing of it was applied)
+        is kept and sent again after a backoff in batches of half the size
+        (:class:`~runnerq_fast.engine.batching.AdaptiveBatch`), down to one ack
+        at a time; the size doubles back with each batch that lands. A
+        cancellation says nothing about the acks, so they are never dropped
+        for it.
+
+        After three other failed attempts a batch is retried one ack at a
+        time: acks that then land are done; an ack whose send fails
+        transiently (the store unreachable, a connection lost, a
+        cancellation) is kept with the rest of the batch; an ack the store
+        answers with an error while it answers (other acks land or, when
+        nothing landed, a lease renewal of the same activity does) is one the
+        store can never take (a poison ack): it is logged and dropped, taken
+        out of the heartbeat, and its activity runs again after its lease
+        expires. During :meth:`stop`, retries end at ``self._flush_deadline``.
         """
         out = self._outcomes
         assert out is not None
         if self._metrics_on:
             out.flush_metrics()
+        chunk = self._ack_chunk
         delay = 0.05
         failures = 0
         while out.acks:
-            acks, out.acks = out.acks, []
+            if len(out.acks) <= chunk.size:
+                acks, out.acks = out.acks, []
+            else:
+                acks, out.acks = out.acks[:chunk.size], out.acks[chunk.size:]
             self._flushing = acks
             out.ack_ready.clear()
             out.ack_full.clear()
+            busy = False
             try:
                 if failures >= 3:
                     rejected, unsent = await self._ack_one_by_one(acks)
                 else:
-                    rejected, unsent = await self.backend.ack(self.config.queue_name, acks), []
+                    with busy_attempts(1):  # a cancelled batch comes back at once, to be sent smaller
+                        rejected, unsent = await self.backend.ack(self.config.queue_name, acks), []
             except asyncio.CancelledError:
                 out.acks[:0] = acks
                 raise
+            except StoreBusyError as exc:
+                rejected, unsent, busy = [], acks, True
+                size = chunk.cancelled(len(acks))
+                log.warning("ack flush of %d cancelled by the store (%s); nothing was applied, retrying in "
+                            "batches of %d in %.2f s", len(acks), describe_error(exc, prefix=False), size, delay)
             except Exception as exc:
                 rejected, unsent = [], acks
                 log.warning("ack flush of %d failed (%s: %s); retrying in %.2f s",
@@ -929,7 +961,8 @@ class WorkerEngine:
             if unsent:
                 # keep them: an activity is done only once its ack is stored
                 out.acks[:0] = unsent
-                failures += 1
+                if not busy:
+                    failures += 1
                 if self._metrics_on:
                     self._sink.count(BACKEND_ERRORS, (self.config.queue_name,))
                 if self._flush_deadline is not None and self._loop.time() >= self._flush_deadline:
@@ -941,34 +974,57 @@ class WorkerEngine:
                 delay = min(delay * 2, 1.0)
             else:
                 delay, failures = 0.05, 0
+                chunk.succeeded()
             self._acked(acks, unsent, rejected)
             self._flushing = []
 
     async def _ack_one_by_one(self, acks: list[Ack]) -> tuple[list[str], list[Ack]]:
-        """Send ``acks`` singly; return (rejected ids, acks to retry)."""
+        """Send ``acks`` singly; return (rejected ids, acks to retry).
+
+        The first transient failure (:attr:`~runnerq_fast.errors.BackendError.transient`)
+        stops the round: that ack and the ones not sent yet are returned to
+        retry. An ack refused otherwise is dropped if the store answers
+        (see :meth:`_flush_all`).
+        """
         queue = self.config.queue_name
         rejected: list[str] = []
         failed: list[tuple[Ack, BaseException]] = []
-        for ack in acks:
+        landed = 0
+        for i, ack in enumerate(acks):
             try:
-                rejected += await self.backend.ack(queue, [ack])
+                with busy_attempts(1):
+                    rejected += await self.backend.ack(queue, [ack])
+            except BackendError as exc:
+                if not exc.transient:
+                    failed.append((ack, exc))
+                    continue
+                log.warning("ack of activity %s failed (%s); keeping it and %d more to retry",
+                            ack.id, describe_error(exc, prefix=False), len(acks) - i - 1)
+                unsent = acks[i:]
+                break
             except Exception as exc:
                 failed.append((ack, exc))
-        if len(failed) == len(acks):
+                continue
+            landed += 1
+        else:
+            unsent = []
+        if failed and not landed:
             # nothing landed: the store is down, or it refuses every one of these acks. A write on the same
             # activity tells which: renewing its lease (a no-op for the outcome) lands only if the store is up.
-            probe = acks[0]
+            probe = failed[0][0]
             try:
                 await self.backend.extend_leases(queue, [LeaseRef(probe.id, probe.claim_token)], self._lease_ms)
             except Exception:
-                raise failed[0][1] from None  # the store is down, not the acks: keep them
+                if not unsent:
+                    raise failed[0][1] from None  # the store is down, not the acks: keep them
+                return rejected, [a for a, _ in failed] + unsent
         for ack, err in failed:
             log.error("dropping an ack the store refuses (%s: %s); activity %s runs again after its lease",
                       type(err).__name__, describe_error(err, prefix=False), ack.id)
             held = self._inflight.get(ack.id)
             if held is not None and held.claim_token == ack.claim_token:
                 del self._inflight[ack.id]  # no longer heartbeated: its lease runs out
-        return rejected, []
+        return rejected, unsent
 
     def _acked(self, acks: list[Ack], unsent: list[Ack], rejected: list[str]) -> None:
         settle(self._inflight, acks, unsent)
@@ -1035,15 +1091,38 @@ class WorkerEngine:
                     len(real), told, ", ".join(real[:10]))
 
     async def _reaper_loop(self) -> None:
+        """Every ``reaper_interval``, requeue expired leases in batches until fewer than a batch are left.
+
+        A batch the store cancels (:class:`~runnerq_fast.errors.StoreBusyError`,
+        e.g. over ``statement_timeout``) was rolled back whole: the next one,
+        after a short pause, asks for half as many (down to one), and each
+        batch that lands doubles the size again up to ``reaper_batch_size``
+        (:class:`~runnerq_fast.engine.batching.AdaptiveBatch`).
+        """
         cfg = self.config
+        batch = self._reap_batch
+        pause = _BUSY_PAUSE
         while True:
+            size = batch.size
             try:
-                report = await self.backend.requeue_expired(cfg.queue_name, cfg.reaper_batch_size)
+                with busy_attempts(1):
+                    report = await self.backend.requeue_expired(cfg.queue_name, size)
+            except StoreBusyError as exc:
+                smaller = batch.cancelled(size)
+                log.warning("reaper batch of %d cancelled by the store (%s); nothing was applied, trying %d "
+                            "in %.2f s", size, describe_error(exc, prefix=False), smaller, pause)
+                if self._metrics_on:
+                    self._sink.count(BACKEND_ERRORS, (cfg.queue_name,))
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, cfg.reaper_interval)
+                continue
             except Exception as exc:
                 log.warning("reaper pass failed (%s: %s)", type(exc).__name__, exc)
                 if self._metrics_on:
                     self._sink.count(BACKEND_ERRORS, (cfg.queue_name,))
             else:
+                pause = _BUSY_PAUSE
+                batch.succeeded()
                 if report.requeued or report.dead_lettered:
                     log.warning("reaper: %d expired leases requeued, %d dead-lettered",
                                 len(report.requeued), len(report.dead_lettered))
@@ -1053,7 +1132,7 @@ class WorkerEngine:
                         if report.dead_lettered:
                             self._sink.count(ACTIVITIES_REAPED, (cfg.queue_name, "dead_letter"),
                                              len(report.dead_lettered))
-                    if len(report.requeued) + len(report.dead_lettered) >= cfg.reaper_batch_size:
+                    if len(report.requeued) + len(report.dead_lettered) + len(report.cancelled) >= size:
                         continue  # more may be waiting
                 await self._check_suspects()  # not after a failed pass: the store is not answering
             await asyncio.sleep(cfg.reaper_interval)
