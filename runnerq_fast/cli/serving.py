@@ -106,8 +106,13 @@ def serve(
     """
     configure_logging(log_level)
     url = require_backend(backend_url)
-    if token is not None and not token.strip():
-        raise BadInput(f"--token / {TOKEN_ENV} is empty")
+    if token is not None:
+        from runnerq_fast.web.auth import check_token
+
+        try:
+            check_token(token)
+        except ValueError as exc:
+            raise BadInput(f"--token / {TOKEN_ENV}: {exc}") from None
     if not is_loopback(host) and token is None and not insecure:
         raise BadInput(
             f"refusing to listen on {host} (not loopback) without a token: set --token or {TOKEN_ENV}, "

@@ -340,7 +340,8 @@ def create_app(
     TypeError
         If ``backend_or_url`` is neither a Backend nor a non-empty URL.
     ValueError, InvalidActivityError
-        For an invalid queue name, blank token or limit.
+        For an invalid queue name or limit, a blank token, or a token no HTTP
+        header can carry (a character outside Latin-1, a control character).
     """
     ctx = WebContext(
         backend_or_url,

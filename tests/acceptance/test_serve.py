@@ -236,3 +236,13 @@ def test_sigterm_ends_open_streams_first_and_exits_0(
     assert code == 0
     assert got == [{"retry": "2000"}]
     assert "timeout graceful shutdown exceeded" not in server.log()  # the stream did not hold the stop up
+
+
+@pytest.mark.parametrize("token", ["\u20ac-secret", "line\nbreak"])
+def test_a_token_no_header_can_carry_is_refused_at_start(token: str, tmp_path: Path) -> None:
+    """A token outside Latin-1 started a server whose every write was 401 (issue 26, item 3)."""
+    res = run_cli("serve", "--backend", sqlite_url(tmp_path), "--port", str(free_port()), RUNNERQ_TOKEN=token)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "RUNNERQ_TOKEN" in res.stderr and "no request could ever match" in res.stderr
+    assert not (tmp_path / "web.db").exists()  # refused before anything was opened
