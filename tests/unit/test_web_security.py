@@ -126,8 +126,8 @@ def test_a_token_no_header_can_carry_is_refused_at_creation(token: str) -> None:
 async def test_a_latin1_token_matches_the_bytes_a_client_sends() -> None:
     backend = rq.MemoryBackend()
     async with asgi_client(create_app(backend, token=" caf\u00e9 ")) as c:
-        latin1 = await c.post(Q, json={"type": "t"}, headers={"Authorization": b"Bearer caf\xe9"})
-        utf8 = await c.post(Q, json={"type": "t"}, headers={"Authorization": "Bearer caf\u00e9".encode()})
+        latin1 = await c.post(Q, json={"type": "t"}, headers={b"Authorization": b"Bearer caf\xe9"})
+        utf8 = await c.post(Q, json={"type": "t"}, headers={b"Authorization": "Bearer caf\u00e9".encode()})
     assert latin1.status_code == 201, latin1.text
     assert utf8.status_code == 401  # other bytes: not the token
     assert (await backend.stats("default")).total == 1
