@@ -4,7 +4,11 @@ uvicorn runs on the CLI's event loop (uvloop unless ``RUNNERQ_LOOP=asyncio``)
 with the httptools parser, one process. The socket is bound before the
 backend is opened, so a taken port is a one-line error; a non-loopback
 address needs a token (``--token`` / ``RUNNERQ_TOKEN``) unless
-``--insecure`` says otherwise. On SIGTERM/SIGINT the event streams and
+``--insecure`` says otherwise. A request's headers are bounded in size
+(``--max-header-bytes``: 431) and time (``--header-timeout``: 408) by
+:func:`runnerq_fast.web.protocol.bounded_protocol`; a loopback server
+answers only its own ``Host`` names and ``--allowed-host`` ones
+(:mod:`runnerq_fast.web.guard`). On SIGTERM/SIGINT the event streams and
 long-polls end first, then open requests finish, then the backend closes.
 """
 

@@ -127,7 +127,9 @@ class HostGuard:
         loopback connection, anything on another.
     """
 
-    __slots__ = ("_any", "_exact", "_suffixes", "configured")
+    __slots__ = ("_any", "_cache", "_exact", "_suffixes", "configured")
+
+    _CACHE_SIZE = 256
 
     def __init__(self, allowed_hosts: Sequence[str] | None) -> None:
         hosts = () if allowed_hosts is None else check_allowed_hosts(allowed_hosts)
@@ -136,6 +138,9 @@ class HostGuard:
         self._any = "*" in hosts
         self._exact = frozenset(h for h in hosts if not h.startswith("."))
         self._suffixes = tuple(h for h in hosts if h.startswith("."))
+        # (Host, local address) -> answer: parsing addresses costs ~20 us a request; cleared when full, since
+        # the Host values come from clients
+        self._cache: dict[tuple[str, str | None], bool] = {}
 
     def allows(self, host: str | None, server: object) -> bool:
         """Whether a request with this ``Host`` value (``None``: none sent), on a connection to ``server``
@@ -143,6 +148,16 @@ class HostGuard:
         if host is None or self._any:
             return True
         local = server[0] if isinstance(server, tuple | list) and server and isinstance(server[0], str) else None
+        key = (host, local)
+        answer = self._cache.get(key)
+        if answer is None:
+            answer = self._allows(host, local)
+            if len(self._cache) >= self._CACHE_SIZE:
+                self._cache.clear()
+            self._cache[key] = answer
+        return answer
+
+    def _allows(self, host: str, local: str | None) -> bool:
         if not self.configured and (local is None or not is_loopback(local)):
             return True
         name = _host_name(host)
