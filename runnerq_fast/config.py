@@ -18,6 +18,7 @@ __all__ = [
     "WorkerConfig",
     "WorkerSettings",
     "check_name",
+    "check_queue_name",
 ]
 
 MAX_ACTIVITY_TYPE_LENGTH = 255
@@ -86,6 +87,31 @@ def check_name(value: object, what: str) -> str:
             raise ConfigError(f"{what} holds text that cannot be encoded as UTF-8 ({exc.reason} at "
                               f"index {exc.start}): {value!r}") from None
     return value
+
+
+DOT_SEGMENTS = frozenset({".", ".."})
+"""Queue names refused everywhere: a URL path cannot name them (``/queues/../x`` is ``/x`` to every
+client and proxy, RFC 3986 section 5.2.4), so the HTTP routes and their ``Location`` could not reach them."""
+
+
+def dot_segment_message(what: str, value: str) -> str:
+    """The error text for a queue name in :data:`DOT_SEGMENTS` (shared by :func:`check_queue_name` and the executor)."""
+    return (f"{what} must not be '.' or '..', got {value!r}: a URL path cannot name it (clients and proxies "
+            "remove dot segments), so its HTTP routes would be unreachable")
+
+
+def check_queue_name(value: object, what: str) -> str:
+    """:func:`check_name` for a queue name, which also refuses ``.`` and ``..`` (:data:`DOT_SEGMENTS`).
+
+    Raises
+    ------
+    ConfigError
+        For every name :func:`check_name` refuses, and for ``.`` and ``..``.
+    """
+    name = check_name(value, what)
+    if name in DOT_SEGMENTS:
+        raise ConfigError(dot_segment_message(what, name))
+    return name
 
 
 class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
@@ -217,7 +243,7 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     prune_batch_size: int = 1000
 
     def __post_init__(self) -> None:
-        check_name(self.queue_name, "queue_name")
+        check_queue_name(self.queue_name, "queue_name")
         for name, (low, high) in _INT_RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
