@@ -353,7 +353,8 @@ class EventStream:
         self._replay_task: asyncio.Task[None] | None = None
         self._replay_room = asyncio.Event()
         self._replay_error: BaseException | None = None
-        self._last = after  # the last event id sent from the replay
+        # the event ids last sent from the replay (the resume id first), newest last
+        self._recent: deque[int] = deque(() if after is None else (after,), maxlen=hub.history)
         #: Events sent to the client.
         self.sent = 0
         #: Events sent from the client's own replay (before it joined the ring).
@@ -394,24 +395,34 @@ class EventStream:
         self._replay_q.clear()
 
     def _take_replay(self) -> bytes:
-        """What the replay read since the last call, up to where the ring takes over."""
+        """What the replay read since the last call, up to where the ring takes over.
+
+        The ring and the replay hold the store's events in the same order, so
+        once the ring holds a replayed event at seq ``s``, the ring's events
+        after it are the ones replayed after it, then the rest: the client
+        continues from the ring at ``s`` plus the number replayed since.
+        """
         index, join_at = self._hub._index, self._cursor
-        q = self._replay_q
+        q, recent = self._replay_q, self._recent
         parts: list[bytes] = []
         while q:
             ev = q.popleft()
             seq = index.get(ev.id)
-            if seq is not None and seq > join_at:  # the ring holds it for this client: hand over
+            if seq is not None and seq > join_at:  # the ring holds it for this client: hand over before it
                 self._cursor = seq - 1
                 self._stop_replay()
                 break
             parts.append(format_event(ev))
-            self._last = ev.id
+            recent.append(ev.id)
         else:
-            seq = None if self._last is None else index.get(self._last)
-            if seq is not None and seq >= join_at:  # the ring reached the last replayed event
-                self._cursor = seq
-                self._stop_replay()
+            # the ring caught up with (some of) what was replayed: the newest replayed event it holds
+            for back, i in enumerate(reversed(recent)):
+                seq = index.get(i)
+                if seq is not None:
+                    if seq >= join_at:
+                        self._cursor = seq + back
+                        self._stop_replay()
+                    break
         self._replay_room.set()
         self.replayed += len(parts)
         self.sent += len(parts)
