@@ -374,6 +374,8 @@ class EventStream:
         room, q, cap = self._replay_room, self._replay_q, self._hub.history
         try:
             async for ev in source:
+                if self._replay_task is None:  # handed over: a cancel that did not land ends it here
+                    break
                 while len(q) >= cap:  # the client is slow: wait (the ring tells it to resync if too slow)
                     room.clear()
                     await room.wait()
