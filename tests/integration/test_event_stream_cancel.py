@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-
-import pytest
 
 import runnerq_fast as rq
 from runnerq_fast.backends.postgres import PostgresBackend
@@ -26,12 +24,12 @@ async def _consume(source: AsyncIterator[rq.ActivityEvent]) -> None:
         pass
 
 
-async def _cancel_as_woken(backend: rq.Backend, wakers: object) -> None:
+async def _cancel_as_woken(backend: rq.Backend, wakers: Callable[[], set[asyncio.Event]]) -> None:
     source = backend.event_stream("cancelq", None)
     task = asyncio.create_task(_consume(source))
     for _ in range(200):
         await asyncio.sleep(0.01)
-        found = wakers() if callable(wakers) else wakers
+        found = wakers()
         if found:
             break
     (wake,) = found
@@ -51,7 +49,6 @@ async def test_sqlite_stream_cancelled_as_it_is_woken_ends(tmp_path: Path) -> No
         await backend.close()
 
 
-@pytest.mark.usefixtures("pg_backend")
 async def test_postgres_stream_cancelled_as_it_is_woken_ends(pg_backend: PostgresBackend) -> None:
     await _cancel_as_woken(pg_backend, lambda: set(pg_backend._streams.get("cancelq", ())))
     assert "cancelq" not in pg_backend._streams
