@@ -316,6 +316,8 @@ def create_app(
     enqueue_batch: int = 1000,
     sse_keepalive: float = 15.0,
     sse_buffer: int = 10_000,
+    sse_flush_interval: float = 0.1,
+    sse_grace: float = 2.0,
     gauge_ttl: float = 2.0,
     dashboard_ttl: float = 1.0,
 ) -> RunnerQApp:
@@ -359,7 +361,14 @@ def create_app(
     sse_keepalive : float
         Seconds between keepalive comments on an idle event stream. Default 15.
     sse_buffer : int
-        Most events buffered per stream client before it is told to resync. Default 10,000.
+        Most events a stream client may lag before it is told to resync (the
+        size of each queue's shared ring of recent events). Default 10,000.
+    sse_flush_interval : float
+        Shortest time between two sends to a stream client while events
+        flow, seconds. Default 0.1.
+    sse_grace : float
+        Seconds a queue's shared event reader runs on after its last stream
+        client left. Default 2.
     gauge_ttl : float
         Seconds a backend reading of the depth gauges is reused. Default 2.
     dashboard_ttl : float
@@ -397,7 +406,8 @@ def create_app(
         sink.count(ACTIVITIES_ENQUEUED, (queue, activity_type), n)
 
     enq = EnqueueRoutes(ctx, on_created)
-    obs = ObservabilityRoutes(ctx, sse_keepalive=sse_keepalive, sse_buffer=sse_buffer)
+    obs = ObservabilityRoutes(ctx, sse_keepalive=sse_keepalive, sse_buffer=sse_buffer,
+                               sse_flush_interval=sse_flush_interval, sse_grace=sse_grace)
     health = HealthRoutes(ctx)
     metrics_route = MetricsRoute(ctx, sink, gauge_ttl)
     dash = DashboardRoutes(ctx, dashboard_ttl)
@@ -456,6 +466,7 @@ def create_app(
     app.write_guard = WriteGuard(cors_origins)
     app.state.runnerq = ctx
     app.state.runnerq_streams = obs.streams
+    app.state.runnerq_hubs = obs.hubs
     app.state.runnerq_metrics = metrics_route
     app.state.runnerq_dashboard = dash
     return app
