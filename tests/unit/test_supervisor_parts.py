@@ -203,18 +203,6 @@ def test_an_own_directory_is_served_and_removed(monkeypatch: pytest.MonkeyPatch)
     assert not path.exists() and ENV not in os.environ
 
 
-async def test_serve_child_stops_when_its_supervisor_is_gone() -> None:
-    engine = rq.WorkerEngine("memory://", queue_name="orphan")
-
-    @engine.activity("t")
-    async def t(payload: Any, ctx: rq.ActivityContext) -> None:
-        return None
-
-    link = ChildLink(multiprocessing.get_context("spawn"))  # "parent" = this process: never our parent
-    await asyncio.wait_for(serve_child(engine, link, report_interval=0.01), 10)
-    assert link.ready
-
-
 # ------------------------------------------------- the stop of an orphaned child
 async def test_request_stop_with_a_grace_cuts_the_shutdown_grace_and_releases_what_runs() -> None:
     backend = rq.MemoryBackend()
