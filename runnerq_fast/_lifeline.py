@@ -94,8 +94,10 @@ class Lifeline:
         self._callback: Callable[[], object] | None = None
         self._exit_after = 0.0
         self._noticed = False
+        if self._gone():
+            os._exit(ORPHAN_EXIT_CODE)  # already gone (checked before ctypes is imported: it takes milliseconds)
         self._death_signal = parent_is_supervisor and _set_parent_death_signal(signal.SIGKILL)
-        if parent_is_supervisor and os.getppid() != supervisor_pid:
+        if self._gone():
             os._exit(ORPHAN_EXIT_CODE)  # died before the signal was armed: nothing will send it
         self._thread = threading.Thread(target=self._watch, name="runnerq-supervisor-lifeline", daemon=True)
         self._thread.start()
