@@ -200,6 +200,7 @@ class WorkerEngine:
         self._stopping = False
         self._stopped: asyncio.Event | None = None  # created on start, in the running loop
         self._stop_pending = False
+        self._stop_grace: float | None = None
         self._reset_runtime()
 
     # -------------------------------------------------------------- registry
@@ -528,12 +529,29 @@ class WorkerEngine:
         log.info("received %s; stopping gracefully", signal.Signals(sig).name)
         self.request_stop()
 
-    def request_stop(self) -> None:
+    def request_stop(self, *, grace: float | None = None) -> None:
         """Ask the engine to stop; :meth:`run_until_stopped` then returns.
 
-        Safe to call before or during :meth:`start`: the engine then stops as
-        soon as it has started.
+        The fetcher starts no claim from now on (one already sent lands, and
+        what it brings is released by the stop). Safe to call before or
+        during :meth:`start`: the engine then stops as soon as it has started.
+
+        Parameters
+        ----------
+        grace : float, optional
+            Seconds running handlers get before they are cancelled and
+            released, when shorter than ``config.shutdown_grace`` (the
+            default); for a stop that has not begun yet.
+
+        Raises
+        ------
+        ConfigError
+            If ``grace`` is negative or not a number.
         """
+        if grace is not None and not grace >= 0:
+            raise ConfigError(f"grace must be >= 0 seconds, got {grace!r}")
+        if grace is not None:
+            self._stop_grace = grace if self._stop_grace is None else min(grace, self._stop_grace)
         self._stop_pending = True
         if self._stopped is not None:
             self._stopped.set()
@@ -599,13 +617,13 @@ class WorkerEngine:
         for _ in self._workers:
             self._local.put_nowait(None)
         # 3. give running handlers the grace period, then cancel them
+        grace = cfg.shutdown_grace if self._stop_grace is None else min(cfg.shutdown_grace, self._stop_grace)
         if self._workers:
-            _, pending = await asyncio.wait(self._workers, timeout=cfg.shutdown_grace)
+            _, pending = await asyncio.wait(self._workers, timeout=grace)
             for t in pending:
                 t.cancel()
             if pending:
-                log.warning("cancelling %d activities still running after %.1f s grace", len(pending),
-                            cfg.shutdown_grace)
+                log.warning("cancelling %d activities still running after %.1f s grace", len(pending), grace)
                 await asyncio.gather(*pending, return_exceptions=True)
         # 4. flush acks (the flusher finishes what it is sending; never cancelled mid-flush,
         #    or a batch that did land would be sent again), release cancelled and unstarted work
@@ -635,6 +653,7 @@ class WorkerEngine:
             out.threads.shutdown(wait=False, cancel_futures=True)
         self._started = False
         self._stop_pending = False
+        self._stop_grace = None
         log.info("engine %s stopped: %s", self.worker_id, out.stats)
         if self._owns_backend and self._backend is not None:
             await self._backend.close()
@@ -665,7 +684,7 @@ class WorkerEngine:
         error_delay = 0.05
         low_water = max(1, cfg.max_workers // 4)
         limited = out.type_busy is not None
-        while not self._stopping:
+        while not (self._stopping or self._stop_pending):
             if self._alone_wanted:
                 await self._run_alone()
                 continue
@@ -708,6 +727,9 @@ class WorkerEngine:
             self._claiming = False
             error_delay = 0.05
             n = len(batch)
+            if n and (self._stopping or self._stop_pending):
+                self._hand_back(batch)
+                return
             if n:
                 out.busy += n
                 local.put_batch(batch, inflight)
@@ -768,8 +790,16 @@ class WorkerEngine:
                 await self.backend.claim(queue, self.worker_id, rest, self._unlimited, self._lease_ms))
         return claimed, asked
 
+    def _hand_back(self, batch: list[ClaimedActivity]) -> None:
+        """A claim that landed after a stop was asked: none of it runs, the stop releases it all."""
+        assert self._outcomes is not None
+        self._outcomes.release.extend(LeaseRef(a.id, a.claim_token) for a in batch)
+
     def _hand_off(self, batch: list[ClaimedActivity]) -> int:
         n = len(batch)
+        if n and (self._stopping or self._stop_pending):
+            self._hand_back(batch)
+            return 0
         if n:
             assert self._outcomes is not None
             self._outcomes.busy += n
@@ -793,10 +823,10 @@ class WorkerEngine:
         assert out is not None
         cfg = self.config
         ran = 0
-        while not self._stopping:
+        while not (self._stopping or self._stop_pending):
             if not await self._drained():
                 break  # another engine took the suspects while this one was draining
-            if self._stopping:
+            if self._stopping or self._stop_pending:
                 break
             self._claiming = True
             try:
