@@ -5,6 +5,8 @@
 >>> engine = rq.WorkerEngine(backend, queue_name="app")
 """
 
+# First of all: a worker process the supervisor spawned watches it from here on (the imports below take ~0.5 s).
+from runnerq_fast import _lifeline  # noqa: F401, I001
 from runnerq_fast import speedups, testing
 from runnerq_fast.backends import connect
 from runnerq_fast.backends.memory import MemoryBackend
@@ -31,6 +33,7 @@ from runnerq_fast.errors import (
     NonRetryableError,
     RetryableError,
     RunnerQError,
+    StoreBusyError,
 )
 from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture
 from runnerq_fast.metrics import LabelledMetricsSink, MetricsSink, NoopMetrics
@@ -117,6 +120,7 @@ __all__ = [
     "RetryableError",
     "RunnerQError",
     "Schedule",
+    "StoreBusyError",
     "SyncActivityBuilder",
     "SyncExecutor",
     "UnhandledType",

@@ -18,6 +18,7 @@ __all__ = [
     "WorkerConfig",
     "WorkerSettings",
     "check_name",
+    "check_queue_name",
 ]
 
 MAX_ACTIVITY_TYPE_LENGTH = 255
@@ -88,6 +89,31 @@ def check_name(value: object, what: str) -> str:
     return value
 
 
+DOT_SEGMENTS = frozenset({".", ".."})
+"""Queue names refused everywhere: a URL path cannot name them (``/queues/../x`` is ``/x`` to every
+client and proxy, RFC 3986 section 5.2.4), so the HTTP routes and their ``Location`` could not reach them."""
+
+
+def dot_segment_message(what: str, value: str) -> str:
+    """The error text for a queue name in :data:`DOT_SEGMENTS` (shared by :func:`check_queue_name` and the executor)."""
+    return (f"{what} must not be '.' or '..', got {value!r}: a URL path cannot name it (clients and proxies "
+            "remove dot segments), so its HTTP routes would be unreachable")
+
+
+def check_queue_name(value: object, what: str) -> str:
+    """:func:`check_name` for a queue name, which also refuses ``.`` and ``..`` (:data:`DOT_SEGMENTS`).
+
+    Raises
+    ------
+    ConfigError
+        For every name :func:`check_name` refuses, and for ``.`` and ``..``.
+    """
+    name = check_name(value, what)
+    if name in DOT_SEGMENTS:
+        raise ConfigError(dot_segment_message(what, name))
+    return name
+
+
 class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     """Settings of a :class:`~runnerq_fast.WorkerEngine` and its executor.
 
@@ -154,11 +180,13 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     limits : dict of str to int, or None
         Most activities of a type this engine runs at once, e.g.
         ``{"thumbnail": 4}``; the other types share the remaining worker
-        slots. Each type must be one the engine claims (not with
-        ``activity_types="*"``); each limit >= 1. Default ``None``: no
-        per-type limit. A limit holds per engine; for a limit across all
-        processes run a dedicated engine (``--activity-types thumbnail
-        --concurrency 4``).
+        slots. Each type must have a handler in the engine (not with
+        ``activity_types="*"``); a limit on a type the engine does not claim
+        (``activity_types`` narrowed to others) limits nothing there; each
+        limit >= 1. Default ``None``: no per-type limit. A limit holds per
+        engine; for a limit across all processes run a dedicated engine
+        (``--activity-types thumbnail --concurrency 4``) and narrow the
+        others to the other types.
 
     completed_retention : float or None
         Age (since it finished) at which the engine's pruner deletes a
@@ -215,7 +243,7 @@ class WorkerConfig(msgspec.Struct, kw_only=True, frozen=True):
     prune_batch_size: int = 1000
 
     def __post_init__(self) -> None:
-        check_name(self.queue_name, "queue_name")
+        check_queue_name(self.queue_name, "queue_name")
         for name, (low, high) in _INT_RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):

@@ -19,6 +19,7 @@ __all__ = [
     "NonRetryableError",
     "RetryableError",
     "RunnerQError",
+    "StoreBusyError",
 ]
 
 
@@ -138,7 +139,38 @@ class DuplicateActivityError(RunnerQError):
 
 
 class BackendError(RunnerQError):
-    """A backend could not be reached or answered in a way it must not."""
+    """A backend could not be reached or answered in a way it must not.
+
+    Attributes
+    ----------
+    transient : bool
+        ``True`` when the store gave no answer of its own to the request: it
+        could not be reached, the connection failed while the request was in
+        flight, or it cancelled the request (:class:`StoreBusyError`); the same
+        request may succeed later. ``False`` (the default) for an answer the
+        same request would get again (bad SQL, a value the store refuses) and
+        for the backend's own refusals.
+    """
+
+    transient: bool = False
+
+
+class StoreBusyError(BackendError):
+    """The store cancelled or rolled back the request: nothing was applied, and it may succeed later.
+
+    Raised after a few quick retries for a statement cancelled by PostgreSQL's
+    ``statement_timeout`` (SQLSTATE 57014), a ``lock_timeout`` (55P03), an
+    ``idle_in_transaction_session_timeout`` (25P03), a serialization failure
+    or a deadlock (40001, 40P01), and a SQLite database locked by another
+    writer past its busy timeout. The same request can succeed once the
+    store is less busy or in smaller pieces: the worker engine keeps its
+    acks and retries them in smaller batches, and its reaper and pruner
+    halve their batch size (see :mod:`runnerq_fast.engine.batching`).
+    A subclass of :class:`BackendError`, so existing handlers still catch it;
+    :attr:`~BackendError.transient` is always ``True``.
+    """
+
+    transient = True
 
 
 class EventLoopMismatchError(RunnerQError, RuntimeError):

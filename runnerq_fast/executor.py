@@ -13,10 +13,12 @@ import msgspec
 
 from runnerq_fast.codec import decode_json, encode_json, encode_metadata
 from runnerq_fast.config import (
+    DOT_SEGMENTS,
     MAX_ACTIVITY_TYPE_LENGTH,
     MAX_DELAY_SECONDS,
     MAX_TIMEOUT_SECONDS,
     WorkerConfig,
+    dot_segment_message,
 )
 from runnerq_fast.errors import (
     ActivityCancelled,
@@ -88,9 +90,13 @@ def validate_queue_name(queue_name: object) -> str:
     ------
     InvalidActivityError
         If it is not a string, is blank, longer than 255 characters, holds
-        NUL or has no UTF-8 form (a lone surrogate).
+        NUL, has no UTF-8 form (a lone surrogate), or is ``.`` or ``..``
+        (a URL path cannot name those: the HTTP routes could not reach them).
     """
-    return _validate_name(queue_name, "queue name")
+    name = _validate_name(queue_name, "queue name")
+    if name in DOT_SEGMENTS:
+        raise InvalidActivityError(dot_segment_message("queue name", name))
+    return name
 
 
 def validate_activity_type(activity_type: object) -> str:

@@ -8,8 +8,17 @@ driver's exceptions mean, in one method,
 :class:`Fault`:
 
 * ``UNSENT``: the request never reached the store (connection refused, no
-  free connection, a transaction the store rolled back): nothing was applied,
-  so every call is retried;
+  free connection): nothing was applied, so every call is retried;
+* ``BUSY``: the store received the request and cancelled or rolled it back
+  (a statement or lock timeout, a serialization failure or deadlock, a SQLite
+  database locked by another writer): nothing was applied, the store itself
+  answers, and the same request may succeed later or in smaller pieces. Every
+  call is retried (the store's health is not in question), and one that
+  still fails raises :class:`~runnerq_fast.errors.StoreBusyError`. A caller
+  that chose the size of its request (the engine's ack flush, reaper and
+  pruner) asks for it at once with :func:`busy_attempts`: a statement the
+  store keeps cancelling is too slow for the server's limit, and it retries
+  in smaller batches;
 * ``UNKNOWN``: the connection broke while the request was in flight; it may
   have been applied, so only calls in :data:`RETRY_SAFE` (reads, claims,
   idempotent writes) are retried;
@@ -30,17 +39,18 @@ when it answers again, however many calls fail in between.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import enum
 import logging
 import random
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
-from runnerq_fast.errors import BackendError
+from runnerq_fast.errors import BackendError, StoreBusyError
 
-__all__ = ["RETRY_SAFE", "Fault", "StoreHealth", "guarded_call", "store_error"]
+__all__ = ["RETRY_SAFE", "Fault", "StoreHealth", "busy_attempts", "guarded_call", "store_error"]
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +98,9 @@ timeout answers first when the store responds, and ``timeout=0`` still looks onc
 _FIRST_DELAY = 0.05
 _MAX_DELAY = 1.0
 
+_busy_limit: contextvars.ContextVar[int | None] = contextvars.ContextVar("runnerq_busy_attempts", default=None)
+"""Attempts of a call the store answers :attr:`Fault.BUSY` (see :func:`busy_attempts`); ``None``: until its deadline."""
+
 _inside: contextvars.ContextVar[bool] = contextvars.ContextVar("runnerq_backend_call", default=False)
 """True while a guarded call runs: a public method called from inside another is not guarded twice."""
 
@@ -97,6 +110,9 @@ class Fault(enum.Enum):
 
     UNSENT = "unsent"
     """The request never reached the store; nothing was applied."""
+
+    BUSY = "busy"
+    """The store cancelled or rolled the request back (a timeout, a conflict, a lock): nothing was applied."""
 
     UNKNOWN = "unknown"
     """The connection failed while the request was in flight; it may have been applied."""
@@ -149,12 +165,47 @@ class StoreHealth:
             log.warning("%s answers again after %.1f s", self.label, time.monotonic() - since)
 
 
-def store_error(label: str, method: str, exc: BaseException) -> BackendError:
+@contextlib.contextmanager
+def busy_attempts(attempts: int) -> Iterator[None]:
+    """Within the block, try a backend call the store answers :attr:`Fault.BUSY` at most ``attempts`` times.
+
+    For a caller that chose the size of its request and makes it smaller
+    when the store cancels it (a statement over ``statement_timeout``): it
+    gets :class:`~runnerq_fast.errors.StoreBusyError` after ``attempts``
+    tries instead of the same request retried for the backend's
+    ``retry_timeout``. Other faults are retried as usual. The setting
+    follows the current task (a context variable).
+
+    Parameters
+    ----------
+    attempts : int
+        Tries in all, >= 1.
+
+    Raises
+    ------
+    ValueError
+        If ``attempts`` is below 1.
+    """
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts!r}")
+    token = _busy_limit.set(attempts)
+    try:
+        yield
+    finally:
+        _busy_limit.reset(token)
+
+
+def store_error(label: str, method: str, exc: BaseException, fault: Fault | None = None) -> BackendError:
     """The :class:`BackendError` for ``exc``, raised by ``method`` of the store named ``label``.
 
-    The caller raises it ``from exc``.
+    A :class:`~runnerq_fast.errors.StoreBusyError` when ``fault`` is
+    :attr:`Fault.BUSY`; ``transient`` unless ``fault`` is :attr:`Fault.ANSWERED`
+    (``None``: a fault of unknown kind, transient). The caller raises it ``from exc``.
     """
-    return BackendError(f"{label}: {method} failed ({type(exc).__name__}: {exc})")
+    cls = StoreBusyError if fault is Fault.BUSY else BackendError
+    err = cls(f"{label}: {method} failed ({type(exc).__name__}: {exc})")
+    err.transient = fault is not Fault.ANSWERED
+    return err
 
 
 async def guarded_call(
@@ -211,10 +262,11 @@ async def guarded_call(
             # cut off while waiting: during an outage (this call's fault, or the one the backend's own
             # loops reported) that is the store's failure, else the wait simply timed out
             fault: BaseException | None = attempts.last_fault
+            kind = attempts.last_kind
             if fault is None and method not in _NO_PROOF:
-                fault = attempts.health.last_fault
+                fault, kind = attempts.health.last_fault, None
             if fault is not None:
-                raise store_error(attempts.health.label, method, fault) from fault
+                raise store_error(attempts.health.label, method, fault, kind) from fault
             return None  # type: ignore[return-value]
     finally:
         _inside.reset(token)
@@ -223,13 +275,14 @@ async def guarded_call(
 class _Attempts:
     """The attempts of one guarded call: retried with backoff until success, a final fault or the deadline."""
 
-    __slots__ = ("backend", "health", "last_fault", "method")
+    __slots__ = ("backend", "health", "last_fault", "last_kind", "method")
 
     def __init__(self, backend: Any, method: str) -> None:
         self.backend = backend
         self.method = method
         self.health: StoreHealth = backend._store_health
         self.last_fault: Exception | None = None
+        self.last_kind: Fault | None = None
 
     async def run(
         self,
@@ -240,6 +293,8 @@ class _Attempts:
     ) -> _R:
         backend = self.backend
         delay = _FIRST_DELAY
+        busy = 0
+        busy_limit = _busy_limit.get()
         while True:
             try:
                 result = await fn(backend, *args, **kwargs)
@@ -247,15 +302,18 @@ class _Attempts:
                 fault = backend._store_fault(exc)
                 if fault is None:
                     raise
-                if fault is not Fault.ANSWERED:
+                if fault is Fault.BUSY:
+                    busy += 1  # the store answers (it cancelled the request): its health is not in question
+                elif fault is not Fault.ANSWERED:
                     self.health.failed(exc)
-                retry = fault is Fault.UNSENT or (fault is Fault.UNKNOWN and self.method in RETRY_SAFE)
+                retry = (fault is Fault.UNSENT or (fault is Fault.BUSY and (busy_limit is None or busy < busy_limit))
+                         or (fault is Fault.UNKNOWN and self.method in RETRY_SAFE))
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + backend.retry_timeout
                 if not retry or backend._closed or now >= deadline:
-                    raise store_error(self.health.label, self.method, exc) from exc
-                self.last_fault = exc
+                    raise store_error(self.health.label, self.method, exc, fault) from exc
+                self.last_fault, self.last_kind = exc, fault
                 # the last attempt comes at the deadline, not one pause before it; jittered backoff
                 await asyncio.sleep(min(delay * random.uniform(0.5, 1.0), deadline - now))
                 delay = min(delay * 2, _MAX_DELAY)

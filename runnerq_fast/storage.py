@@ -683,6 +683,17 @@ class Backend(abc.ABC):
             Events (PostgreSQL: event batch rows) deleted.
         """
 
+    async def check_server(self) -> None:  # noqa: B027 - optional: most stores have nothing to check
+        """Warn, once per store and process, about server settings that hurt a worker.
+
+        :meth:`WorkerEngine.start <runnerq_fast.WorkerEngine.start>` calls it;
+        opening a backend does not, so the CLI, the synchronous client and
+        scripts stay quiet. PostgreSQL warns when autovacuum is off
+        (:meth:`~runnerq_fast.backends.postgres.PostgresBackend.check_autovacuum`);
+        the other backends have nothing to check here. Never raises for a
+        setting it cannot read.
+        """
+
     async def maintain(self) -> None:  # noqa: B027 - optional: most stores need no housekeeping
         """Housekeeping the engine's pruner runs every pass (while it holds a queue's ``"prune"`` hold).
 

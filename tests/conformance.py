@@ -578,7 +578,7 @@ class BackendConformance:
             await make(ex).execute()
         assert (await backend.stats(self.queue)).total == 1
 
-    @pytest.mark.parametrize("queue_name", ["", "   ", "q" * 256, "a\x00b"])
+    @pytest.mark.parametrize("queue_name", ["", "   ", "q" * 256, "a\x00b", ".", ".."])
     async def test_bad_queue_name_is_refused(self, backend: Backend, queue_name: str) -> None:
         with pytest.raises(rq.InvalidActivityError, match="queue name"):
             rq.ActivityExecutor(backend, queue_name)
@@ -1108,6 +1108,9 @@ class HardeningConformance:
             rq.ActivityExecutor(backend, "q\udcff")
         with pytest.raises(rq.ConfigError, match="queue_name"):
             self.engine(backend, queue_name="q\udcff")
+        for dots in (".", ".."):  # a URL path cannot name them: their HTTP routes and Location were unreachable
+            with pytest.raises(rq.ConfigError, match=r"must not be '\.' or '\.\.'"):
+                self.engine(backend, queue_name=dots)
         with pytest.raises(rq.ConfigError, match="activity_types"):
             self.engine(backend, activity_types=["t\udcff"])
 

@@ -19,7 +19,7 @@ import msgspec
 import runnerq_fast as rq
 from runnerq_fast.web import create_app
 from tests.conformance import FAST
-from tests.web_helpers import asgi_client
+from tests.web_helpers import asgi_client, live_server, sse_events
 
 V1 = "/api/v1/queues"
 
@@ -274,3 +274,89 @@ class WebConformance:
             assert r.status_code == 422, r.text
             r = await c.get(f"/api/v1/queues/{q}/activities", params={"created_after": "9999-12-31T23:59:59Z"})
             assert r.status_code == 422 and "between 0 and" in r.json()["detail"], r.text
+
+
+async def _stored_order(backend: rq.Backend, queue: str, n: int) -> list[int]:
+    """The first ``n`` event ids of ``queue`` in the store's own stream order (its replay from the start)."""
+    out: list[int] = []
+    source = backend.event_stream(queue, 0)
+    try:
+        async with asyncio.timeout(10):
+            async for ev in source:
+                out.append(ev.id)
+                if len(out) == n:
+                    break
+    finally:
+        await source.aclose()  # type: ignore[attr-defined]
+    return out
+
+
+async def _read_ids(lines: Any, n: int) -> list[int]:
+    return [int(e["id"]) for e in await asyncio.wait_for(sse_events(lines, n), 15) if "id" in e]
+
+
+class StreamConformance:
+    """The shared stream reader on every backend: many clients, one backend reader, exact resume."""
+
+    async def test_streams_share_one_reader_and_every_resume_is_exact(self, backend: rq.Backend) -> None:
+        """A replay from the store (old id, id 0) and a resume from the ring, while events are written,
+        each hand over to the shared reader with no gap and no duplicate; 12 clients, one backend reader."""
+        q = f"sse{uuid.uuid4().hex[:10]}"
+        ex = rq.ActivityExecutor(backend, q)
+        app = create_app(backend, queues=[q], sse_flush_interval=0.01)
+        await ex.enqueue_many([("t", i) for i in range(20)])  # before any stream: only a replay has these
+        old = await _stored_order(backend, q, 20)
+        async with live_server(app) as base, httpx.AsyncClient(base_url=base, timeout=15) as c, \
+                contextlib.AsyncExitStack() as stack:
+
+            async def open_stream(after: int | None) -> Any:
+                headers = {} if after is None else {"Last-Event-ID": str(after)}
+                r = await stack.enter_async_context(c.stream("GET", "/api/observability/stream", headers=headers))
+                assert r.status_code == 200
+                lines = r.aiter_lines()
+                assert await sse_events(lines, 1) == [{"retry": "2000"}]
+                return lines
+
+            live = [await open_stream(None) for _ in range(8)]
+            (hub,) = app.state.runnerq_hubs.values()
+            await ex.activity("probe").execute()  # once the hub has it, the live streams have all that follow
+            await eventually_true(lambda: hub.read == 1)
+            writer = asyncio.create_task(_write_slowly(ex, 30))  # the replays below race the writes
+            from_zero = await open_stream(0)
+            from_old = await open_stream(old[9])
+            await eventually_true(lambda: hub.read >= 6)
+            ring_id = hub._ids[2]  # an event the shared reader holds: resumes from its ring
+            from_ring = await open_stream(ring_id)
+            head_id = hub._ids[-1]
+            from_head = await open_stream(head_id)
+            await writer
+            await ex.enqueue_many([("u", i) for i in range(10)])
+            order = await _stored_order(backend, q, 61)
+            got_zero = await _read_ids(from_zero, 61)
+            got_old = await _read_ids(from_old, 51)
+            got_ring = await _read_ids(from_ring, 61 - order.index(ring_id) - 1)
+            got_head = await _read_ids(from_head, 61 - order.index(head_id) - 1)
+            got_live = [await _read_ids(lines, 41) for lines in live]
+            streams = list(app.state.runnerq_streams)
+            assert len(streams) == 12 and not any(s.replaying for s in streams)  # every replay handed over
+            assert hub.opened == 1 and hub.read == 41  # one backend reader for 12 clients
+            assert len(app.state.runnerq_hubs) == 1
+        assert order[:20] == old
+        assert got_zero == order
+        assert got_old == order[10:]
+        assert got_ring == order[order.index(ring_id) + 1:]
+        assert got_head == order[order.index(head_id) + 1:]
+        assert all(g == order[20:] for g in got_live)
+
+
+async def _write_slowly(ex: rq.ActivityExecutor, n: int) -> None:
+    for i in range(n):
+        await ex.activity("w").payload(i).execute()
+        await asyncio.sleep(0.003)
+
+
+async def eventually_true(check: Any, timeout: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.005)

@@ -21,7 +21,7 @@ import msgspec
 from rich.console import Console
 
 import runnerq_fast as rq
-from runnerq_fast.config import check_name
+from runnerq_fast.config import check_queue_name as check_queue_name_text
 from runnerq_fast.engine import run_with_uvloop
 from runnerq_fast.urls import password_hint, redact_text, redact_url
 
@@ -191,7 +191,7 @@ def check_queue_name(ctx: click.Context | None, param: click.Parameter | None, v
         if name is None:
             continue
         try:
-            check_name(name, "the queue name")
+            check_queue_name_text(name, "the queue name")
         except rq.ConfigError as exc:
             raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
     return value

@@ -4,7 +4,11 @@ uvicorn runs on the CLI's event loop (uvloop unless ``RUNNERQ_LOOP=asyncio``)
 with the httptools parser, one process. The socket is bound before the
 backend is opened, so a taken port is a one-line error; a non-loopback
 address needs a token (``--token`` / ``RUNNERQ_TOKEN``) unless
-``--insecure`` says otherwise. On SIGTERM/SIGINT the event streams and
+``--insecure`` says otherwise. A request's headers are bounded in size
+(``--max-header-bytes``: 431) and time (``--header-timeout``: 408) by
+:func:`runnerq_fast.web.protocol.bounded_protocol`; a loopback server
+answers only its own ``Host`` names and ``--allowed-host`` ones
+(:mod:`runnerq_fast.web.guard`). On SIGTERM/SIGINT the event streams and
 long-polls end first, then open requests finish, then the backend closes.
 """
 
@@ -24,6 +28,7 @@ import click
 from runnerq_fast.cli._common import (
     BadInput,
     Fail,
+    FiniteFloatRange,
     backend_option,
     check_queue_name,
     configure_logging,
@@ -39,6 +44,9 @@ __all__ = ["is_loopback", "serve"]
 
 TOKEN_ENV = "RUNNERQ_TOKEN"
 """Environment variable holding the bearer token when ``--token`` is not given."""
+
+ALLOWED_HOSTS_ENV = "RUNNERQ_ALLOWED_HOSTS"
+"""Environment variable holding ``--allowed-host`` names, separated by blanks."""
 
 log = logging.getLogger("runnerq_fast.web")
 
@@ -85,6 +93,14 @@ def _bind(host: str, port: int) -> socket.socket:
               help="Serve only this queue (repeatable; default: any queue).")
 @click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
               help="Allow this browser origin (repeatable; default: CORS off).")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME", envvar=ALLOWED_HOSTS_ENV,
+              show_envvar=True,
+              help="Also answer requests whose Host is NAME (repeatable; '.example.com': it and its subdomains; "
+                   "'*': any). Default: on loopback only localhost, 127.0.0.1 and [::1]; elsewhere any Host.")
+@click.option("--max-header-bytes", default=64 * 1024, show_default=True, type=click.IntRange(1024),
+              help="Largest request line plus headers, bytes; more is answered 431 and the connection closed.")
+@click.option("--header-timeout", default=20.0, show_default=True, type=FiniteFloatRange(0, min_open=True),
+              help="Seconds a client may take to send a request's headers; later is 408, connection closed.")
 @click.option("--access-log", is_flag=True, help="Log every request (costs throughput).")
 @log_level_option("info")
 def serve(
@@ -96,6 +112,9 @@ def serve(
     read_only: bool,
     queues: tuple[str, ...],
     cors_origins: tuple[str, ...],
+    allowed_hosts: tuple[str, ...],
+    max_header_bytes: int,
+    header_timeout: float,
     access_log: bool,
     log_level: str,
 ) -> None:
@@ -106,8 +125,20 @@ def serve(
     """
     configure_logging(log_level)
     url = require_backend(backend_url)
-    if token is not None and not token.strip():
-        raise BadInput(f"--token / {TOKEN_ENV} is empty")
+    if token is not None:
+        from runnerq_fast.web.auth import check_token
+
+        try:
+            check_token(token)
+        except ValueError as exc:
+            raise BadInput(f"--token / {TOKEN_ENV}: {exc}") from None
+    if allowed_hosts:
+        from runnerq_fast.web.guard import check_allowed_hosts
+
+        try:
+            check_allowed_hosts(allowed_hosts)
+        except ValueError as exc:
+            raise BadInput(f"--allowed-host / {ALLOWED_HOSTS_ENV}: {exc}") from None
     if not is_loopback(host) and token is None and not insecure:
         raise BadInput(
             f"refusing to listen on {host} (not loopback) without a token: set --token or {TOKEN_ENV}, "
@@ -117,6 +148,7 @@ def serve(
         import uvicorn
 
         from runnerq_fast.web import create_app
+        from runnerq_fast.web.protocol import bounded_protocol
     except ImportError as exc:  # pragma: no cover - both are dependencies
         raise Fail(f"serve needs uvicorn and starlette: {exc}") from None
 
@@ -127,7 +159,8 @@ def serve(
         try:
             try:
                 app = create_app(backend, queues=list(queues) or None, token=token, read_only=read_only,
-                                 cors_origins=list(cors_origins) or None)
+                                 cors_origins=list(cors_origins) or None,
+                                 allowed_hosts=list(allowed_hosts) or None)
             except (ValueError, TypeError) as exc:
                 raise BadInput(str(exc)) from None
             ctx = app.state.runnerq
@@ -156,7 +189,8 @@ def serve(
                         for sig in (signal.SIGINT, signal.SIGTERM):
                             loop.remove_signal_handler(sig)
 
-            config = uvicorn.Config(app, http="httptools", lifespan="on", access_log=access_log, proxy_headers=False,
+            protocol = bounded_protocol(max_header_bytes, header_timeout)
+            config = uvicorn.Config(app, http=protocol, lifespan="on", access_log=access_log, proxy_headers=False,
                                     log_level=log_level.lower(), timeout_graceful_shutdown=10, server_header=False)
             server = Server(config)
             bound_host, bound_port = sock.getsockname()[:2]

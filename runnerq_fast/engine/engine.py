@@ -47,6 +47,7 @@ from typing import Any, TypeVar, Unpack
 import msgspec
 
 from runnerq_fast.config import WorkerConfig, WorkerSettings
+from runnerq_fast.engine.batching import AdaptiveBatch
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
@@ -54,7 +55,7 @@ from runnerq_fast.engine.presence import Presence
 from runnerq_fast.engine.pruner import Pruner
 from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
-from runnerq_fast.errors import ConfigError
+from runnerq_fast.errors import BackendError, ConfigError, StoreBusyError
 from runnerq_fast.executor import ActivityExecutor, validate_activity_type
 from runnerq_fast.metrics import (
     ACKS_REJECTED,
@@ -69,6 +70,7 @@ from runnerq_fast.metrics import (
 from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, Priority
 from runnerq_fast.observability.admin import QueueAdmin
 from runnerq_fast.observability.inspector import QueueInspector
+from runnerq_fast.resilience import busy_attempts
 from runnerq_fast.storage import Backend, open_backend
 
 __all__ = ["Handler", "WorkerEngine", "describe_error", "run_with_uvloop"]
@@ -81,6 +83,12 @@ than the lease hands the activity to another worker while it still runs."""
 
 H = TypeVar("H", bound=Handler)
 
+
+_BUSY_PAUSE = 0.05
+"""Seconds before the first retry of a batch the store cancelled (doubling while it keeps cancelling)."""
+
+_MOST_ACKS = 1 << 30
+"""The ack flush's batch ceiling: the whole buffer, unless the store cancelled a batch (``_flush_all``)."""
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
@@ -192,6 +200,7 @@ class WorkerEngine:
         self._stopping = False
         self._stopped: asyncio.Event | None = None  # created on start, in the running loop
         self._stop_pending = False
+        self._stop_grace: float | None = None
         self._reset_runtime()
 
     # -------------------------------------------------------------- registry
@@ -376,6 +385,8 @@ class WorkerEngine:
         self._flush_closing = False
         self._flush_deadline: float | None = None
         self._flushing: list[Ack] = []  # the acks of the flush in progress (sent, outcome not known yet)
+        self._ack_chunk = AdaptiveBatch(_MOST_ACKS)  # acks per statement: halved while the store cancels them
+        self._reap_batch = AdaptiveBatch(self.config.reaper_batch_size)
 
     def _claim_filter(self) -> list[str] | None:
         declared = self.config.activity_types
@@ -395,15 +406,19 @@ class WorkerEngine:
 
     def _check_limits(self) -> None:
         limits = self.config.limits
+        self._limits: dict[str, int] = {}
         self._unlimited: list[str] = []
         if not limits:
             return
         if self._types is None:
             raise ConfigError('limits need the list of types this engine claims; not with activity_types="*"')
-        unknown = [t for t in limits if t not in self._types]
+        # a limit on a type with a handler that this engine does not claim (a worker narrowed with
+        # --activity-types to other types) limits nothing here; a type with no handler is a typo
+        unknown = [t for t in limits if t not in self._handlers]
         if unknown:
-            raise ConfigError(f"limits name types this engine does not claim: {', '.join(unknown)}")
-        self._unlimited = [t for t in self._types if t not in limits]
+            raise ConfigError(f"limits name types this engine has no handler for: {', '.join(unknown)}")
+        self._limits = {t: n for t, n in limits.items() if t in self._types}
+        self._unlimited = [t for t in self._types if t not in self._limits]
 
     async def start(self) -> None:
         """Open the backend if given as a URL and start every loop.
@@ -426,6 +441,7 @@ class WorkerEngine:
             self._backend = await open_backend(url)
             self._owns_backend = True
         self._backend.ensure_loop()  # a backend of another event loop fails here, not in every loop below
+        await self._backend.check_server()  # server settings that hurt a worker: warned once per store
         self._reset_runtime()
         self._started = True
         self._stopping = False
@@ -447,7 +463,7 @@ class WorkerEngine:
             else None
         )
         out = self._outcomes = Outcomes(cfg, self._handlers, self.executor, self._sink, self.hooks, self._loop,
-                                        threads)
+                                        threads, self._limits)
         self._workers = [asyncio.create_task(worker_loop(out, self._local), name=f"runnerq-worker-{i}")
                          for i in range(cfg.max_workers)]
         self._flusher = asyncio.create_task(self._flush_loop(), name="runnerq-ack-flusher")
@@ -513,12 +529,29 @@ class WorkerEngine:
         log.info("received %s; stopping gracefully", signal.Signals(sig).name)
         self.request_stop()
 
-    def request_stop(self) -> None:
+    def request_stop(self, *, grace: float | None = None) -> None:
         """Ask the engine to stop; :meth:`run_until_stopped` then returns.
 
-        Safe to call before or during :meth:`start`: the engine then stops as
-        soon as it has started.
+        The fetcher starts no claim from now on (one already sent lands, and
+        what it brings is released by the stop). Safe to call before or
+        during :meth:`start`: the engine then stops as soon as it has started.
+
+        Parameters
+        ----------
+        grace : float, optional
+            Seconds running handlers get before they are cancelled and
+            released, when shorter than ``config.shutdown_grace`` (the
+            default); for a stop that has not begun yet.
+
+        Raises
+        ------
+        ConfigError
+            If ``grace`` is negative or not a number.
         """
+        if grace is not None and not grace >= 0:
+            raise ConfigError(f"grace must be >= 0 seconds, got {grace!r}")
+        if grace is not None:
+            self._stop_grace = grace if self._stop_grace is None else min(grace, self._stop_grace)
         self._stop_pending = True
         if self._stopped is not None:
             self._stopped.set()
@@ -584,13 +617,13 @@ class WorkerEngine:
         for _ in self._workers:
             self._local.put_nowait(None)
         # 3. give running handlers the grace period, then cancel them
+        grace = cfg.shutdown_grace if self._stop_grace is None else min(cfg.shutdown_grace, self._stop_grace)
         if self._workers:
-            _, pending = await asyncio.wait(self._workers, timeout=cfg.shutdown_grace)
+            _, pending = await asyncio.wait(self._workers, timeout=grace)
             for t in pending:
                 t.cancel()
             if pending:
-                log.warning("cancelling %d activities still running after %.1f s grace", len(pending),
-                            cfg.shutdown_grace)
+                log.warning("cancelling %d activities still running after %.1f s grace", len(pending), grace)
                 await asyncio.gather(*pending, return_exceptions=True)
         # 4. flush acks (the flusher finishes what it is sending; never cancelled mid-flush,
         #    or a batch that did land would be sent again), release cancelled and unstarted work
@@ -620,6 +653,7 @@ class WorkerEngine:
             out.threads.shutdown(wait=False, cancel_futures=True)
         self._started = False
         self._stop_pending = False
+        self._stop_grace = None
         log.info("engine %s stopped: %s", self.worker_id, out.stats)
         if self._owns_backend and self._backend is not None:
             await self._backend.close()
@@ -650,7 +684,7 @@ class WorkerEngine:
         error_delay = 0.05
         low_water = max(1, cfg.max_workers // 4)
         limited = out.type_busy is not None
-        while not self._stopping:
+        while not (self._stopping or self._stop_pending):
             if self._alone_wanted:
                 await self._run_alone()
                 continue
@@ -693,6 +727,9 @@ class WorkerEngine:
             self._claiming = False
             error_delay = 0.05
             n = len(batch)
+            if n and (self._stopping or self._stop_pending):
+                self._hand_back(batch)
+                return
             if n:
                 out.busy += n
                 local.put_batch(batch, inflight)
@@ -753,8 +790,16 @@ class WorkerEngine:
                 await self.backend.claim(queue, self.worker_id, rest, self._unlimited, self._lease_ms))
         return claimed, asked
 
+    def _hand_back(self, batch: list[ClaimedActivity]) -> None:
+        """A claim that landed after a stop was asked: none of it runs, the stop releases it all."""
+        assert self._outcomes is not None
+        self._outcomes.release.extend(LeaseRef(a.id, a.claim_token) for a in batch)
+
     def _hand_off(self, batch: list[ClaimedActivity]) -> int:
         n = len(batch)
+        if n and (self._stopping or self._stop_pending):
+            self._hand_back(batch)
+            return 0
         if n:
             assert self._outcomes is not None
             self._outcomes.busy += n
@@ -778,10 +823,10 @@ class WorkerEngine:
         assert out is not None
         cfg = self.config
         ran = 0
-        while not self._stopping:
+        while not (self._stopping or self._stop_pending):
             if not await self._drained():
                 break  # another engine took the suspects while this one was draining
-            if self._stopping:
+            if self._stopping or self._stop_pending:
                 break
             self._claiming = True
             try:
@@ -891,33 +936,54 @@ class WorkerEngine:
     async def _flush_all(self) -> None:
         """Flush every buffered ack, retrying on backend errors until it lands.
 
-        After three failed attempts a batch is retried one ack at a time: acks
-        that then land are done, and an ack that still fails while the store
-        answers (other acks land or, when nothing landed, a lease renewal of
-        the same activity does) is one the store can never take (a poison ack); it is
-        logged and dropped, taken out of the heartbeat, and its activity runs
-        again after its lease expires. During :meth:`stop`, retries end at
-        ``self._flush_deadline``.
+        A batch the store cancelled (:class:`~runnerq_fast.errors.StoreBusyError`:
+        a statement or lock timeout, a deadlock; nothing of it was applied)
+        is kept and sent again after a backoff in batches of half the size
+        (:class:`~runnerq_fast.engine.batching.AdaptiveBatch`), down to one ack
+        at a time; the size doubles back with each batch that lands. A
+        cancellation says nothing about the acks, so they are never dropped
+        for it.
+
+        After three other failed attempts a batch is retried one ack at a
+        time: acks that then land are done; an ack whose send fails
+        transiently (the store unreachable, a connection lost, a
+        cancellation) is kept with the rest of the batch; an ack the store
+        answers with an error while it answers (other acks land or, when
+        nothing landed, a lease renewal of the same activity does) is one the
+        store can never take (a poison ack): it is logged and dropped, taken
+        out of the heartbeat, and its activity runs again after its lease
+        expires. During :meth:`stop`, retries end at ``self._flush_deadline``.
         """
         out = self._outcomes
         assert out is not None
         if self._metrics_on:
             out.flush_metrics()
+        chunk = self._ack_chunk
         delay = 0.05
         failures = 0
         while out.acks:
-            acks, out.acks = out.acks, []
+            if len(out.acks) <= chunk.size:
+                acks, out.acks = out.acks, []
+            else:
+                acks, out.acks = out.acks[:chunk.size], out.acks[chunk.size:]
             self._flushing = acks
             out.ack_ready.clear()
             out.ack_full.clear()
+            busy = False
             try:
                 if failures >= 3:
                     rejected, unsent = await self._ack_one_by_one(acks)
                 else:
-                    rejected, unsent = await self.backend.ack(self.config.queue_name, acks), []
+                    with busy_attempts(1):  # a cancelled batch comes back at once, to be sent smaller
+                        rejected, unsent = await self.backend.ack(self.config.queue_name, acks), []
             except asyncio.CancelledError:
                 out.acks[:0] = acks
                 raise
+            except StoreBusyError as exc:
+                rejected, unsent, busy = [], acks, True
+                size = chunk.cancelled(len(acks))
+                log.warning("ack flush of %d cancelled by the store (%s); nothing was applied, retrying in "
+                            "batches of %d in %.2f s", len(acks), describe_error(exc, prefix=False), size, delay)
             except Exception as exc:
                 rejected, unsent = [], acks
                 log.warning("ack flush of %d failed (%s: %s); retrying in %.2f s",
@@ -925,7 +991,8 @@ class WorkerEngine:
             if unsent:
                 # keep them: an activity is done only once its ack is stored
                 out.acks[:0] = unsent
-                failures += 1
+                if not busy:
+                    failures += 1
                 if self._metrics_on:
                     self._sink.count(BACKEND_ERRORS, (self.config.queue_name,))
                 if self._flush_deadline is not None and self._loop.time() >= self._flush_deadline:
@@ -937,34 +1004,57 @@ class WorkerEngine:
                 delay = min(delay * 2, 1.0)
             else:
                 delay, failures = 0.05, 0
+                chunk.succeeded()
             self._acked(acks, unsent, rejected)
             self._flushing = []
 
     async def _ack_one_by_one(self, acks: list[Ack]) -> tuple[list[str], list[Ack]]:
-        """Send ``acks`` singly; return (rejected ids, acks to retry)."""
+        """Send ``acks`` singly; return (rejected ids, acks to retry).
+
+        The first transient failure (:attr:`~runnerq_fast.errors.BackendError.transient`)
+        stops the round: that ack and the ones not sent yet are returned to
+        retry. An ack refused otherwise is dropped if the store answers
+        (see :meth:`_flush_all`).
+        """
         queue = self.config.queue_name
         rejected: list[str] = []
         failed: list[tuple[Ack, BaseException]] = []
-        for ack in acks:
+        landed = 0
+        for i, ack in enumerate(acks):
             try:
-                rejected += await self.backend.ack(queue, [ack])
+                with busy_attempts(1):
+                    rejected += await self.backend.ack(queue, [ack])
+            except BackendError as exc:
+                if not exc.transient:
+                    failed.append((ack, exc))
+                    continue
+                log.warning("ack of activity %s failed (%s); keeping it and %d more to retry",
+                            ack.id, describe_error(exc, prefix=False), len(acks) - i - 1)
+                unsent = acks[i:]
+                break
             except Exception as exc:
                 failed.append((ack, exc))
-        if len(failed) == len(acks):
+                continue
+            landed += 1
+        else:
+            unsent = []
+        if failed and not landed:
             # nothing landed: the store is down, or it refuses every one of these acks. A write on the same
             # activity tells which: renewing its lease (a no-op for the outcome) lands only if the store is up.
-            probe = acks[0]
+            probe = failed[0][0]
             try:
                 await self.backend.extend_leases(queue, [LeaseRef(probe.id, probe.claim_token)], self._lease_ms)
             except Exception:
-                raise failed[0][1] from None  # the store is down, not the acks: keep them
+                if not unsent:
+                    raise failed[0][1] from None  # the store is down, not the acks: keep them
+                return rejected, [a for a, _ in failed] + unsent
         for ack, err in failed:
             log.error("dropping an ack the store refuses (%s: %s); activity %s runs again after its lease",
                       type(err).__name__, describe_error(err, prefix=False), ack.id)
             held = self._inflight.get(ack.id)
             if held is not None and held.claim_token == ack.claim_token:
                 del self._inflight[ack.id]  # no longer heartbeated: its lease runs out
-        return rejected, []
+        return rejected, unsent
 
     def _acked(self, acks: list[Ack], unsent: list[Ack], rejected: list[str]) -> None:
         settle(self._inflight, acks, unsent)
@@ -1031,15 +1121,38 @@ class WorkerEngine:
                     len(real), told, ", ".join(real[:10]))
 
     async def _reaper_loop(self) -> None:
+        """Every ``reaper_interval``, requeue expired leases in batches until fewer than a batch are left.
+
+        A batch the store cancels (:class:`~runnerq_fast.errors.StoreBusyError`,
+        e.g. over ``statement_timeout``) was rolled back whole: the next one,
+        after a short pause, asks for half as many (down to one), and each
+        batch that lands doubles the size again up to ``reaper_batch_size``
+        (:class:`~runnerq_fast.engine.batching.AdaptiveBatch`).
+        """
         cfg = self.config
+        batch = self._reap_batch
+        pause = _BUSY_PAUSE
         while True:
+            size = batch.size
             try:
-                report = await self.backend.requeue_expired(cfg.queue_name, cfg.reaper_batch_size)
+                with busy_attempts(1):
+                    report = await self.backend.requeue_expired(cfg.queue_name, size)
+            except StoreBusyError as exc:
+                smaller = batch.cancelled(size)
+                log.warning("reaper batch of %d cancelled by the store (%s); nothing was applied, trying %d "
+                            "in %.2f s", size, describe_error(exc, prefix=False), smaller, pause)
+                if self._metrics_on:
+                    self._sink.count(BACKEND_ERRORS, (cfg.queue_name,))
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, cfg.reaper_interval)
+                continue
             except Exception as exc:
                 log.warning("reaper pass failed (%s: %s)", type(exc).__name__, exc)
                 if self._metrics_on:
                     self._sink.count(BACKEND_ERRORS, (cfg.queue_name,))
             else:
+                pause = _BUSY_PAUSE
+                batch.succeeded()
                 if report.requeued or report.dead_lettered:
                     log.warning("reaper: %d expired leases requeued, %d dead-lettered",
                                 len(report.requeued), len(report.dead_lettered))
@@ -1049,7 +1162,7 @@ class WorkerEngine:
                         if report.dead_lettered:
                             self._sink.count(ACTIVITIES_REAPED, (cfg.queue_name, "dead_letter"),
                                              len(report.dead_lettered))
-                    if len(report.requeued) + len(report.dead_lettered) >= cfg.reaper_batch_size:
+                    if len(report.requeued) + len(report.dead_lettered) + len(report.cancelled) >= size:
                         continue  # more may be waiting
                 await self._check_suspects()  # not after a failed pass: the store is not answering
             await asyncio.sleep(cfg.reaper_interval)

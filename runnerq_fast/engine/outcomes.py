@@ -122,6 +122,10 @@ class Outcomes:
         The running loop.
     threads : ThreadPoolExecutor or None
         Runs plain ``def`` handlers (``None`` when every handler is async).
+    limits : Mapping[str, int] or None
+        Most activities of each type run at once, for the types this engine
+        claims (``config.limits`` without the types it does not claim).
+        Default ``None``: no per-type limit.
     """
 
     __slots__ = (
@@ -165,6 +169,7 @@ class Outcomes:
         hooks: tuple[LifecycleHooks, ...],
         loop: asyncio.AbstractEventLoop,
         threads: ThreadPoolExecutor | None,
+        limits: Mapping[str, int] | None = None,
     ) -> None:
         self.config = config
         self.ack_batch_size = config.ack_batch_size
@@ -192,9 +197,10 @@ class Outcomes:
         #: worker slots taken (claimed and not yet ended); ``slot_free`` is set when one ends
         self.busy = 0
         self.slot_free = asyncio.Event()
-        #: with per-type limits (``config.limits``): slots taken per limited type, and an event set
-        #: when a type at its limit frees one; ``None`` without limits (the worker path then skips it)
-        self.type_limits: dict[str, int] = dict(config.limits or {})
+        #: with per-type limits (``limits``: those of ``config.limits`` on types this engine claims): slots
+        #: taken per limited type, and an event set when a type at its limit frees one; ``None`` without
+        #: limits (the worker path then skips it)
+        self.type_limits: dict[str, int] = dict(limits or {})
         self.type_busy: dict[str, int] | None = dict.fromkeys(self.type_limits, 0) if self.type_limits else None
         self.type_free = asyncio.Event()
         self.stats = new_stats()

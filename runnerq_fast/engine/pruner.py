@@ -13,6 +13,12 @@ another takes over once the hold ran out. A pass deletes, in batches of
 
 and first runs the store's housekeeping (:meth:`~runnerq_fast.storage.Backend.maintain`).
 
+A batch the store cancels (:class:`~runnerq_fast.errors.StoreBusyError`, e.g.
+over PostgreSQL's ``statement_timeout``) was rolled back whole: the pass
+goes on, after a short pause, with batches of half the size (down to one;
+:class:`~runnerq_fast.engine.batching.AdaptiveBatch`), growing back with each
+batch that lands. Housekeeping the store cancels is skipped until the next pass.
+
 A setting of ``None`` keeps those forever; ``prune_interval = 0`` turns the
 task off. A failing pass is logged and tried again next period.
 """
@@ -23,7 +29,10 @@ import asyncio
 import logging
 
 from runnerq_fast.config import WorkerConfig
+from runnerq_fast.engine.batching import AdaptiveBatch
+from runnerq_fast.errors import StoreBusyError
 from runnerq_fast.observability.retention import PruneReport, prune
+from runnerq_fast.resilience import busy_attempts
 from runnerq_fast.storage import Backend
 
 __all__ = ["PRUNE_HOLD", "Pruner"]
@@ -35,6 +44,9 @@ PRUNE_HOLD = "prune"
 
 _BATCHES_PER_HOLD = 20
 """Batches between two renewals of the hold (a long backlog outlives one hold period)."""
+
+_BUSY_PAUSE = 0.05
+"""Seconds before a cancelled batch is tried again, smaller (doubling while the store keeps cancelling)."""
 
 _FIRST_PASS_AFTER = 1.0
 """Seconds after start before the first pass (at most ``prune_interval``)."""
@@ -58,6 +70,7 @@ class Pruner:
         self.config = config
         self.holder = holder
         self.passes = 0
+        self.batch = AdaptiveBatch(config.prune_batch_size)
 
     @property
     def _hold_ms(self) -> int:
@@ -78,7 +91,11 @@ class Pruner:
         cfg = self.config
         if not await self._hold():
             return None
-        await self.backend.maintain()
+        try:
+            with busy_attempts(1):
+                await self.backend.maintain()
+        except StoreBusyError as exc:
+            log.warning("housekeeping of queue %r cancelled by the store (%s); pruning anyway", cfg.queue_name, exc)
         groups: list[tuple[tuple[str, ...], float | None, float | None]] = [
             (("completed", "cancelled"), cfg.completed_retention, None),
             (("failed", "dead_letter"), cfg.failed_retention, None),
@@ -88,11 +105,26 @@ class Pruner:
         for statuses, kept, events_kept in groups:
             if (statuses and kept is None) or (not statuses and events_kept is None):
                 continue
+            pause = _BUSY_PAUSE
             while True:
-                report = await prune(
-                    self.backend, cfg.queue_name, statuses=statuses, older_than=kept or 0.0,
-                    events_older_than=events_kept, batch_size=cfg.prune_batch_size, max_batches=_BATCHES_PER_HOLD,
-                )
+                size = self.batch.size
+                try:
+                    with busy_attempts(1):
+                        report = await prune(
+                            self.backend, cfg.queue_name, statuses=statuses, older_than=kept or 0.0,
+                            events_older_than=events_kept, batch_size=size, max_batches=_BATCHES_PER_HOLD,
+                        )
+                except StoreBusyError as exc:
+                    if size == 1:
+                        raise  # even one row at a time is cancelled: try again next pass
+                    smaller = self.batch.cancelled(size)
+                    log.warning("prune batch of %d cancelled by the store (%s); nothing was applied, trying %d "
+                                "in %.2f s", size, exc, smaller, pause)
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 1.0)
+                    continue
+                pause = _BUSY_PAUSE
+                self.batch.succeeded()
                 reports.append(report)
                 if report.complete or not await self._hold():
                     break

@@ -8,6 +8,16 @@ and awaits :func:`serve_child`. Every SIGTERM asks the engine for a graceful
 stop (a repeated one changes nothing: stopping at once is the supervisor's
 SIGKILL). The child tells the supervisor through a :class:`ChildLink` when
 its engine has started and how many activities it finished.
+
+A child watches its supervisor from its first import of the package on
+(:mod:`runnerq_fast._lifeline`). If the supervisor dies before the child's
+engine has started, the child ends at once: it has claimed nothing. Once the
+engine runs, the child stops claiming at once, gives running activities
+:data:`ORPHAN_GRACE` seconds, cancels the rest and releases them (and what it
+claimed but had not started) to ``pending`` without counting an attempt,
+flushes its acks, and exits; if that takes longer than
+:data:`ORPHAN_EXIT_AFTER` seconds it exits anyway, and what it had not handed
+back runs again once its lease expires (at-least-once).
 """
 
 from __future__ import annotations
@@ -15,21 +25,37 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import os
 import signal
 from collections.abc import Callable
 from multiprocessing.context import BaseContext
 from typing import Any, TypeVar
 
+from runnerq_fast import _lifeline
 from runnerq_fast.engine import WorkerEngine
 
-__all__ = ["ChildLink", "bootstrap", "finished_activities", "rss_bytes", "serve_child"]
+__all__ = [
+    "ORPHAN_EXIT_AFTER",
+    "ORPHAN_GRACE",
+    "ChildLink",
+    "bootstrap",
+    "finished_activities",
+    "rss_bytes",
+    "serve_child",
+]
 
 log = logging.getLogger("runnerq_fast.supervisor")
 
 A = TypeVar("A")
 
 _READY, _ACTIVITIES = 0, 1
+
+ORPHAN_GRACE = 0.1
+"""Seconds running activities get to finish when the supervisor died (instead of the shutdown grace)."""
+
+ORPHAN_EXIT_AFTER = 0.4
+"""Seconds after noticing its supervisor's death at which a child exits whatever it is doing."""
 
 
 class ChildLink:
@@ -66,7 +92,16 @@ class ChildLink:
 
 
 def bootstrap(target: Callable[[A, ChildLink], None], args: A, link: ChildLink) -> None:
-    """The ``multiprocessing`` target of every child: ignore SIGINT, then run ``target(args, link)``."""
+    """The ``multiprocessing`` target of every child: watch the supervisor, ignore SIGINT, run ``target(args, link)``.
+
+    The watch began at the child's first import of the package (``spawn``);
+    here it is started if it has not (``forkserver``) and moves to the
+    parent's sentinel, a pipe only the supervisor writes to.
+    """
+    lifeline = _lifeline.watch(link.supervisor_pid, parent_is_supervisor=os.getppid() == link.supervisor_pid)
+    parent = multiprocessing.parent_process()
+    if parent is not None and parent.pid == link.supervisor_pid:
+        lifeline.use_sentinel(parent.sentinel)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     target(args, link)
 
@@ -86,8 +121,14 @@ async def serve_child(engine: WorkerEngine, link: ChildLink, *, report_interval:
     link : ChildLink
         Where the child reports that it started and how many activities it finished.
     report_interval : float
-        Seconds between two reports (default 0.2). The same task stops the
-        engine gracefully if the supervisor died (the child's parent changed).
+        Seconds between two reports (default 0.2).
+
+    Notes
+    -----
+    In a child that watches its supervisor (:func:`bootstrap`), a death of
+    the supervisor before :meth:`WorkerEngine.start` returned ends the
+    process at once; after it, the engine stops within
+    :data:`ORPHAN_EXIT_AFTER` seconds (see the module's docstring).
 
     Raises
     ------
@@ -99,8 +140,14 @@ async def serve_child(engine: WorkerEngine, link: ChildLink, *, report_interval:
     # kept until the engine has stopped, so a repeated SIGTERM never kills the child half-way
     loop.add_signal_handler(signal.SIGTERM, _stop_on_signal, engine)
     reporter: asyncio.Task[None] | None = None
+    lifeline = _lifeline.current()
     try:
         await engine.start()
+        # nothing has been claimed yet (the fetcher runs at the next await): from here on a supervisor's
+        # death must stop the engine cleanly, no longer end the process
+        if lifeline is not None:
+            lifeline.on_death(lambda: loop.call_soon_threadsafe(_stop_orphan, engine, link),
+                              exit_after=ORPHAN_EXIT_AFTER)
         link.mark_ready()
         reporter = asyncio.create_task(_report(engine, link, report_interval), name="runnerq-supervisor-report")
         await engine.run_until_stopped(handle_signals=False)
@@ -111,6 +158,9 @@ async def serve_child(engine: WorkerEngine, link: ChildLink, *, report_interval:
                 await reporter
             link.report(finished_activities(engine.stats))
         loop.remove_signal_handler(signal.SIGTERM)
+        if lifeline is not None and lifeline.orphaned:
+            logging.shutdown()
+            lifeline.exit_now()
 
 
 def _stop_on_signal(engine: WorkerEngine) -> None:
@@ -118,14 +168,16 @@ def _stop_on_signal(engine: WorkerEngine) -> None:
     engine.request_stop()
 
 
+def _stop_orphan(engine: WorkerEngine, link: ChildLink) -> None:
+    log.warning("worker process %d: supervisor %d is gone; claiming nothing more, stopping within %g s "
+                "(running activities get %g s, then are cancelled and released)", os.getpid(), link.supervisor_pid,
+                ORPHAN_EXIT_AFTER, ORPHAN_GRACE)
+    engine.request_stop(grace=ORPHAN_GRACE)
+
+
 async def _report(engine: WorkerEngine, link: ChildLink, interval: float) -> None:
     while True:
         link.report(finished_activities(engine.stats))
-        if os.getppid() != link.supervisor_pid:
-            log.warning("worker process %d: supervisor %d is gone; stopping gracefully", os.getpid(),
-                        link.supervisor_pid)
-            engine.request_stop()
-            return
         await asyncio.sleep(interval)
 
 

@@ -15,6 +15,10 @@ for due restarts and for recycling.
   handlers) — no restart, the supervisor stops and exits 2; anything else is
   a crash, restarted per :class:`RestartPolicy` until a crash loop, when the
   supervisor stops the other children and exits 1.
+* **Death of the supervisor**: every child watches it from its first import
+  of the package on (:mod:`runnerq_fast._lifeline`; the supervisor names
+  itself in ``RUNNERQ_SUPERVISOR_PID`` for the spawn of each child) and is
+  gone within 0.5 s (:mod:`~runnerq_fast.supervisor.child`).
 * **Recycling**: a child past ``max_activities`` finished activities or
   ``max_memory`` bytes of resident memory gets a replacement first; once the
   replacement's engine has started, the old child gets SIGTERM.
@@ -28,6 +32,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +41,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from runnerq_fast._lifeline import ENV_VAR
 from runnerq_fast.errors import ConfigError
 from runnerq_fast.supervisor.child import ChildLink, bootstrap, rss_bytes
 from runnerq_fast.supervisor.metrics import MetricsDirectory
@@ -261,7 +267,16 @@ class Supervisor(Generic[A]):
         link = ChildLink(self._ctx)
         process = self._ctx.Process(target=bootstrap, args=(self._target, self._args, link),
                                     name=f"runnerq-worker-{slot}")
-        process.start()
+        if self.config.start_method == "spawn" and threading.current_thread() is threading.main_thread():
+            # the child watches this process from its first import of runnerq_fast on (runnerq_fast._lifeline);
+            # its parent-death signal follows the forking thread, hence the main thread only
+            os.environ[ENV_VAR] = str(os.getpid())
+            try:
+                process.start()
+            finally:
+                del os.environ[ENV_VAR]
+        else:
+            process.start()
         child = _Child(slot, process, link, time.monotonic(), pid=process.pid or 0)
         st.children.append(child)
         st.current[slot] = child

@@ -37,6 +37,7 @@ from runnerq_fast.web.console import ConsoleRoutes, wants_html
 from runnerq_fast.web.context import WebContext, WebLimits
 from runnerq_fast.web.dashboard import DashboardRoutes
 from runnerq_fast.web.enqueue import EnqueueRoutes
+from runnerq_fast.web.guard import HostGuard, WriteGuard
 from runnerq_fast.web.health import HealthRoutes
 from runnerq_fast.web.metrics import MetricsRoute
 from runnerq_fast.web.observability import MAX_LIMIT, MAX_OFFSET, ObservabilityRoutes
@@ -282,12 +283,16 @@ class RunnerQApp(Starlette):
     """
 
     direct_enqueue: EnqueueRoutes | None = None
+    host_guard: HostGuard = HostGuard(None)
+    write_guard: WriteGuard = WriteGuard(None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and "\ufffd" in scope["path"] and not _path_is_utf8(scope):
-            # the server decoded an escape such as %FF to U+FFFD: refuse it rather than name a queue "q\ufffd"
-            await problem_response(400, _NOT_UTF8, instance=scope["path"])(scope, receive, send)
-            return
+        if scope["type"] == "http":
+            refusal = self._refusal(scope)
+            if refusal is not None:
+                await problem_response(refusal.status, refusal.detail, instance=scope["path"],
+                                       headers=refusal.headers)(scope, receive, send)
+                return
         enq = self.direct_enqueue
         if enq is not None and scope["type"] == "http" and scope["method"] == "POST":
             path: str = scope["path"]
@@ -302,6 +307,28 @@ class RunnerQApp(Starlette):
                     return
         await super().__call__(scope, receive, send)
 
+    def _refusal(self, scope: Scope) -> ProblemError | None:
+        """What refuses this request before any route: a path that is not UTF-8, a ``Host`` the app does not
+        answer, a cross-site write or a write whose body is not JSON (see :mod:`runnerq_fast.web.guard`)."""
+        if "\ufffd" in scope["path"] and not _path_is_utf8(scope):
+            # the server decoded an escape such as %FF to U+FFFD: refuse it rather than name a queue "q\ufffd"
+            return ProblemError(400, _NOT_UTF8)
+        headers = scope["headers"]
+        host = None
+        for name, value in headers:
+            if name == b"host":
+                host = value.decode("latin-1")
+                break
+        if not self.host_guard.allows(host, scope.get("server")):
+            assert host is not None
+            return self.host_guard.refusal(host)
+        if self.write_guard.applies(scope["method"]):
+            try:
+                self.write_guard.check(headers)
+            except ProblemError as exc:
+                return exc
+        return None
+
 
 def create_app(
     backend_or_url: Backend | str,
@@ -313,9 +340,12 @@ def create_app(
     config: WorkerConfig | None = None,
     limits: WebLimits | None = None,
     cors_origins: Sequence[str] | None = None,
+    allowed_hosts: Sequence[str] | None = None,
     enqueue_batch: int = 1000,
     sse_keepalive: float = 15.0,
     sse_buffer: int = 10_000,
+    sse_flush_interval: float = 0.1,
+    sse_grace: float = 2.0,
     gauge_ttl: float = 2.0,
     dashboard_ttl: float = 1.0,
 ) -> RunnerQApp:
@@ -344,13 +374,29 @@ def create_app(
     limits : WebLimits, optional
         Body, batch and long-poll limits.
     cors_origins : sequence of str, optional
-        Origins allowed by CORS. Default ``None``: CORS is off.
+        Origins allowed by CORS (``*``: any). Default ``None``: CORS is off.
+        These origins may also write from a browser; every other origin's
+        writes are 403 (see :mod:`runnerq_fast.web.guard`).
+    allowed_hosts : sequence of str, optional
+        ``Host`` names answered besides the loopback ones (``localhost``,
+        127.0.0.1, ``[::1]``) and the address the client connected to, any
+        port: ``example.com``, ``.example.com`` (it and its subdomains),
+        ``*`` (any). Default ``None``: on a connection to a loopback address
+        only those, on any other connection any ``Host``. Other ``Host``
+        values get 400 before any route (DNS rebinding).
     enqueue_batch : int
         Most single-activity requests coalesced into one backend call. Default 1000.
     sse_keepalive : float
         Seconds between keepalive comments on an idle event stream. Default 15.
     sse_buffer : int
-        Most events buffered per stream client before it is told to resync. Default 10,000.
+        Most events a stream client may lag before it is told to resync (the
+        size of each queue's shared ring of recent events). Default 10,000.
+    sse_flush_interval : float
+        Shortest time between two sends to a stream client while events
+        flow, seconds. Default 0.1.
+    sse_grace : float
+        Seconds a queue's shared event reader runs on after its last stream
+        client left. Default 2.
     gauge_ttl : float
         Seconds a backend reading of the depth gauges is reused. Default 2.
     dashboard_ttl : float
@@ -368,8 +414,11 @@ def create_app(
     TypeError
         If ``backend_or_url`` is neither a Backend nor a non-empty URL.
     ValueError, InvalidActivityError
-        For an invalid queue name, blank token or limit.
+        For an invalid queue name or limit, a blank token, a token no HTTP
+        header can carry (a character outside Latin-1, a control character),
+        or an ``allowed_hosts`` entry that is not a host name.
     """
+    host_guard = HostGuard(allowed_hosts)
     ctx = WebContext(
         backend_or_url,
         queues=queues,
@@ -385,7 +434,8 @@ def create_app(
         sink.count(ACTIVITIES_ENQUEUED, (queue, activity_type), n)
 
     enq = EnqueueRoutes(ctx, on_created)
-    obs = ObservabilityRoutes(ctx, sse_keepalive=sse_keepalive, sse_buffer=sse_buffer)
+    obs = ObservabilityRoutes(ctx, sse_keepalive=sse_keepalive, sse_buffer=sse_buffer,
+                               sse_flush_interval=sse_flush_interval, sse_grace=sse_grace)
     health = HealthRoutes(ctx)
     metrics_route = MetricsRoute(ctx, sink, gauge_ttl)
     dash = DashboardRoutes(ctx, dashboard_ttl)
@@ -445,8 +495,11 @@ def create_app(
     )
     if not cors_origins:
         app.direct_enqueue = enq
+    app.host_guard = host_guard
+    app.write_guard = WriteGuard(cors_origins)
     app.state.runnerq = ctx
     app.state.runnerq_streams = obs.streams
+    app.state.runnerq_hubs = obs.hubs
     app.state.runnerq_metrics = metrics_route
     app.state.runnerq_dashboard = dash
     return app

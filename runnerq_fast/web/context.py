@@ -17,7 +17,7 @@ from runnerq_fast.config import WorkerConfig
 from runnerq_fast.errors import InvalidActivityError
 from runnerq_fast.executor import ActivityExecutor, validate_queue_name
 from runnerq_fast.storage import Backend, open_backend
-from runnerq_fast.web.auth import check_write, require_write
+from runnerq_fast.web.auth import check_token, check_write, require_write
 from runnerq_fast.web.buffer import EnqueueBuffer
 from runnerq_fast.web.responses import ProblemError
 
@@ -108,9 +108,7 @@ class WebContext:
             if not queues:
                 raise ValueError("queues must name at least one queue (or be None for any queue)")
         self.queues: tuple[str, ...] | None = None if queues is None else tuple(dict.fromkeys(queues))
-        if token is not None and not token.strip():
-            raise ValueError("token must not be blank (pass None for no authentication)")
-        self.token: bytes | None = None if token is None else token.strip().encode()
+        self.token: bytes | None = None if token is None else check_token(token)
         self.read_only = read_only
         self.config = config
         self.limits = limits

@@ -16,7 +16,7 @@ from runnerq_fast.filters import MAX_PAGE
 from runnerq_fast.models import ActivityFilter, ActivitySnapshot, ActivityStatus
 from runnerq_fast.web.context import WebContext
 from runnerq_fast.web.responses import JsonResponse, ProblemError
-from runnerq_fast.web.stream import EventStream, parse_resume_id
+from runnerq_fast.web.stream import EventStream, StreamHub, parse_resume_id
 from runnerq_fast.web.wire import (
     INTEGER_TEXT,
     DeadLetterView,
@@ -82,15 +82,26 @@ class ObservabilityRoutes:
     sse_keepalive : float
         Seconds between keepalive comments on an idle stream.
     sse_buffer : int
-        Most events buffered per stream client.
+        Most events a stream client may lag before it is told to resync: the
+        size of each queue's shared ring of recent events.
+    sse_flush_interval : float
+        Shortest time between two sends to a stream client while events
+        flow, seconds. Default 0.1.
+    sse_grace : float
+        Seconds a queue's shared reader runs on after its last client left. Default 2.
     """
 
-    def __init__(self, ctx: WebContext, *, sse_keepalive: float = 15.0, sse_buffer: int = 10_000) -> None:
+    def __init__(self, ctx: WebContext, *, sse_keepalive: float = 15.0, sse_buffer: int = 10_000,
+                 sse_flush_interval: float = 0.1, sse_grace: float = 2.0) -> None:
         self.ctx = ctx
         self.sse_keepalive = sse_keepalive
         self.sse_buffer = sse_buffer
+        self.sse_flush_interval = sse_flush_interval
+        self.sse_grace = sse_grace
         #: The streams currently open (for tests and shutdown).
         self.streams: set[EventStream] = set()
+        #: The shared reader of each queue with streams open (or within its grace period).
+        self.hubs: dict[str, StreamHub] = {}
 
     def _queue(self, request: Request) -> str:
         return self.ctx.queue(request.query_params.get("queue"))
@@ -176,13 +187,29 @@ class ObservabilityRoutes:
         """``GET /api/observability/stream``: the queue's events as Server-Sent Events."""
         queue = self._queue(request)
         after = parse_resume_id(request)
-        backend = await self.ctx.backend()
-        stream = EventStream(
-            backend.event_stream(queue, after),
-            buffer_size=self.sse_buffer,
-            keepalive=self.sse_keepalive,
-            on_close=self.streams.discard,
-            stop=self.ctx.shutting_down,
-        )
+        stream = (await self._hub(queue)).client(after, on_close=self.streams.discard)
         self.streams.add(stream)
         return stream.response()
+
+    async def _hub(self, queue: str) -> StreamHub:
+        """The queue's shared reader, started by its first client."""
+        hub = self.hubs.get(queue)
+        if hub is None or hub.closed:
+            backend = await self.ctx.backend()
+            hub = self.hubs.get(queue)  # another request may have started one meanwhile
+            if hub is None or hub.closed:
+
+                def forget(h: StreamHub) -> None:
+                    if self.hubs.get(queue) is h:
+                        del self.hubs[queue]
+
+                hub = self.hubs[queue] = StreamHub(
+                    lambda after: backend.event_stream(queue, after),
+                    history=self.sse_buffer,
+                    flush_interval=self.sse_flush_interval,
+                    keepalive=self.sse_keepalive,
+                    grace=self.sse_grace,
+                    stop=self.ctx.shutting_down,
+                    on_close=forget,
+                )
+        return hub

@@ -5,12 +5,19 @@ Run from this directory. ``record`` appends its activity id to
 that nothing ran twice), counts itself in a prometheus-client Counter (in the
 multiprocess directory the supervisor sets up), sleeps ``payload["sleep"]``
 seconds if given and returns ``{"pid": <pid>}``.
+
+With ``SUPERVISED_APP_IMPORT_GATE=<dir>`` in the environment, a worker
+process (not the supervisor, which imports the app first) creates
+``<dir>/<pid>.importing`` and blocks its import of this module until
+``<dir>/open`` exists: a slow import whose moment a test knows.
 """
 
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,3 +40,10 @@ async def record(payload: Any, ctx: rq.ActivityContext) -> dict[str, int]:
     if payload.get("sleep"):
         await asyncio.sleep(float(payload["sleep"]))
     return {"pid": pid}
+
+
+_GATE = os.environ.get("SUPERVISED_APP_IMPORT_GATE")
+if _GATE and multiprocessing.parent_process() is not None:
+    (Path(_GATE) / f"{os.getpid()}.importing").touch()
+    while not (Path(_GATE) / "open").exists():
+        time.sleep(0.01)

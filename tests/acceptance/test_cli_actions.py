@@ -152,7 +152,8 @@ def test_an_empty_or_unusable_queue_name_is_a_usage_error(tmp_path: Path) -> Non
     url = f"sqlite:///{tmp_path / 'q.db'}"
     _enqueue(url, "t")  # the store exists: what is refused is the name
     for args in (["stats", "--queue", ""], ["cancel", "--all", "--queue", " "], ["enqueue", "t", "--queue", ""],
-                 ["stats", "--queue", "q" * 300], ["workers", "--queue", ""], ["prune", "--queue", " "]):
+                 ["stats", "--queue", "q" * 300], ["workers", "--queue", ""], ["prune", "--queue", " "],
+                 ["enqueue", "t", "--queue", "."], ["serve", "--queue", ".."]):
         res = run_cli(*args, "--backend", url)
         assert res.returncode == 2, (args, res.stdout, res.stderr)
         assert "Invalid value for '--queue'" in res.stderr and "Traceback" not in res.stderr, res.stderr

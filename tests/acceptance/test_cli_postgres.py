@@ -280,3 +280,12 @@ def test_migrate_says_what_it_applied_then_up_to_date_then_warns_about_a_newer_r
     assert enqueued.returncode == 0, enqueued.stderr
     assert "WARNING" in enqueued.stderr and f"{future:04d}" in enqueued.stderr
     assert "newer runnerq-fast" in enqueued.stderr
+
+
+def test_cli_commands_print_no_autovacuum_warning(fresh_pg_url: str) -> None:
+    """Issue 26, item 11: the shared server runs with autovacuum off; only a worker's start warns of it."""
+    assert run_cli("migrate", "--backend", fresh_pg_url).returncode == 0
+    for args in (("stats",), ("queues",), ("enqueue", "t", "--payload", "{}")):
+        done = run_cli(*args, "--backend", fresh_pg_url)
+        assert done.returncode == 0, done.stderr
+        assert "autovacuum" not in done.stderr + done.stdout, (args, done.stderr)

@@ -236,3 +236,40 @@ def test_sigterm_ends_open_streams_first_and_exits_0(
     assert code == 0
     assert got == [{"retry": "2000"}]
     assert "timeout graceful shutdown exceeded" not in server.log()  # the stream did not hold the stop up
+
+
+@pytest.mark.parametrize("token", ["\u20ac-secret", "line\nbreak"])
+def test_a_token_no_header_can_carry_is_refused_at_start(token: str, tmp_path: Path) -> None:
+    """A token outside Latin-1 started a server whose every write was 401 (issue 26, item 3)."""
+    res = run_cli("serve", "--backend", sqlite_url(tmp_path), "--port", str(free_port()), RUNNERQ_TOKEN=token)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "RUNNERQ_TOKEN" in res.stderr and "no request could ever match" in res.stderr
+    assert not (tmp_path / "web.db").exists()  # refused before anything was opened
+
+
+@pytest.mark.slow
+def test_serve_answers_only_its_own_host_names_and_the_allowed_ones(
+    tmp_path: Path, start_serve: Callable[..., ServeProcess]
+) -> None:
+    """DNS rebinding (issue 26, item 1): a loopback serve answered any Host, so a page whose name resolved to
+    127.0.0.1 read every payload."""
+    server = start_serve("--backend", sqlite_url(tmp_path), "--allowed-host", "queue.example",
+                         env={"RUNNERQ_ALLOWED_HOSTS": "ignored.example"})
+    with httpx.Client(base_url=server.base_url, timeout=10) as c:
+        evil = c.get("/api/v1/queues", headers={"Host": f"evil.example:{server.port}"})
+        listed = c.get("/api/v1/queues", headers={"Host": f"queue.example:{server.port}"})
+        env_only = c.get("/api/v1/queues", headers={"Host": "ignored.example"})  # the option wins over the env
+        local = c.get("/api/v1/queues", headers={"Host": f"localhost:{server.port}"})
+        write = c.post(Q, json={"type": "double"}, headers={"Host": "evil.example"})
+    assert evil.status_code == 400 and "--allowed-host" in evil.json()["detail"]
+    assert listed.status_code == 200 and local.status_code == 200
+    assert env_only.status_code == 400 and write.status_code == 400
+    from_env = start_serve("--backend", sqlite_url(tmp_path), env={"RUNNERQ_ALLOWED_HOSTS": "a.example .b.example"})
+    with httpx.Client(base_url=from_env.base_url, timeout=10) as c:
+        assert c.get("/healthz", headers={"Host": "a.example"}).status_code == 200
+        assert c.get("/healthz", headers={"Host": "x.b.example"}).status_code == 200
+        assert c.get("/healthz", headers={"Host": "c.example"}).status_code == 400
+    bad = run_cli("serve", "--backend", sqlite_url(tmp_path), "--port", str(free_port()),
+                  "--allowed-host", "http://queue.example")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--allowed-host" in bad.stderr, bad.stderr

@@ -360,30 +360,6 @@ def test_a_child_stopped_by_someone_else_is_replaced(start: Callable[..., Worker
     assert w.wait(20) == 0, w.log()
 
 
-def test_children_of_a_killed_supervisor_stop_gracefully(
-    start: Callable[..., WorkerProcess], tmp_path: Path
-) -> None:
-    url = sqlite_url(tmp_path)
-    run_dir = tmp_path / "ran"
-    run_dir.mkdir()
-    w = start("--backend", url, "--processes", "2", "--concurrency", "2")
-    wait_for_engines(w, 2)
-    pids = child_pids(w)
-    asyncio.run(_enqueue(url, QUEUE, 4, run_dir, sleep=0.5))
-    deadline = time.monotonic() + 10
-    while len(ran(run_dir)) < 2:
-        assert time.monotonic() < deadline, w.log()
-        time.sleep(0.05)
-    w.signal(signal.SIGKILL)
-    assert w.wait(5) == -signal.SIGKILL
-    wait_gone(pids, timeout=15)
-    log = w.log()
-    assert all(f"worker process {pid}: supervisor {w.pid} is gone; stopping gracefully" in log for pid in pids), log
-    assert log.count("runnerq_fast.engine: engine ") >= 4  # two started, two stopped
-    stats = asyncio.run(_stats(url, QUEUE))
-    assert stats.processing == 0 and stats.completed + stats.pending == 4, stats
-
-
 def test_a_crash_loop_gives_up_with_exit_1(start: Callable[..., WorkerProcess]) -> None:
     # the database refuses every connection: each child fails at start
     began = time.monotonic()

@@ -1,13 +1,11 @@
-"""Typing tests: mypy --strict on the public API's typing cases, and on the README's examples.
+"""Typing tests: mypy --strict on the public API's typing cases (the docs' examples: tests/docs/).
 
 ``cases/public_api.py`` states on each line what mypy must say about it
 (``# N:`` a ``reveal_type`` note, ``# E:`` an error); the test runs mypy on
-it and compares. Every ```` ```python ```` block of README.md that imports
-``runnerq_fast`` is type-checked the same way and must have no error (a
-short fragment that awaits at top level, as in ``python -m asyncio``, is
-checked as the body of an ``async def``). Both run mypy in a subprocess with
-the project's configuration and cache, so after CI's own ``mypy`` run only
-these files are checked.
+it and compares. mypy runs in a subprocess with the project's configuration
+and cache, so after CI's own ``mypy`` run only these files are checked;
+``tests/docs/`` checks every example of README.md and docs/ with the same
+``_mypy``.
 """
 
 from __future__ import annotations
@@ -15,7 +13,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -58,38 +55,6 @@ def test_public_api_types() -> None:
         if kind == "error" and expected.get(line, ("", ""))[0] != "error":
             problems.append(f"line {line}: unexpected error {text!r}")
     assert not problems, "\n".join(problems)
-
-
-def _checkable(code: str) -> str:
-    """``code``, or, if it awaits at top level, ``code`` as the body of an ``async def``."""
-    try:
-        compile(code, "<readme>", "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        if "outside" not in str(exc):  # 'await' / 'async for' / 'async with' outside (async) function
-            raise
-        return "async def _readme_example() -> None:\n" + textwrap.indent(code, "    ")
-    return code
-
-
-def readme_snippets() -> list[str]:
-    """The README's python blocks that use runnerq_fast, in order."""
-    text = (REPO / "README.md").read_text()
-    blocks = re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
-    return [b for b in blocks if "runnerq_fast" in b]
-
-
-def test_readme_examples_pass_mypy_strict(tmp_path: Path) -> None:
-    snippets = readme_snippets()
-    assert len(snippets) >= 5
-    paths = []
-    for i, code in enumerate(snippets):
-        p = tmp_path / f"readme_{i:02d}.py"
-        p.write_text(_checkable(code))
-        paths.append(str(p))
-    found = _mypy(*paths)
-    errors = [f"{Path(f).name}:{line}: {text}" for f, line, kind, text in found if kind == "error"]
-    listing = "\n".join(f"--- readme_{i:02d}.py\n{code}" for i, code in enumerate(snippets))
-    assert not errors, "\n".join(errors) + "\n" + listing
 
 
 def test_worker_settings_name_every_worker_config_field_with_its_type() -> None:

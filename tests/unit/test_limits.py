@@ -76,7 +76,7 @@ async def test_a_type_at_its_limit_is_claimed_again_when_a_slot_frees() -> None:
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
-        ({"limits": {"nope": 2}}, "does not claim: nope"),
+        ({"limits": {"nope": 2}}, "no handler for: nope"),
         ({"limits": {"t": 2}, "activity_types": "*"}, 'not with activity_types="\\*"'),
     ],
 )
@@ -89,6 +89,36 @@ async def test_limits_on_types_the_engine_does_not_claim_are_refused(settings: d
 
     with pytest.raises(rq.ConfigError, match=match):
         await engine.start()
+
+
+async def test_a_limit_on_a_type_a_narrowed_engine_does_not_claim_limits_nothing_there() -> None:
+    """``--activity-types resize`` on an engine whose limits name ``thumbnail``: it runs, claims only resize.
+
+    The engine that also has the thumbnail handler keeps the limit (the recipe for a limit across processes).
+    """
+    backend = rq.MemoryBackend()
+    engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": "l", "limits": {"thumbnail": 1},
+                                         "activity_types": ["resize"]})
+    ran: list[str] = []
+
+    @engine.activity("thumbnail")
+    async def thumbnail(payload: Any, ctx: rq.ActivityContext) -> None:
+        ran.append("thumbnail")
+
+    @engine.activity("resize")
+    async def resize(payload: Any, ctx: rq.ActivityContext) -> None:
+        ran.append("resize")
+
+    await engine.executor.enqueue_many([("thumbnail", 1), ("resize", 1), ("resize", 2)])
+    async with engine:
+        for _ in range(500):
+            if len(ran) == 2:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)
+    assert ran == ["resize", "resize"]
+    stats = await backend.stats("l")
+    assert (stats.completed, stats.pending) == (2, 1)
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1.5, True, "2"])

@@ -24,7 +24,7 @@ from runnerq_fast.backends.memory import MemoryBackend
 from runnerq_fast.backends.postgres import faults as pg_faults
 from runnerq_fast.backends.redis import faults as redis_faults
 from runnerq_fast.backends.sqlite import faults as sqlite_faults
-from runnerq_fast.errors import BackendError, InvalidActivityError
+from runnerq_fast.errors import BackendError, InvalidActivityError, StoreBusyError
 from runnerq_fast.models import (
     Ack,
     AckOutcome,
@@ -34,7 +34,7 @@ from runnerq_fast.models import (
     NewActivity,
     QueueStats,
 )
-from runnerq_fast.resilience import RETRY_SAFE, Fault
+from runnerq_fast.resilience import RETRY_SAFE, Fault, busy_attempts
 
 
 class DriverError(Exception):
@@ -126,9 +126,46 @@ async def test_reads_and_claims_are_retried_after_an_in_flight_fault(flaky: Flak
 
 async def test_an_answered_error_is_not_retried(flaky: FlakyBackend) -> None:
     flaky.plan["stats"] = (5, Fault.ANSWERED)
-    with pytest.raises(BackendError):
+    with pytest.raises(BackendError) as info:
         await flaky.stats("q")
     assert flaky.calls["stats"] == 1
+    assert not info.value.transient and not isinstance(info.value, StoreBusyError)
+
+
+async def test_a_cancelled_request_is_retried_for_every_call_without_marking_the_store_down(
+    flaky: FlakyBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    """BUSY (a statement timeout, a deadlock): nothing was applied, so even an enqueue is sent again."""
+    caplog.set_level(logging.WARNING, logger="runnerq_fast.resilience")
+    flaky.plan["enqueue"] = (3, Fault.BUSY)
+    ids = await rq.ActivityExecutor(flaky, "q").enqueue_many([("t", 1)])
+    assert flaky.calls["enqueue"] == 4
+    assert (await flaky.stats("q")).pending == 1 == len(ids)
+    assert flaky._store_health.up and not caplog.records  # the store answered every time
+
+
+async def test_busy_attempts_bounds_the_retries_of_a_cancelled_request(flaky: FlakyBackend) -> None:
+    flaky.plan["enqueue"] = (2, Fault.BUSY)
+    with busy_attempts(1), pytest.raises(StoreBusyError) as info:
+        await rq.ActivityExecutor(flaky, "q").activity("t").execute()
+    assert flaky.calls["enqueue"] == 1 and info.value.transient
+    assert isinstance(info.value.__cause__, DriverError)
+    with busy_attempts(2):
+        await rq.ActivityExecutor(flaky, "q").activity("t").execute()  # the second try of the two lands
+    assert flaky.calls["enqueue"] == 3 and (await flaky.stats("q")).pending == 1
+    flaky.plan["enqueue"] = (2, Fault.UNSENT)
+    with busy_attempts(1):
+        await rq.ActivityExecutor(flaky, "q").activity("t").execute()  # other faults retry as before
+    assert (await flaky.stats("q")).pending == 2
+    with pytest.raises(ValueError, match="attempts"), busy_attempts(0):
+        pass
+
+
+async def test_a_fault_that_may_have_been_applied_is_a_transient_backend_error(flaky: FlakyBackend) -> None:
+    flaky.plan["enqueue"] = (1, Fault.UNKNOWN)
+    with pytest.raises(BackendError) as info:
+        await rq.ActivityExecutor(flaky, "q").activity("t").execute()
+    assert info.value.transient and not isinstance(info.value, StoreBusyError)
 
 
 async def test_retries_stop_at_retry_timeout_with_the_cause_chained(flaky: FlakyBackend) -> None:
@@ -222,7 +259,13 @@ async def test_wait_for_work_returning_does_not_count_as_the_store_answering(
         (asyncpg.CannotConnectNowError("the database system is shutting down"), Fault.UNSENT),
         (asyncpg.TooManyConnectionsError("too many clients"), Fault.UNSENT),
         (asyncpg.InternalClientError("cannot switch to state 12; another operation (2) is in progress"), Fault.UNSENT),
-        (asyncpg.SerializationError("could not serialize access"), Fault.UNSENT),
+        # cancelled or rolled back by the server: nothing applied, the server answers
+        (asyncpg.SerializationError("could not serialize access"), Fault.BUSY),
+        (asyncpg.DeadlockDetectedError("deadlock detected"), Fault.BUSY),
+        (asyncpg.QueryCanceledError("canceling statement due to statement timeout"), Fault.BUSY),
+        (asyncpg.LockNotAvailableError("canceling statement due to lock timeout"), Fault.BUSY),
+        (asyncpg.IdleInTransactionSessionTimeoutError("terminating connection due to idle-in-transaction timeout"),
+         Fault.BUSY),
         (asyncpg.ConnectionDoesNotExistError("connection was closed in the middle of operation"), Fault.UNKNOWN),
         (asyncpg.AdminShutdownError("terminating connection due to administrator command"), Fault.UNKNOWN),
         (TimeoutError(), Fault.UNKNOWN),
@@ -268,7 +311,7 @@ def test_redis_classifier(exc: Exception, fault: Fault | None) -> None:
 @pytest.mark.parametrize(
     ("exc", "fault"),
     [
-        (sqlite3.OperationalError("database is locked"), Fault.UNSENT),
+        (sqlite3.OperationalError("database is locked"), Fault.BUSY),
         (sqlite3.OperationalError("unable to open database file"), Fault.UNSENT),
         (sqlite3.OperationalError("disk I/O error"), Fault.UNKNOWN),
         (sqlite3.OperationalError("no such table: runnerq_activities"), Fault.ANSWERED),
@@ -280,7 +323,7 @@ def test_sqlite_classifier(exc: Exception, fault: Fault | None) -> None:
     assert sqlite_faults.classify(exc) is fault
 
 
-async def test_a_real_locked_sqlite_database_is_an_unsent_fault(tmp_path: Any) -> None:
+async def test_a_real_locked_sqlite_database_is_a_busy_fault(tmp_path: Any) -> None:
     path = tmp_path / "x.db"
     a = sqlite3.connect(path, isolation_level=None, timeout=0.01)
     b = sqlite3.connect(path, isolation_level=None, timeout=0.01)
@@ -289,7 +332,7 @@ async def test_a_real_locked_sqlite_database_is_an_unsent_fault(tmp_path: Any) -
         a.execute("BEGIN IMMEDIATE")
         with pytest.raises(sqlite3.OperationalError) as info:
             b.execute("BEGIN IMMEDIATE")
-        assert sqlite_faults.classify(info.value) is Fault.UNSENT
+        assert sqlite_faults.classify(info.value) is Fault.BUSY
     finally:
         a.close()
         b.close()

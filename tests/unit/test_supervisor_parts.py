@@ -203,13 +203,52 @@ def test_an_own_directory_is_served_and_removed(monkeypatch: pytest.MonkeyPatch)
     assert not path.exists() and ENV not in os.environ
 
 
-async def test_serve_child_stops_when_its_supervisor_is_gone() -> None:
-    engine = rq.WorkerEngine("memory://", queue_name="orphan")
+# ------------------------------------------------- the stop of an orphaned child
+async def test_request_stop_with_a_grace_cuts_the_shutdown_grace_and_releases_what_runs() -> None:
+    backend = rq.MemoryBackend()
+    engine = rq.WorkerEngine(backend, queue_name="orphan", shutdown_grace=30.0)
+    started = asyncio.Event()
+
+    @engine.activity("long")
+    async def long(payload: Any, ctx: rq.ActivityContext) -> None:
+        started.set()
+        await asyncio.sleep(30)
+
+    fut = await engine.executor.activity("long").execute()
+    task = asyncio.create_task(engine.run_until_stopped(handle_signals=False))
+    await asyncio.wait_for(started.wait(), 5)
+    engine.request_stop(grace=0.05)  # what a child does when its supervisor died
+    await asyncio.wait_for(task, 5)  # not the 30 s shutdown grace
+    snap = await backend.get_activity(fut.activity_id)
+    assert snap is not None and (snap.status, snap.retry_count) == ("pending", 0)
+
+
+async def test_a_claim_landing_after_request_stop_is_released_and_none_of_it_runs() -> None:
+    backend = rq.MemoryBackend()
+    engine = rq.WorkerEngine(backend, queue_name="orphan", max_workers=4)
+    ran: list[Any] = []
 
     @engine.activity("t")
     async def t(payload: Any, ctx: rq.ActivityContext) -> None:
-        return None
+        ran.append(payload)
 
-    link = ChildLink(multiprocessing.get_context("spawn"))  # "parent" = this process: never our parent
-    await asyncio.wait_for(serve_child(engine, link, report_interval=0.01), 10)
-    assert link.ready
+    ids = await engine.executor.enqueue_many([("t", i) for i in range(3)])
+    claim = backend.claim
+
+    async def claim_during_which_the_stop_is_asked(*args: Any, **kwargs: Any) -> Any:
+        got = await claim(*args, **kwargs)
+        engine.request_stop()  # e.g. the supervisor died while this claim was on its way
+        return got
+
+    backend.claim = claim_during_which_the_stop_is_asked  # type: ignore[method-assign]
+    await asyncio.wait_for(engine.run_until_stopped(handle_signals=False), 5)
+    assert ran == []
+    snaps = [await backend.get_activity(i) for i in ids]
+    assert [(s.status, s.retry_count) for s in snaps if s is not None] == [("pending", 0)] * 3
+
+
+def test_request_stop_refuses_a_negative_grace() -> None:
+    engine = rq.WorkerEngine("memory://", queue_name="orphan")
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(rq.ConfigError, match="grace must be >= 0 seconds"):
+            engine.request_stop(grace=bad)

@@ -408,3 +408,23 @@ async def test_a_queue_name_holding_u_fffd_itself_is_still_served() -> None:
         r = await c.post("/api/v1/queues/q%EF%BF%BD/activities", json={"type": "t", "payload": 1})
         assert r.status_code == 201, r.text
     assert await stored(backend, "q\N{REPLACEMENT CHARACTER}") == 1
+
+
+async def test_the_queue_names_dot_and_dot_dot_are_refused_on_every_route() -> None:
+    """A queue "." or ".." was stored, but its Location (``/api/v1/queues/./activities/ID``) is unreachable:
+    every client and proxy removes dot segments. A server decodes ``%2E`` to ".", so that is how one arrives."""
+    backend = rq.MemoryBackend()
+    async with asgi_client(create_app(backend)) as c:
+        answers = [
+            await c.post(f"/api/v1/queues/{q}/activities", json={"type": "t"}) for q in ("%2E", "%2E%2E")
+        ] + [
+            await c.post(f"/api/v1/queues/{q}/activities/batch", json={"activities": [{"type": "t"}]})
+            for q in ("%2E", "%2E%2E")
+        ] + [await c.get("/api/v1/queues/%2E%2E/activities"), await c.get("/api/observability/stats?queue=..")]
+    for r in answers:
+        assert r.status_code == 422, (r.request.url, r.text)
+        assert "must not be '.' or '..'" in r.json()["detail"]
+    assert await backend.list_queues() == []
+    for dots in (".", ".."):
+        with pytest.raises(rq.InvalidActivityError, match=r"must not be '\.' or '\.\.'"):
+            create_app(backend, queues=["a", dots])

@@ -112,3 +112,22 @@ async def test_two_apps_in_one_process_share_nothing() -> None:
     line = 'runnerq_activities_enqueued_total{activity_type="t",queue="default"} 1.0'
     assert line in metrics_a and line in metrics_b
     assert a.state.runnerq is not b.state.runnerq
+
+
+@pytest.mark.parametrize("token", ["\u20acuro", "t\u00f6k\u0113n", "a\nb", "nul\x00", "del\x7f"])
+def test_a_token_no_header_can_carry_is_refused_at_creation(token: str) -> None:
+    """A token outside Latin-1 (or with a control character) was accepted, then no request could ever match it:
+    a header is Latin-1 bytes, so every write answered 401."""
+    with pytest.raises(ValueError, match=r"outside Latin-1|control character") as err:
+        create_app(rq.MemoryBackend(), token=token)
+    assert "no request could ever match" in str(err.value)
+
+
+async def test_a_latin1_token_matches_the_bytes_a_client_sends() -> None:
+    backend = rq.MemoryBackend()
+    async with asgi_client(create_app(backend, token=" caf\u00e9 ")) as c:
+        latin1 = await c.post(Q, json={"type": "t"}, headers={b"Authorization": b"Bearer caf\xe9"})
+        utf8 = await c.post(Q, json={"type": "t"}, headers={b"Authorization": "Bearer caf\u00e9".encode()})
+    assert latin1.status_code == 201, latin1.text
+    assert utf8.status_code == 401  # other bytes: not the token
+    assert (await backend.stats("default")).total == 1

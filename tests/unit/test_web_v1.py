@@ -15,13 +15,13 @@ import pytest
 import runnerq_fast as rq
 from runnerq_fast.web import create_app
 from tests.conformance import FAST
-from tests.web_conformance import WebConformance
+from tests.web_conformance import StreamConformance, WebConformance
 from tests.web_helpers import asgi_client
 
 V1 = "/api/v1/queues"
 
 
-class TestMemoryWeb(WebConformance):
+class TestMemoryWeb(WebConformance, StreamConformance):
     @pytest.fixture
     def backend(self) -> rq.Backend:
         return rq.MemoryBackend()

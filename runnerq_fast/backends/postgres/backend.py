@@ -414,7 +414,6 @@ class PostgresBackend(Backend):
             if migrate:
                 async with pool.acquire() as conn:
                     await _apply_migrations(conn, self._store_name())
-            await self.check_autovacuum()
 
             async def connect() -> asyncpg.Connection:
                 return await asyncpg.connect(url, timeout=connect_timeout, **kw)
@@ -434,6 +433,20 @@ class PostgresBackend(Backend):
 
     def _store_fault(self, exc: Exception) -> Fault | None:
         return faults.classify(exc)
+
+    async def check_server(self) -> None:
+        """Warn once per server and process (from the worker engine's start) if autovacuum is off.
+
+        See :meth:`check_autovacuum`; a failure to read the setting is logged, not raised.
+        """
+        key = _server_key(self.url)
+        if key in _SERVERS_CHECKED:
+            return
+        _SERVERS_CHECKED.add(key)
+        try:
+            await self.check_autovacuum()
+        except Exception as exc:
+            log.info("could not read the autovacuum setting (%s: %s)", type(exc).__name__, exc)
 
     async def check_autovacuum(self) -> bool | None:
         """Warn unless the server runs autovacuum; return whether it does.
@@ -916,7 +929,13 @@ class PostgresBackend(Backend):
     async def stats(self, queue: str) -> QueueStats:
         rows = await self._pool.fetch(Q["stats"], queue)
         if sum(r[2] for r in rows) > _FOLD_AT:
-            await self.fold_counts()
+            try:
+                await self.fold_counts()
+            except Exception as exc:
+                if faults.classify(exc) is not Fault.BUSY:
+                    raise
+                # cancelled (statement_timeout): the counts read are exact anyway; the pruner folds later
+                log.info("folding count deltas was cancelled (%s: %s)", type(exc).__name__, exc)
         return QueueStats(**{r[0]: r[1] for r in rows if r[1]})
 
     async def fold_counts(self) -> int:
@@ -982,8 +1001,11 @@ class PostgresBackend(Backend):
                     yield _event(r)
                 if len(rows) == _STREAM_PAGE:
                     continue
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that
+                # arrives as the wake is set, and the cancelled stream kept reading the store
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), self._stream_poll)
+                    async with asyncio.timeout(self._stream_poll):
+                        await wake.wait()
         finally:
             wakers = self._streams.get(queue)
             if wakers is not None:
@@ -1162,6 +1184,19 @@ class PostgresBackend(Backend):
     async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
         check_hold(purpose, ttl_ms)
         return await self._pool.fetchrow(Q["hold"], queue, purpose, holder, ttl_ms) is not None
+
+
+_SERVERS_CHECKED: set[str] = set()
+"""The servers (:func:`_server_key`) whose settings :meth:`PostgresBackend.check_server` checked in this process."""
+
+
+def _server_key(url: str) -> str:
+    """``host:port`` of the server ``url`` names (autovacuum is a server setting, not a database's)."""
+    try:
+        parts = urlsplit(url)
+        return f"{parts.hostname or ''}:{parts.port or 5432}"
+    except ValueError:
+        return url
 
 
 def _broadcast(column: list[Any]) -> list[Any]:

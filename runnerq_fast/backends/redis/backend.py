@@ -709,13 +709,20 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         call blocks Redis for a bounded time and a pass every 5 s keeps up with
         ~40,000 finished activities per second.
         """
-        requeued, dead, cancelled, dropped = await self._run(
-            "reaper", queue, [max(0, limit), self._ttl_ms, _EXPIRED_BATCH, LEASE_EXPIRED_UNCHARGED]
+        requeued, dead, cancelled, dropped, repaired = await self._run(
+            "reaper", queue, [max(0, limit), self._ttl_ms, _EXPIRED_BATCH, LEASE_EXPIRED_UNCHARGED, 1]
         )
+        if repaired:
+            log.warning(
+                "redis queue %r: rebuilt its %s index(es): a key of the queue was lost (evicted? "
+                "see check_eviction_policy)", queue, ", ".join(r.decode() for r in repaired)
+            )
+        await _guarded(self._r.sadd(keys.queues(self._ns), queue))  # the registry of queues, if it was lost
         for _ in range(_EXPIRED_CALLS - 1):
             if int(dropped) < _EXPIRED_BATCH:
                 break
-            *_, dropped = await self._run("reaper", queue, [0, self._ttl_ms, _EXPIRED_BATCH, LEASE_EXPIRED_UNCHARGED])
+            args = [0, self._ttl_ms, _EXPIRED_BATCH, LEASE_EXPIRED_UNCHARGED]
+            _, _, _, dropped, _ = await self._run("reaper", queue, args)
         return ReapReport([r.decode() for r in requeued], [d.decode() for d in dead], [c.decode() for c in cancelled])
 
     async def wait_for_work(

@@ -34,10 +34,12 @@ key (``P = rq:{<queue>}:``)    type    contents
                                       score = finish time + result ttl (ms): one member ``b<n>`` per
                                       script run and expiry (a member written before these batches: one id)
 ``P finb:b<n>``                STRING  one batch of ``P fin``: ``<finish ms>\\x1f<id>,<id>,...``
-``P finseq``                   STRING  the last batch number ``n``
+``P finseq``                   STRING  the last batch number ``n``; when lost, the next batch follows
+                                      the highest of ``P fin``
 ``P dead``                     ZSET    dead-lettered ids, score = dead-letter time (ms)
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
-``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...)
+``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...); when lost, the
+                                      next script reads the stream's last id instead
 ``P wake``                     LIST    wake tokens for fetchers of every type blocked in ``BLPOP``
 ``P wake:<type>``              LIST    wake tokens for fetchers of ``<type>`` blocked in ``BLPOP``
 ``P hold:<purpose>``           STRING  holder of a named hold (``hold``), expiring by ``PX``
@@ -58,6 +60,11 @@ never drift. Finished activities do not expire by themselves: the reaper
 removes completed, failed and cancelled ones (hash, index entries, counts,
 idempotency key) once their ``result_ttl`` passed, and a prune
 (``lua/prune.lua``) removes finished ones older than a retention, dead letters too.
+
+A lost key (evicted under ``allkeys-lru``, deleted) stops nothing: the event and
+batch counters are derived again, and each reaper pass compares a few counts
+(the type, status and ready indexes, ``counts``, ``dead``, ``types``) and rebuilds
+the index that disagrees from the others (``rq_repair`` in ``lua/reaper.lua``).
 """
 
 from __future__ import annotations
@@ -66,6 +73,8 @@ import re
 
 __all__ = [
     "DEFAULT_NAMESPACE",
+    "QUEUE_KEYS",
+    "SHARED_KEYS",
     "STATUSES",
     "activity",
     "children",
@@ -90,6 +99,40 @@ __all__ = [
     "wake_of_type",
     "worker_queues",
 ]
+
+QUEUE_KEYS = (
+    ("a:<id>", "hash"),
+    ("ready:<type>", "zset"),
+    ("susp:<type>", "zset"),
+    ("types", "set"),
+    ("sched", "zset"),
+    ("lease", "zset"),
+    ("st:<status>", "zset"),
+    ("ty:<type>", "zset"),
+    ("kids:<parent id>", "zset"),
+    ("counts", "hash"),
+    ("fin", "zset"),
+    ("finb:b<n>", "string"),
+    ("finseq", "string"),
+    ("dead", "zset"),
+    ("events", "stream"),
+    ("evseq", "string"),
+    ("wake", "list"),
+    ("wake:<type>", "list"),
+    ("hold:<purpose>", "string"),
+    ("idem:<n>:<type>:<key>", "string"),
+    ("workers", "hash"),
+    ("workers:exp", "zset"),
+)
+"""Every key of one queue, as ``(name after the prefix P, Redis type)``, in the order of the table above.
+
+A part in angle brackets stands for any text (a name without one is a single key).
+The tests delete each in turn from a queue with work in every status, and check
+that every key a queue writes is one of these.
+"""
+
+SHARED_KEYS = (("queues", "set"), ("wqueues", "set"))
+"""The keys outside any hash tag, as ``(name after "<namespace>:", Redis type)``."""
 
 DEFAULT_NAMESPACE = "rq"
 """Namespace of every key unless the backend is opened with another."""

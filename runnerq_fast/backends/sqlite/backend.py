@@ -893,8 +893,11 @@ class SqliteBackend(Backend):
                     yield _event(r)
                 if len(rows) == _STREAM_PAGE:
                     continue
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for swallows a cancel that
+                # arrives as the wake is set, and the cancelled stream kept reading the store
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), self._stream_poll)
+                    async with asyncio.timeout(self._stream_poll):
+                        await wake.wait()
         finally:
             self._streams.discard(wake)
 

@@ -16,11 +16,11 @@
 --                             "b<n>" per script and expiry time (rq_fin), whose ids are in
 --                             P.."finb:b<n>"; a member written before these batches is one id
 --   P.."finb:b"..n     STRING one batch of P.."fin": "<finished ms>\31<id>,<id>,..."
---   P.."finseq"        STRING the last batch number n
+--   P.."finseq"        STRING the last batch number n (lost: after the highest of P.."fin", rq_finseq_lost)
 --   P.."dead"          ZSET   dead-lettered ids, scored by dead-letter time (ms)
 --   P.."counts"        HASH   "<status>\31<type>" -> number of activities
 --   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
---   P.."evseq"         STRING last event id of the queue
+--   P.."evseq"         STRING last event id of the queue (lost: the stream's last id, rq_evseq)
 --   P.."wake"          LIST   wake tokens for blocked fetchers of every type (capped)
 --   P.."wake:"..type   LIST   wake tokens for blocked fetchers of one type (capped)
 --   P.."done"          pub/sub channel: comma-separated ids that reached a terminal status
@@ -51,8 +51,8 @@ local WAKE_TOKENS = 16
 local READY = {pending = true, scheduled = true, retrying = true}
 
 -- Events: every event gets the next number of the queue's counter P.."evseq" (read once per
--- script). The caller writes the returned (field, value) pair into the activity hash in the
--- same HSET as the transition: field "x:<event id>", value "<kind>\31<at ms>[\31<detail>]".
+-- script, by its first event: rq_evseq). The caller writes the returned (field, value) pair into
+-- the activity hash in the same HSET as the transition: field "x:<event id>", value "<kind>\31<at ms>[\31<detail>]".
 -- The queue's stream gets ONE entry per script (per EVENT_CHUNK events) with the explicit id
 -- "0-<last event id in it>" and fields: at (ms), n (events in it), e = one record per event,
 -- "<kind>\31<activity id>\31<detail ref>\30", and "d<ref>" = a detail, each distinct detail of the
@@ -63,11 +63,34 @@ local READY = {pending = true, scheduled = true, retrying = true}
 -- "\31<detail ref>\30" (EVRUN: a batch's claims, its completions), EVBUF holds only their ids,
 -- joined with tail .. head between them; after the first record that differs, three strings per
 -- record (head, id, tail).
-local EVN = tonumber(redis.call('GET', P .. 'evseq') or 0)
+-- EVN is read lazily, by the first event of the script (rq_event: a script that writes none, such as
+-- a claim that finds nothing or a read-only one, reads nothing), by rq_evseq.
+local EVN
+local EVTENS -- "x:" .. (EVN - EVN % 10) / 10 for the current ten, or nil (set by rq_event)
 local EVBUF, EVCOUNT, EVLEN = {}, 0, 0 -- EVLEN = #EVBUF
 local EVRUN, EVRHEAD, EVRTAIL = false, nil, nil -- EVBUF holds ids only; their records' head and tail
 local EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0 -- detail -> its record tail; 'd<ref>', detail, ...
 local EVENT_CHUNK = 500
+
+-- The last event id of the stream P.."events" (its last-generated-id "0-<n>": XADD refuses an id not
+-- above it, even after the entries were trimmed), 0 without a stream.
+local function rq_stream_seq()
+  local info = redis.pcall('XINFO', 'STREAM', P .. 'events')
+  if type(info) ~= 'table' or info.err then return 0 end -- no stream (or not one: the XADD says so)
+  for i = 1, #info - 1, 2 do
+    if info[i] == 'last-generated-id' then return tonumber(string.match(info[i + 1], '%-(%d+)$')) or 0 end
+  end
+  return 0
+end
+
+-- The last event id of the queue: P.."evseq", or, when that key is gone (evicted, deleted), the
+-- stream's last id, so that losing it never makes every later XADD fail ("ID ... equal or
+-- smaller"); the stream has the XINFO only then.
+local function rq_evseq()
+  local seq = redis.call('GET', P .. 'evseq')
+  if seq then return tonumber(seq) or rq_stream_seq() end
+  return rq_stream_seq()
+end
 
 local function rq_flush_events()
   if EVCOUNT == 0 then return end
@@ -81,8 +104,19 @@ local function rq_flush_events()
     EVBUF[EVLEN] = EVBUF[EVLEN] .. EVRTAIL
     e = table.concat(EVBUF, EVRTAIL .. EVRHEAD, 1, EVLEN)
   end
-  redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT,
-    'e', e, unpack(EVDETAILS))
+  local added = redis.pcall('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n',
+    EVCOUNT, 'e', e, unpack(EVDETAILS))
+  if type(added) == 'table' and added.err then
+    -- P.."evseq" behind the stream (set back by hand, restored from an older copy): this entry and
+    -- every later one continue after the stream's last id. (The activity hashes keep this entry's
+    -- events under the ids they were given.)
+    local last = rq_stream_seq()
+    if last < EVN then error(added) end -- another error (WRONGTYPE): raised as it was
+    EVN = last + EVCOUNT
+    EVTENS = nil -- the next event's field name is formatted anew
+    redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT,
+      'e', e, unpack(EVDETAILS))
+  end
   redis.call('SET', P .. 'evseq', EVN)
   EVBUF, EVCOUNT, EVLEN, EVRUN = {}, 0, 0, false
   EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0
@@ -106,7 +140,6 @@ end
 local EVVALUES, EVHEADS = {}, {}
 -- Event field names: "x:" .. the event id, formatted once per ten ids ("x:<id // 10>" .. last digit).
 local DIGITS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'}
-local EVTENS -- "x:" .. (EVN - EVN % 10) / 10 for the current ten, or nil
 
 local EVLKIND, EVLDETAIL, EVLVALUE -- kind, detail and hash value of the last event rq_record took
 
@@ -165,7 +198,7 @@ end
 -- claim.lua, ack.lua and enqueue.lua inline the fast path below (and the field name after it) in
 -- their loops: a change here goes there too.
 local function rq_event(id, kind, detail)
-  EVN = EVN + 1
+  EVN = (EVN or rq_evseq()) + 1
   EVCOUNT = EVCOUNT + 1
   local value
   if EVRUN and kind == EVLKIND and detail == EVLDETAIL then
@@ -338,6 +371,23 @@ local function rq_zrem(key, member)
   t.n = n
 end
 
+-- The next batch number when P.."finseq" counted 1: the first batch of the queue, or the counter was
+-- lost (evicted, deleted) while batches of P.."fin" are still waiting; then it goes on after the
+-- highest of them (read once, only then), so that no batch overwrites one the reaper has not removed.
+local function rq_finseq_lost()
+  local high = 0
+  local n = redis.call('ZCARD', P .. 'fin')
+  for i = 0, n - 1, CHUNK do
+    for _, member in ipairs(redis.call('ZRANGE', P .. 'fin', i, i + CHUNK - 1)) do
+      local k = tonumber(string.match(member, '^b(%d+)$'))
+      if k and k > high then high = k end
+    end
+  end
+  if high == 0 then return 1 end
+  redis.call('SET', P .. 'finseq', high + 1)
+  return high + 1
+end
+
 local function rq_flush()
   for key, t in pairs(ZREMS) do
     local n = t.n
@@ -359,7 +409,9 @@ local function rq_flush()
     end
   end
   for score, ids in pairs(FINS) do
-    local batch = 'b' .. redis.call('INCR', P .. 'finseq')
+    local seq = redis.call('INCR', P .. 'finseq')
+    if seq == 1 then seq = rq_finseq_lost() end
+    local batch = 'b' .. seq
     local text = table.concat(ids, ',')
     -- one SET, not SET and APPEND: APPEND leaves the value in an allocation twice its size
     redis.call('SET', P .. 'finb:' .. batch, NOWS .. '\31' .. text)

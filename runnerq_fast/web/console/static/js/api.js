@@ -54,12 +54,15 @@ export async function getJSON(path, params, signal) {
   return resp.json();
 }
 
-/** A write (POST/DELETE) with the bearer token when one is set; resolves to the JSON answer. */
+/**
+ * A write (POST/DELETE) with the bearer token when one is set; resolves to the JSON answer.
+ * Always "Content-Type: application/json", with a body or without: the server refuses any other type on a write
+ * (a page of another site could send those without a CORS preflight).
+ */
 export async function send(method, path, body) {
-  const headers = { Accept: "application/json" };
+  const headers = { Accept: "application/json", "Content-Type": "application/json" };
   const t = token.get();
   if (t) headers.Authorization = `Bearer ${t}`;
-  if (body !== undefined) headers["Content-Type"] = "application/json";
   const resp = await fetch(apiUrl(path), {
     method, headers, body: body === undefined ? undefined : JSON.stringify(body),
   });
