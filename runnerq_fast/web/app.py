@@ -56,8 +56,9 @@ from runnerq_fast.web.v1 import V1Routes
 
 __all__ = ["RunnerQApp", "create_app", "endpoints"]
 
-_QUEUE_PATH = Param("queue", "path", wire.Name, "Queue name, 1-255 characters, not blank, no NUL.", True)
-_QUEUE_QUERY = Param("queue", "query", wire.OptionalName,
+_QUEUE_PATH = Param("queue", "path", wire.QueueName, "Queue name, 1-255 characters, not blank, no NUL, not . or ..",
+                    True)
+_QUEUE_QUERY = Param("queue", "query", wire.OptionalQueueName,
                      "Queue name; default (absent or empty): the app's only queue, else 'default'.")
 _ID = Param("id", "path", wire.Id, "Activity id (32 hex digits; the dashed UUID form is accepted).", True)
 _OFFSET = Param("offset", "query", wire.int_range(0, MAX_OFFSET), "Items to skip (RunnerQ paging; at most 10,000).")

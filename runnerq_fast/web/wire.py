@@ -42,6 +42,7 @@ __all__ = [
     "NUMBER_TEXT",
     "PROBLEM_JSON",
     "PY_WHITESPACE",
+    "QUEUE_PATTERN",
     "SET_PRIORITY_BODY",
     "ActionBody",
     "ActionRequest",
@@ -65,9 +66,11 @@ __all__ = [
     "Name",
     "OnDuplicateName",
     "OptionalName",
+    "OptionalQueueName",
     "PriorityRequest",
     "PriorityValue",
     "Problem",
+    "QueueName",
     "QueueView",
     "QueuesResponse",
     "ResultView",
@@ -211,6 +214,14 @@ JSON_VALUE_SCHEMA: Final[dict[str, Any]] = {
 _STRING_NAME = {"minLength": 1, "maxLength": MAX_ACTIVITY_TYPE_LENGTH, "pattern": NAME_PATTERN}
 Name = Annotated[str, Meta(extra_json_schema=_STRING_NAME)]
 """A queue name, activity type or parent id (1-255 characters, not blank, no NUL)."""
+QUEUE_PATTERN: Final = f"^(?!\\.{{1,2}}$){NAME_PATTERN[1:]}"
+"""A queue name: :data:`NAME_PATTERN`, and not ``.`` or ``..`` (a URL path cannot name them)."""
+QueueName = Annotated[str, Meta(extra_json_schema={
+    "minLength": 1, "maxLength": MAX_ACTIVITY_TYPE_LENGTH, "pattern": QUEUE_PATTERN})]
+"""A queue name (1-255 characters, not blank, no NUL, not ``.`` or ``..``)."""
+OptionalQueueName = Annotated[str, Meta(extra_json_schema={
+    "maxLength": MAX_ACTIVITY_TYPE_LENGTH, "pattern": f"^$|{QUEUE_PATTERN}"})]
+"""A queue name, or empty for the default."""
 Id = Annotated[str, Meta(extra_json_schema={"pattern": ID_PATTERN})]
 """An activity id (32 hex digits or the dashed UUID form)."""
 OptionalName = Annotated[str, Meta(extra_json_schema={

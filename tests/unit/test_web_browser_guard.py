@@ -70,7 +70,8 @@ async def test_every_write_route_refuses_what_a_page_of_another_site_can_send(
     activity_id, _ = await _pending(backend)
     app = create_app(backend)
     routes = write_routes(app, activity_id)
-    assert len(routes) == 8, routes  # enqueue, batch, retry, cancel, run-now, priority, delete, bulk
+    # enqueue, batch, retry, cancel, run-now, priority, delete; the five bulk actions and their catch-all
+    assert len(routes) == 13, routes
     async with asgi_client(app) as c:
         for method, path in routes:
             r = await c.request(method, path, headers=headers, content=body)

@@ -200,3 +200,22 @@ async def test_the_batch_limit_in_the_document_is_the_apps() -> None:
         refused = await c.post(f"{Q}/activities/batch", json=four)
     assert taken.status_code == 201 and refused.status_code == 413, (taken.text, refused.text)
     assert "413" in doc["paths"]["/api/v1/queues/{queue}/activities/batch"]["post"]["responses"]
+
+
+async def test_the_queue_names_dot_and_dot_dot_are_outside_the_document_and_refused() -> None:
+    """A URL path cannot name '.' or '..' (the server refuses them): the document's queue parameters say so."""
+    app = create_app(rq.MemoryBackend())
+    doc = await document(app)
+    path = "/api/v1/queues/{queue}/activities"
+    in_path = param_schema(doc, path, "get", "queue")
+    in_query = param_schema(doc, "/api/observability/stats", "get", "queue")
+    for name in (".", ".."):
+        assert not admits(doc, in_path, name) and not admits(doc, in_query, name)
+    for name in ("...", ".a", "a.", "q"):
+        assert admits(doc, in_path, name) and admits(doc, in_query, name)
+    assert admits(doc, in_query, "")  # the default queue
+    async with asgi_client(app) as c:
+        for name in (".", ".."):
+            r = await c.get("/api/observability/stats", params={"queue": name})
+            assert r.status_code == 422, r.text
+        assert (await c.get("/api/observability/stats", params={"queue": "..."})).status_code == 200
