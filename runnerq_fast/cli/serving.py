@@ -100,7 +100,8 @@ def _bind(host: str, port: int) -> socket.socket:
 @click.option("--max-header-bytes", default=64 * 1024, show_default=True, type=click.IntRange(1024),
               help="Largest request line plus headers, bytes; more is answered 431 and the connection closed.")
 @click.option("--header-timeout", default=20.0, show_default=True, type=FiniteFloatRange(0, min_open=True),
-              help="Seconds a client may take to send a request's headers; later is 408, connection closed.")
+              help="Seconds a client may take to send a request's headers (a new connection: from its opening); "
+                   "later is 408, connection closed.")
 @click.option("--access-log", is_flag=True, help="Log every request (costs throughput).")
 @log_level_option("info")
 def serve(

@@ -41,6 +41,7 @@ from runnerq_fast.web.responses import (
 from runnerq_fast.web.wire import (
     NUMBER_TEXT,
     PROBLEM_JSON,
+    RUN_AT_PATTERN,
     BatchEnqueueRequest,
     BatchEnqueueResponse,
     BatchItemOutcome,
@@ -51,6 +52,7 @@ from runnerq_fast.web.wire import (
     checked_result,
     encode,
     integral,
+    parse_time,
 )
 
 __all__ = ["EnqueueRoutes", "build_activity"]
@@ -88,7 +90,7 @@ def build_activity(ex: ActivityExecutor, req: EnqueueRequest, key: str | None = 
     if req.delay is not None:
         b.delay(req.delay)
     elif req.run_at is not None:
-        b.run_at(req.run_at)
+        b.run_at(parse_time(req.run_at, RUN_AT_PATTERN, "run_at"))
     if req.max_retries is not None:
         b.max_retries(integral(req.max_retries))
     if req.timeout is not None:

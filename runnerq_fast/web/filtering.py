@@ -15,7 +15,6 @@ value is a 422 and nothing is read or changed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from datetime import datetime
 
@@ -25,7 +24,7 @@ from runnerq_fast.errors import InvalidActivityError
 from runnerq_fast.filters import check_filter
 from runnerq_fast.models import ActivityFilter, Priority
 from runnerq_fast.web.responses import ProblemError
-from runnerq_fast.web.wire import FilterSpec, integral
+from runnerq_fast.web.wire import TIME_PATTERN, FilterSpec, integral, parse_time
 
 __all__ = ["FILTER_PARAMS", "filter_from_body", "filter_from_query", "parse_priority"]
 
@@ -68,21 +67,8 @@ def _ms(when: datetime | None, what: str) -> int | None:
     return ms
 
 
-_RFC3339 = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})")
-"""The shape of an RFC 3339 time with an offset (``datetime.fromisoformat`` also takes ``20250101``, a week date
-or no offset, which the OpenAPI document does not admit)."""
-
-
 def _time(text: str | None, what: str) -> datetime | None:
-    if text is None:
-        return None
-    if _RFC3339.fullmatch(text) is None:
-        raise InvalidActivityError(f"{what} must be an RFC 3339 time with an offset (e.g. 2025-01-01T00:00:00Z), "
-                                   f"got {text!r}")
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        raise InvalidActivityError(f"{what} must be an RFC 3339 time, got {text!r}") from None
+    return None if text is None else parse_time(text, TIME_PATTERN, what)
 
 
 def _listed(params: QueryParams, name: str) -> list[str] | None:
@@ -160,12 +146,17 @@ def filter_from_body(spec: FilterSpec | None, ids: list[str] | None) -> Activity
     if spec is None and ids is None:
         raise ProblemError(422, 'give "ids", a "filter", or both (an empty filter {} means every activity)')
     spec = spec or FilterSpec()
+    try:
+        after = _time(spec.created_after, "created_after")
+        before = _time(spec.created_before, "created_before")
+    except InvalidActivityError as exc:
+        raise ProblemError(422, str(exc)) from None
     return _build(
         statuses=spec.status,
         types=spec.type,
         priorities=spec.priority,
-        after=spec.created_after,
-        before=spec.created_before,
+        after=after,
+        before=before,
         metadata=sorted((spec.metadata or {}).items()),
         parent_id=spec.parent_id,
         ids=ids,

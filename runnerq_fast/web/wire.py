@@ -21,6 +21,7 @@ from msgspec import UNSET, Meta, Raw, UnsetType
 
 from runnerq_fast.backends import rowcheck
 from runnerq_fast.config import MAX_ACTIVITY_TYPE_LENGTH, MAX_DELAY_SECONDS, MAX_TIMEOUT_SECONDS
+from runnerq_fast.errors import InvalidActivityError
 from runnerq_fast.executor import MAX_IDEMPOTENCY_KEY_LENGTH
 from runnerq_fast.filters import ALL_STATUSES, MAX_ACTION_LIMIT, MAX_IDS
 from runnerq_fast.models import (
@@ -43,7 +44,9 @@ __all__ = [
     "PROBLEM_JSON",
     "PY_WHITESPACE",
     "QUEUE_PATTERN",
+    "RUN_AT_PATTERN",
     "SET_PRIORITY_BODY",
+    "TIME_PATTERN",
     "ActionBody",
     "ActionRequest",
     "ActionResponse",
@@ -88,6 +91,7 @@ __all__ = [
     "int_range",
     "integral",
     "ms_to_datetime",
+    "parse_time",
     "queue_view",
     "raw_json",
     "result_view",
@@ -175,8 +179,10 @@ NAME_LIST_PATTERN: Final = _listed(
 METADATA_PATTERN: Final = "^[^=\\u0000]+=[^\\u0000]*$"
 """``?metadata=``: ``key=value`` with a key, no NUL."""
 
-_OFFSET = "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
-_CLOCK = "T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,9})?"
+# RFC 3339 section 5.6: "T" and "Z" may be lower case, a fraction has any number of digits; a leap second
+# (:60) is refused (neither msgspec nor datetime takes it), and so is the space RFC 3339 allows only in prose
+_OFFSET = "(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+_CLOCK = "[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]+)?"
 
 
 def _time_pattern(years: str) -> str:
@@ -188,6 +194,30 @@ TIME_PATTERN: Final = _time_pattern("197[1-9]|19[89][0-9]|[2-5][0-9]{3}|6[0-3][0
 """A filter's time: RFC 3339 with an offset, years 1971-6428 (the store keeps epoch milliseconds below 2**47)."""
 RUN_AT_PATTERN: Final = _time_pattern("197[1-9]|19[89][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8]")
 """``run_at``: RFC 3339 with an offset, years 1971-9998."""
+
+
+def parse_time(text: str, pattern: str, what: str) -> datetime:
+    """An RFC 3339 time matching ``pattern`` (:data:`TIME_PATTERN` or :data:`RUN_AT_PATTERN`), as an aware datetime.
+
+    The server checks the text with the document's own pattern, so that it
+    accepts exactly the times the OpenAPI document admits (msgspec alone also
+    took ``2030-01-01 00:00:00Z``, and the filters refused ``t`` and ``z``).
+    Digits of a fraction beyond microseconds are dropped.
+
+    Raises
+    ------
+    InvalidActivityError
+        When ``text`` does not match ``pattern``, or names no calendar day
+        (``2030-02-30``).
+    """
+    if re.fullmatch(pattern, text) is None:
+        raise InvalidActivityError(
+            f"{what} must be an RFC 3339 time with a timezone offset, e.g. 2030-01-01T00:00:00Z "
+            f"(years {'1971-9998' if pattern == RUN_AT_PATTERN else '1971-6428'}, no leap second), got {text!r}")
+    try:
+        return datetime.fromisoformat(text.upper())
+    except ValueError as exc:
+        raise InvalidActivityError(f"{what} is not a valid time ({exc}): {text!r}") from None
 
 CURSOR_PATTERN: Final = "^[A-Za-z0-9_-]{1,200}$"
 """A listing cursor: opaque URL-safe base64 text the server made (any other text is refused with 422)."""
@@ -253,7 +283,7 @@ PriorityValue = PriorityInt | Annotated[str, Meta(extra_json_schema={"pattern": 
 _NO_NUL = {"pattern": "^[^\\u0000]*$"}
 NoNul = Annotated[str, Meta(extra_json_schema=_NO_NUL)]
 """Text without NUL."""
-FilterTime = Annotated[datetime, Meta(extra_json_schema={"format": "date-time", "pattern": TIME_PATTERN})]
+FilterTime = Annotated[str, Meta(extra_json_schema={"format": "date-time", "pattern": TIME_PATTERN})]
 """A filter's time (see :data:`TIME_PATTERN`)."""
 
 
@@ -347,7 +377,7 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         Meta(description="Seconds from now before it may start, at most 100 years."),
     ] = None
     run_at: Annotated[
-        Annotated[datetime, Meta(extra_json_schema={"format": "date-time", "pattern": RUN_AT_PATTERN})] | None,
+        Annotated[str, Meta(extra_json_schema={"format": "date-time", "pattern": RUN_AT_PATTERN})] | None,
         Meta(description="RFC 3339 time (with offset, years 1971-9998); not before then."),
     ] = None
     max_retries: Annotated[

@@ -111,3 +111,66 @@ def test_bad_header_bounds_are_usage_errors(tmp_path: Path) -> None:
                           (["--header-timeout", "nan"], "--header-timeout")):
         res = run_cli("serve", "--backend", f"sqlite:///{tmp_path / 'web.db'}", *args)
         assert res.returncode == 2 and message in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def is_closed_by_peer(s: socket.socket) -> bool:
+    """Whether the server closed ``s``: readable, and the read gives end of file (or a reset)."""
+    if not select.select([s], [], [], 0)[0]:
+        return False
+    try:
+        return s.recv(65536, socket.MSG_PEEK) == b""
+    except ConnectionResetError:
+        return True
+
+
+def read_response(s: socket.socket) -> bytes:
+    """One whole ``Content-Length`` response from ``s`` (head and body)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        assert chunk, f"closed after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                  if line.lower().startswith(b"content-length:"))
+    while len(body) < length:
+        body += s.recv(65536)
+    return head + b"\r\n\r\n" + body
+
+
+def test_a_connection_that_sends_nothing_is_closed_after_the_header_timeout(
+    tmp_path: Path, start_serve: Callable[..., ServeProcess]
+) -> None:
+    """Before, a silent connection was held for ever: the bound started at a request's first byte."""
+    timeout = 0.5
+    server = start_serve("--backend", f"sqlite:///{tmp_path / 'web.db'}", "--header-timeout", str(timeout))
+    addr = ("127.0.0.1", server.port)
+    silent = [socket.create_connection(addr, timeout=10) for _ in range(100)]
+    opened = time.monotonic()
+    late = socket.create_connection(addr, timeout=10)  # sends its whole request within the bound
+    stream = socket.create_connection(addr, timeout=10)  # an event stream, held open past the bound
+    try:
+        stream.sendall(b"GET /api/observability/stream?queue=default HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        time.sleep(timeout / 2)
+        late.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert read_response(late).startswith(b"HTTP/1.1 200 ")
+        assert not any(is_closed_by_peer(s) for s in silent)  # nothing is closed early
+        deadline = opened + timeout + 2
+        while not all(is_closed_by_peer(s) for s in silent) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        took = time.monotonic() - opened
+        still_open = sum(not is_closed_by_peer(s) for s in silent)
+        assert still_open == 0, f"{still_open} of {len(silent)} silent connections open after {took:.2f} s"
+        assert all(s.recv(65536) == b"" for s in silent)  # closed without an answer
+        # a connection that already had a request waits on uvicorn's keep-alive timeout (5 s), not this one
+        assert not is_closed_by_peer(late)
+        late.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert read_response(late).startswith(b"HTTP/1.1 200 ")
+        # and the stream is still being served
+        assert not is_closed_by_peer(stream)
+        assert stream.recv(65536).startswith(b"HTTP/1.1 200 ")
+    finally:
+        for s in (*silent, late, stream):
+            s.close()
+    with httpx.Client(base_url=server.base_url, timeout=10) as c:
+        assert c.get("/healthz").status_code == 200  # still serving

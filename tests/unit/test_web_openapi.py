@@ -219,3 +219,62 @@ async def test_the_queue_names_dot_and_dot_dot_are_outside_the_document_and_refu
             r = await c.get("/api/observability/stats", params={"queue": name})
             assert r.status_code == 422, r.text
         assert (await c.get("/api/observability/stats", params={"queue": "..."})).status_code == 200
+
+
+# (text, admitted): RFC 3339 section 5.6 lets "T" and "Z" be lower case and a fraction have any number of digits;
+# its ABNF has no space between date and time; neither the server nor the document takes a leap second
+_TIMES = (
+    ("2030-01-01T00:00:00Z", True),
+    ("2030-01-01t00:00:00z", True),
+    ("2030-01-01t00:00:00+02:00", True),
+    ("2030-01-01T00:00:00.1234567890Z", True),
+    ("2030-01-01T00:00:00.123456789012345678901234567890-05:30", True),
+    ("2030-01-01 00:00:00Z", False),
+    ("2030-01-01T23:59:60Z", False),
+    ("2030-01-01T00:00:00.Z", False),
+    ("2030-01-01T00:00:00", False),
+    ("20300101T000000Z", False),
+)
+
+
+@pytest.mark.parametrize(("text", "admitted"), _TIMES)
+async def test_a_time_the_document_admits_is_accepted_and_one_it_refuses_is_a_422(text: str, admitted: bool) -> None:
+    """run_at (body), created_after / created_before (query and an action's filter): the document and the server
+    agree. Before, the server took 't'/'z' and 10 fraction digits in run_at that the document refused, and a
+    space in run_at and an action filter's times; the query filters refused 't'/'z'."""
+    app = create_app(rq.MemoryBackend())
+    doc = await document(app)
+    run_at = body_schema(doc, "/api/v1/queues/{queue}/activities")
+    in_query = param_schema(doc, "/api/v1/queues/{queue}/activities", "get", "created_after")
+    action = body_schema(doc, "/api/v1/queues/{queue}/actions/cancel")
+    assert admits(doc, run_at, {"type": "t", "run_at": text}) is admitted
+    assert admits(doc, in_query, text) is admitted
+    assert admits(doc, action, {"filter": {"created_before": text}}) is admitted
+    want = {True: (201, 200, 200, 200), False: (422, 422, 422, 422)}[admitted]
+    async with asgi_client(app) as c:
+        got = (
+            (await c.post(f"{Q}/activities", json={"type": "t", "run_at": text})).status_code,
+            (await c.get(f"{Q}/activities", params={"created_after": text})).status_code,
+            (await c.get(f"{Q}/activities/count", params={"created_before": text})).status_code,
+            (await c.post(f"{Q}/actions/cancel", json={"filter": {"created_after": text}})).status_code,
+        )
+    assert got == want, text
+
+
+async def test_a_time_that_names_no_day_is_a_422() -> None:
+    async with asgi_client(create_app(rq.MemoryBackend())) as c:
+        r = await c.post(f"{Q}/activities", json={"type": "t", "run_at": "2030-02-30T00:00:00Z"})
+        q = await c.get(f"{Q}/activities", params={"created_after": "2030-02-30t00:00:00z"})
+    assert r.status_code == q.status_code == 422, (r.text, q.text)
+    assert "run_at is not a valid time" in r.json()["detail"]
+
+
+async def test_a_wait_in_exponent_notation_is_a_number() -> None:
+    """The document's ?wait= is a JSON Schema number, which a client may write as 1e-2 (Python's str(0.00001) is
+    '1e-05'): the server takes the exponent, as docs/operating/http.md says."""
+    doc = await document(create_app(rq.MemoryBackend()))
+    assert param_schema(doc, "/api/v1/queues/{queue}/activities", "post", "wait")["type"] == "number"
+    async with asgi_client(create_app(rq.MemoryBackend())) as c:
+        for text in ("1e-2", "5E-3", ".01"):
+            r = await c.post(f"{Q}/activities?wait={quote(text)}", json={"type": "t"})
+            assert r.status_code == 202, (text, r.text)  # no worker: still pending when the wait ends
