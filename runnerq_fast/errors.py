@@ -150,9 +150,17 @@ class BackendError(RunnerQError):
         request may succeed later. ``False`` (the default) for an answer the
         same request would get again (bad SQL, a value the store refuses) and
         for the backend's own refusals.
+    enqueued : tuple of str
+        Set on an error raised by a batch enqueue that the store cancelled
+        and the producer sent again in pieces
+        (:func:`~runnerq_fast.executor.enqueue_in_pieces`): the ids of the
+        batch's leading items that were stored before the piece that failed,
+        in input order (the rest were not sent, or were cancelled if the
+        error is a :class:`StoreBusyError`). Empty otherwise.
     """
 
     transient: bool = False
+    enqueued: tuple[str, ...] = ()
 
 
 class StoreBusyError(BackendError):
@@ -165,7 +173,9 @@ class StoreBusyError(BackendError):
     writer past its busy timeout. The same request can succeed once the
     store is less busy or in smaller pieces: the worker engine keeps its
     acks and retries them in smaller batches, and its reaper and pruner
-    halve their batch size (see :mod:`runnerq_fast.engine.batching`).
+    halve their batch size (see :mod:`runnerq_fast.engine.batching`); a
+    batch enqueue is sent again in halves, in order
+    (:func:`~runnerq_fast.executor.enqueue_in_pieces`).
     A subclass of :class:`BackendError`, so existing handlers still catch it;
     :attr:`~BackendError.transient` is always ``True``.
     """

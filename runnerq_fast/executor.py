@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,9 +24,11 @@ from runnerq_fast.config import (
 from runnerq_fast.errors import (
     ActivityCancelled,
     ActivityFailed,
+    BackendError,
     CorruptResultError,
     DuplicateActivityError,
     InvalidActivityError,
+    StoreBusyError,
 )
 from runnerq_fast.ids import new_activity_id, new_activity_ids
 from runnerq_fast.metrics import ACTIVITIES_ENQUEUED, LabelledMetricsSink
@@ -37,9 +40,20 @@ from runnerq_fast.models import (
     OnDuplicate,
     Priority,
 )
+from runnerq_fast.resilience import busy_attempts, busy_limit
 from runnerq_fast.storage import Backend
 
-__all__ = ["ActivityBuilder", "ActivityExecutor", "ActivityFuture", "validate_activity_type", "validate_queue_name"]
+__all__ = [
+    "ActivityBuilder",
+    "ActivityExecutor",
+    "ActivityFuture",
+    "PieceSize",
+    "enqueue_in_pieces",
+    "validate_activity_type",
+    "validate_queue_name",
+]
+
+log = logging.getLogger(__name__)
 
 MAX_IDEMPOTENCY_KEY_LENGTH = 1024
 """Longest accepted idempotency key, in characters."""
@@ -50,6 +64,117 @@ _NORMAL = int(Priority.NORMAL)
 _RETURN_EXISTING = int(OnDuplicate.RETURN_EXISTING)
 _NOTHING: Any = object()
 """No payload seen yet (a batch's first item)."""
+_GROW_AFTER = 4
+"""Pieces in a row that must land before a reduced piece size doubles (as the engine's batches)."""
+
+
+class PieceSize:
+    """How many activities :func:`enqueue_in_pieces` sends per call; kept by a producer that batches often.
+
+    Attributes
+    ----------
+    size : int
+        Activities per piece; ``0`` (the start): a batch goes whole. Set to
+        half a piece the store cancelled, and doubled after every
+        :data:`_GROW_AFTER` pieces in a row that land, so a size just under
+        the server's limit is not doubled straight back over it.
+    """
+
+    __slots__ = ("_landed", "size")
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._landed = 0
+
+
+async def enqueue_in_pieces(
+    backend: Backend,
+    queue: str,
+    items: Sequence[NewActivity],
+    results: list[EnqueueResult],
+    pieces: PieceSize | None = None,
+) -> None:
+    """Store ``items`` in order, sending a batch the store cancels again in halves; append their results.
+
+    A batch of more than one activity is tried once
+    (:func:`~runnerq_fast.resilience.busy_attempts`): when the store cancels
+    it (:class:`~runnerq_fast.errors.StoreBusyError`: PostgreSQL's
+    ``statement_timeout`` or ``lock_timeout``, a deadlock, a SQLite database
+    locked past its busy timeout) nothing of it was applied, and the same
+    items go again in pieces of half the size, in input order, down to one
+    activity at a time; a single activity is retried as any backend call
+    (for the backend's ``retry_timeout``). Every item is still decided by
+    the store in input order, so idempotency keys and ``on_duplicate``
+    resolve exactly as for the whole batch, and ``results`` matches ``items``.
+    Without a cancellation this is one ``Backend.enqueue`` call.
+
+    Inside the caller's own :func:`~runnerq_fast.resilience.busy_attempts`
+    block the batch is not split: the caller gets the error.
+
+    Parameters
+    ----------
+    backend : Backend
+        Where the activities are stored.
+    queue : str
+        The queue (already validated).
+    items : sequence of NewActivity
+        Built and validated.
+    results : list of EnqueueResult
+        Receives one result per stored item, in input order, as each piece
+        lands: after an error, its length is the number of leading items
+        stored.
+    pieces : PieceSize, optional
+        The piece size learnt from earlier batches (and updated); default a
+        fresh one (the batch is first sent whole).
+
+    Raises
+    ------
+    BackendError
+        What the first piece that could not be stored raised
+        (:class:`~runnerq_fast.errors.StoreBusyError` when even one activity
+        was cancelled until the backend's ``retry_timeout``); its
+        :attr:`~runnerq_fast.errors.BackendError.enqueued` names the items
+        stored before it. Any other exception passes through.
+    """
+    n = len(items)
+    if n < 2 or busy_limit() is not None:
+        results += await backend.enqueue(queue, items)
+        return
+    size = 0 if pieces is None else pieces.size
+    landed = 0 if pieces is None else pieces._landed
+    first = len(results)
+    start = 0
+    try:
+        while start < n:
+            piece = items if start == 0 and (size == 0 or size >= n) else items[start : start + size]
+            sent = len(piece)
+            try:
+                if sent > 1:
+                    with busy_attempts(1):  # a cancelled piece comes back at once, to be sent smaller
+                        results += await backend.enqueue(queue, piece)
+                else:
+                    results += await backend.enqueue(queue, piece)
+            except StoreBusyError as exc:
+                if sent == 1:
+                    raise
+                size, landed = sent // 2, 0
+                (log.warning if start == 0 and sent == n else log.info)(
+                    "enqueue of %d activities (items %d to %d of %d) cancelled by the store (%s); nothing of "
+                    "it was applied, sending it again in pieces of %d", sent, start, start + sent - 1, n, exc, size,
+                )
+                continue
+            start += sent
+            if size:
+                landed += 1
+                if landed >= _GROW_AFTER:
+                    size, landed = size * 2, 0
+    except BackendError as exc:
+        if len(results) > first:
+            exc.enqueued = tuple(r.activity_id for r in results[first:])
+        raise
+    finally:
+        if pieces is not None:
+            pieces.size, pieces._landed = size, landed
 
 
 def _check_encodable(value: str, what: str) -> None:
@@ -506,7 +631,15 @@ class ActivityExecutor:
     async def enqueue_many(
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
     ) -> list[str]:
-        """Enqueue a batch in one backend round trip.
+        """Enqueue a batch in one backend round trip (in order, in smaller ones if the store cancels it).
+
+        A batch the store cancels (PostgreSQL's ``statement_timeout``, a SQLite
+        database locked past its busy timeout; nothing of it was applied) is
+        sent again in halves, in input order, down to one activity at a time
+        (:func:`enqueue_in_pieces`). With ``connection`` it is neither split
+        nor retried: the cancel aborted the caller's transaction, and the
+        driver's error (``asyncpg.QueryCanceledError``, ``sqlite3.OperationalError``)
+        is raised as for any statement of the caller's.
 
         Parameters
         ----------
@@ -532,6 +665,10 @@ class ActivityExecutor:
             If ``connection`` cannot be used (see :meth:`ActivityBuilder.execute`).
         BackendError
             If the store is unreachable or failed (see :meth:`ActivityBuilder.execute`).
+            After the batch was split, the items stored before the piece that
+            failed are in its :attr:`~runnerq_fast.errors.BackendError.enqueued`
+            (a prefix of the input). :class:`~runnerq_fast.errors.StoreBusyError`
+            if even one activity was cancelled for the backend's ``retry_timeout``.
         """
         built, results = await self._enqueue_all(items, connection)
         rejected = EnqueueOutcome.REJECTED
@@ -547,7 +684,16 @@ class ActivityExecutor:
         built = self._build_all(items)
         if not built:
             return [], []
-        results = await self.backend.enqueue(self.queue_name, built, connection=connection)
+        if connection is not None:  # the caller's transaction, aborted by a cancel: never split nor retried
+            results = await self.backend.enqueue(self.queue_name, built, connection=connection)
+        else:
+            results = []
+            try:
+                await enqueue_in_pieces(self.backend, self.queue_name, built, results)
+            except BaseException:
+                if self.metrics is not None and results:  # the leading pieces were stored
+                    self._count(built[: len(results)], results)
+                raise
         if self.metrics is not None:
             self._count(built, results)
         return built, results

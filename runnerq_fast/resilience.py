@@ -18,7 +18,8 @@ driver's exceptions mean, in one method,
   that chose the size of its request (the engine's ack flush, reaper and
   pruner) asks for it at once with :func:`busy_attempts`: a statement the
   store keeps cancelling is too slow for the server's limit, and it retries
-  in smaller batches;
+  in smaller batches (so does a producer's batch enqueue, see
+  :func:`~runnerq_fast.executor.enqueue_in_pieces`);
 * ``UNKNOWN``: the connection broke while the request was in flight; it may
   have been applied, so only calls in :data:`RETRY_SAFE` (reads, claims,
   idempotent writes) are retried;
@@ -50,7 +51,7 @@ from typing import Any, TypeVar
 
 from runnerq_fast.errors import BackendError, StoreBusyError
 
-__all__ = ["RETRY_SAFE", "Fault", "StoreHealth", "busy_attempts", "guarded_call", "store_error"]
+__all__ = ["RETRY_SAFE", "Fault", "StoreHealth", "busy_attempts", "busy_limit", "guarded_call", "store_error"]
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +194,11 @@ def busy_attempts(attempts: int) -> Iterator[None]:
         yield
     finally:
         _busy_limit.reset(token)
+
+
+def busy_limit() -> int | None:
+    """The ``attempts`` of the innermost :func:`busy_attempts` block around the caller; ``None`` outside one."""
+    return _busy_limit.get()
 
 
 def store_error(label: str, method: str, exc: BaseException, fault: Fault | None = None) -> BackendError:

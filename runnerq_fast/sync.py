@@ -5,7 +5,9 @@ thread. The backend is opened in that loop and only ever used there (a
 backend lives in one event loop); every call from any thread is handed to it
 with :func:`asyncio.run_coroutine_threadsafe` and waited for. Enqueues from
 many threads are coalesced: while one batch is at the backend the next ones
-gather, and each batch is one ``Backend.enqueue`` round trip.
+gather, and each batch is one ``Backend.enqueue`` round trip (sent again in
+halves, in order, if the store cancels it: see
+:func:`~runnerq_fast.executor.enqueue_in_pieces`).
 
 The builder is :class:`~runnerq_fast.executor.ActivityBuilder` itself
 (wrapped, so :meth:`SyncActivityBuilder.execute` blocks and returns the id):
@@ -24,7 +26,7 @@ from typing import Any, TypeVar
 
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.errors import ConfigError, DuplicateActivityError
-from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, unwrap_result
+from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, PieceSize, enqueue_in_pieces, unwrap_result
 from runnerq_fast.models import ActivityResult, EnqueueOutcome, EnqueueResult, NewActivity, OnDuplicate, Priority
 from runnerq_fast.storage import Backend, open_backend
 
@@ -187,6 +189,7 @@ class SyncExecutor:
         self._lock = threading.Lock()
         self._pending: list[tuple[NewActivity, concurrent.futures.Future[EnqueueResult]]] = []
         self._flushing = False
+        self._pieces = PieceSize()  # the enqueue batches' size, learnt from cancellations
         self._flush_task: asyncio.Task[None] | None = None
         self._closed = False
         self._loop = _new_loop()
@@ -251,18 +254,25 @@ class SyncExecutor:
                 if not batch:
                     self._flushing = False
                     return
+            results: list[EnqueueResult] = []
             try:
-                results = await backend.enqueue(queue, [item for item, _ in batch])
+                await enqueue_in_pieces(backend, queue, [item for item, _ in batch], results, self._pieces)
             except BaseException as exc:
-                for _, fut in batch:
+                for _, fut in batch[len(results):]:  # the leading pieces were stored: those get their result
                     if not fut.done():
                         fut.set_exception(exc)
                 if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+                    self._resolve(batch, results)
                     raise
-                continue
-            for (_, fut), res in zip(batch, results, strict=True):
-                if not fut.done():
-                    fut.set_result(res)
+            self._resolve(batch, results)
+
+    @staticmethod
+    def _resolve(batch: list[tuple[NewActivity, concurrent.futures.Future[EnqueueResult]]],
+                 results: list[EnqueueResult]) -> None:
+        """Resolve the futures of ``batch``'s leading items with ``results`` (one each, in order)."""
+        for (_, fut), res in zip(batch, results, strict=False):
+            if not fut.done():
+                fut.set_result(res)
 
     # ----------------------------------------------------------------- API
     @property

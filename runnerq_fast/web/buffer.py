@@ -11,6 +11,12 @@ linger by default). A request is answered only after its batch is stored.
 Two items with the same (activity type, idempotency key) never share a
 batch: the later one waits for the next round trip, so idempotency is
 decided by the store exactly as for separate calls.
+
+A batch the store cancels (PostgreSQL's ``statement_timeout``, a SQLite
+database locked past its busy timeout; nothing of it was applied) is sent
+again in halves, in order, down to one activity
+(:func:`~runnerq_fast.executor.enqueue_in_pieces`); the size learnt is kept
+for the next batches and grows back as they land.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import asyncio
 import logging
 
 from runnerq_fast.errors import InvalidActivityError
+from runnerq_fast.executor import PieceSize, enqueue_in_pieces
 from runnerq_fast.models import EnqueueResult, NewActivity
 from runnerq_fast.storage import Backend
 
@@ -57,6 +64,7 @@ class EnqueueBuffer:
         self._pending: list[_Pending] = []
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._pieces = PieceSize()
         #: Round trips made and activities stored (for tests and the benchmark).
         self.flushes = 0
         self.stored = 0
@@ -121,26 +129,37 @@ class EnqueueBuffer:
 
     async def _flush(self, batch: list[_Pending]) -> None:
         items = [item for item, _ in batch]
+        results: list[EnqueueResult] = []
         try:
-            results = await self.backend.enqueue(self.queue, items)
+            await enqueue_in_pieces(self.backend, self.queue, items, results, self._pieces)
         except (InvalidActivityError, ValueError, TypeError) as exc:
-            if len(batch) == 1:
-                _fail(batch, exc)
+            self._stored(batch, results)
+            rest = batch[len(results):]
+            if len(rest) == 1:
+                _fail(rest, exc)
                 return
             # One request's data failed the whole call: store the others one by one.
-            log.info("an enqueue batch of %d failed on its data (%s); storing item by item", len(batch), exc)
-            for entry in batch:
+            log.info("an enqueue batch of %d failed on its data (%s); storing item by item", len(rest), exc)
+            for entry in rest:
                 await self._flush([entry])
             return
         except asyncio.CancelledError:
+            self._stored(batch, results)
             _fail(batch, RuntimeError("the service stopped before the activity was stored"))
             raise
         except Exception as exc:
+            self._stored(batch, results)  # the leading pieces of a batch the store cancelled landed
             _fail(batch, exc)
             return
+        self._stored(batch, results)
+
+    def _stored(self, batch: list[_Pending], results: list[EnqueueResult]) -> None:
+        """Answer the leading requests of ``batch`` with ``results`` (one each, in order, all stored)."""
+        if not results:
+            return
         self.flushes += 1
-        self.stored += len(items)
-        for (_, fut), res in zip(batch, results, strict=True):
+        self.stored += len(results)
+        for (_, fut), res in zip(batch, results, strict=False):
             if not fut.done():
                 fut.set_result(res)
 
