@@ -228,3 +228,40 @@ async def test_sqlite_a_batch_cancelled_by_a_locked_file_lands_once_in_order(
     finally:
         locker.close()
         await backend.close()
+
+
+@pytest.mark.postgres
+async def test_pg_a_batch_over_one_statement_is_atomic_so_a_cancelled_statement_is_retried_whole(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A keyless batch of more than one statement's items ran as several auto-committed statements: the first
+    was stored, the second cancelled, and the retry of the whole call then stored the first part again (or
+    failed on its ids). Now one transaction: the retry finds nothing stored."""
+    from runnerq_fast.backends.postgres import backend as pg_backend
+
+    monkeypatch.setattr(pg_backend, "_MAX_STATEMENT_ITEMS", 60)
+    conn = await asyncpg.connect(pg_url, timeout=10)
+    try:
+        await conn.execute("""
+            CREATE SEQUENCE enqueue_statements;
+            CREATE FUNCTION cancel_second_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF nextval('enqueue_statements') = 2 THEN
+                    RAISE EXCEPTION 'canceling statement due to statement timeout' USING ERRCODE = 'query_canceled';
+                END IF;
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER cancel_second_insert AFTER INSERT ON runnerq_activities
+                FOR EACH STATEMENT EXECUTE FUNCTION cancel_second_insert();
+        """)
+    finally:
+        await conn.close()
+    backend = await PostgresBackend.open(pg_url, migrate=False)
+    try:
+        ex = rq.ActivityExecutor(backend, QUEUE)
+        ids = await ex.enqueue_many([("t", i) for i in range(90)])
+        stored = await _stored(pg_url)
+        assert len(stored) == 90 and sorted(a for a, _ in stored) == sorted(ids)
+        assert await _statements(pg_url) == 4  # 60 stored, 30 cancelled (both rolled back), then 60 + 30
+    finally:
+        await backend.close()

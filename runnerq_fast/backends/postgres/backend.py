@@ -621,8 +621,16 @@ class PostgresBackend(Backend):
         if not items:
             return []
         if all(it.idempotency_key is None for it in items):
-            for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
-                await self._insert(self._pool, queue, items[start : start + _MAX_STATEMENT_ITEMS])
+            if len(items) <= _MAX_STATEMENT_ITEMS:
+                await self._insert(self._pool, queue, items)
+            else:
+                # several statements in one transaction: a cancelled one rolls back the batch whole, so the
+                # call's retry (or the producer's split) never stores a part twice
+                async with self._pool.acquire() as conn, conn.transaction():
+                    for start in range(0, len(items), _MAX_STATEMENT_ITEMS):
+                        await self._insert(conn, queue, items[start : start + _MAX_STATEMENT_ITEMS],
+                                           commit_hook=False)
+                self._after_commit(queue, False)
             return [EnqueueResult(it.id, _CREATED) for it in items]
         async with self._pool.acquire() as conn, conn.transaction():
             results = await self._claim_keys(conn, queue, items)
