@@ -84,16 +84,18 @@ local function rq_stream_seq()
   return 0
 end
 
--- The last event id of the queue when P.."evseq" is gone (evicted, deleted): the stream's last id, so
--- that losing it never makes every later XADD fail ("ID ... equal or smaller"); when the stream is
--- gone too (or was never written), the server's clock in microseconds (NOW * 1000), so that ids never
--- go backwards: a reader resuming after an id given before the loss (Last-Event-ID) reads the new
--- ones, which are above any id counted up from 1 and, after an earlier loss, above those counted up
--- from its clock unless over 1,000 events per millisecond were written since (or the clock went
--- back). Below 2^53 until the year 2255, so JavaScript reads it exactly.
+-- The last event id of the queue when P.."evseq" is gone (a new queue, or evicted, deleted): the
+-- stream's last id, so that losing it never makes every later XADD fail ("ID ... equal or smaller");
+-- without a stream, 0 for a new queue (no P.."counts" nor P.."types" yet: a script writes them after
+-- its events), else the stream was lost too and it is the server's clock in microseconds
+-- (NOW * 1000), so that ids never go backwards: a reader resuming after an id given before the loss
+-- (Last-Event-ID) reads the new ones, which are above any id counted up from 1 and, after an earlier
+-- loss, above those counted up from its clock unless over 1,000 events per millisecond were written
+-- since (or the clock went back). Below 2^53 until the year 2255, so JavaScript reads it exactly.
 local function rq_evseq_lost()
   local last = rq_stream_seq()
   if last > 0 then return last end
+  if redis.call('EXISTS', P .. 'counts', P .. 'types') == 0 then return 0 end -- a new queue: 1, 2, ...
   return NOW * 1000
 end
 
