@@ -689,8 +689,11 @@ class Backend(abc.ABC):
         :meth:`WorkerEngine.start <runnerq_fast.WorkerEngine.start>` calls it;
         opening a backend does not, so the CLI, the synchronous client and
         scripts stay quiet. PostgreSQL warns when autovacuum is off
-        (:meth:`~runnerq_fast.backends.postgres.PostgresBackend.check_autovacuum`);
-        the other backends have nothing to check here. Never raises for a
+        (:meth:`~runnerq_fast.backends.postgres.PostgresBackend.check_autovacuum`),
+        Redis and Redis Cluster when a ``maxmemory-policy`` is not
+        ``noeviction``
+        (:meth:`~runnerq_fast.backends.redis.RedisBackend.check_eviction_policy`);
+        SQLite and memory have nothing to check here. Never raises for a
         setting it cannot read.
         """
 

@@ -9,6 +9,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +19,12 @@ from hypothesis import strategies as st
 
 import runnerq_fast as rq
 from runnerq_fast.backends.redis import RedisBackend
+from runnerq_fast.backends.redis import backend as redis_backend_module
 from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
 from runnerq_fast.models import Ack, AckOutcome, WorkerInfo
+from tests.acceptance.helpers import run_cli
 from tests.conformance import new
+from tests.faults.servers import RedisServer, have_redis_server
 from tests.redis_fixtures import REDIS_URL, damage, to_earlier_layout
 
 
@@ -529,3 +533,66 @@ async def test_migrate_upgrades_hashes_of_the_earlier_layout(redis_backend: Redi
     (again,) = await b.claim(q, "w", 1, None, 30_000)
     assert (again.id, again.priority, again.created_at_ms) == (pending, before[pending].priority,  # type: ignore[union-attr]
                                                               before[pending].created_at_ms)  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------ issue 26: the eviction warning, once, from a worker
+@pytest.fixture
+def lru_redis_url(tmp_path: Path) -> Iterator[str]:
+    """A private Redis whose ``maxmemory-policy`` is ``allkeys-lru``."""
+    if not have_redis_server():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("redis-server is not on PATH")
+        pytest.skip("redis-server is not on PATH")
+    server = RedisServer(tmp_path, "--maxmemory-policy", "allkeys-lru", "--save", "", "--appendonly", "no")
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def _eviction_warnings(caplog: pytest.LogCaptureFixture) -> int:
+    return sum("maxmemory-policy" in r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING)
+
+
+async def test_the_eviction_policy_is_warned_once_from_the_worker_not_on_connect(
+    lru_redis_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_backend_module, "_SERVERS_CHECKED", set(), raising=False)  # as in a fresh worker process
+    caplog.set_level(logging.WARNING, logger="runnerq_fast")
+    backend = await RedisBackend.open(lru_redis_url)
+    try:
+        second = await RedisBackend.open(lru_redis_url)
+        await second.close()
+        assert _eviction_warnings(caplog) == 0
+        for _ in range(2):  # started twice, and a second engine on the same server: still one warning
+            for queue in ("a", "b"):
+                engine = rq.WorkerEngine(backend, queue_name=queue, poll_interval=0.05, prune_interval=0)
+
+                @engine.activity("t")
+                async def t(payload: Any, ctx: rq.ActivityContext) -> None:
+                    return None
+
+                async with engine:
+                    pass
+        assert _eviction_warnings(caplog) == 1
+        assert await backend.check_eviction_policy() == "allkeys-lru"  # on demand: warns each time
+        assert _eviction_warnings(caplog) == 2
+    finally:
+        await backend.close()
+
+
+def test_the_sync_client_prints_no_eviction_warning(lru_redis_url: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="runnerq_fast")
+    with rq.SyncExecutor(lru_redis_url, "sync") as client:
+        assert client.activity("t").payload({}).execute()
+    assert _eviction_warnings(caplog) == 0
+
+
+@pytest.mark.slow
+def test_cli_commands_print_no_eviction_warning(lru_redis_url: str) -> None:
+    """Three CLI processes (about 1 s each)."""
+    for args in (("stats", "--queue", "sync"), ("queues",), ("enqueue", "t", "--payload", "{}")):
+        done = run_cli(*args, "--backend", lru_redis_url)
+        assert done.returncode == 0, (args, done.stderr)
+        assert "maxmemory" not in done.stderr + done.stdout, (args, done.stderr)

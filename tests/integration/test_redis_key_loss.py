@@ -188,6 +188,80 @@ async def test_losing_one_key_of_the_layout_never_stops_a_queue_on_redis_cluster
     await check_loss(redis_cluster_backend, redis_cluster_namespace, name)
 
 
+async def _read(stream: AsyncIterator[rq.ActivityEvent], n: int) -> list[rq.ActivityEvent]:
+    """The first ``n`` events of ``stream`` (then closed)."""
+    out: list[rq.ActivityEvent] = []
+    try:
+        async for ev in stream:
+            out.append(ev)
+            if len(out) == n:
+                break
+    finally:
+        await stream.aclose()  # type: ignore[attr-defined]
+    return out
+
+
+async def check_event_ids_after_losing_the_stream_and_its_counter(b: RedisBackend, ns: str) -> None:
+    """The stream and ``evseq`` lost together (eviction can take both): event ids still only go up,
+    so a live reader and one resuming after the last id before the loss read every new event."""
+    queue = "evlost"
+    first = [new("t") for _ in range(100)]
+    await b.enqueue(queue, first)
+    before = await asyncio.wait_for(_read(b.event_stream(queue, 0), len(first)), 10)
+    last = before[-1].id
+    assert [ev.id for ev in before] == list(range(last - len(first) + 1, last + 1))
+    live = asyncio.ensure_future(_read(b.event_stream(queue, None), 150))
+    await asyncio.sleep(0.2)  # the live reader has read where the stream ends
+    try:
+        seen = await _lose_twice(b, ns, queue, before, live)
+    finally:
+        live.cancel()
+    # listings: every activity's events, old and new, each under its own id, in order
+    everything = [ev.id for part in seen for ev in part]
+    assert everything == sorted(set(everything))
+    listed = [ev.id for s in await b.list_activities(queue, "pending", 0, 1000) for ev in await b.get_events(s.id)]
+    assert sorted(listed) == everything
+
+
+async def _lose_twice(
+    b: RedisBackend, ns: str, queue: str, before: list[rq.ActivityEvent], live: asyncio.Future[list[rq.ActivityEvent]]
+) -> list[list[rq.ActivityEvent]]:
+    last = before[-1].id
+    seen = [before]
+    for round_ in range(2):  # and once more: a loss after a loss
+        for name in ("events", "evseq"):
+            assert await b.client.delete(keys.prefix(ns, queue) + name) == 1
+        resumed = asyncio.ensure_future(_read(b.event_stream(queue, last), 150))
+        fresh = [new("t") for _ in range(150)]
+        for i in range(0, 150, 50):  # three script runs
+            await b.enqueue(queue, fresh[i : i + 50])
+        got = await asyncio.wait_for(resumed, 10)
+        assert [ev.activity_id for ev in got] == [a.id for a in fresh], round_
+        ids = [ev.id for ev in got]
+        assert ids[0] > last and ids == list(range(ids[0], ids[0] + 150)), (last, ids[:3])
+        assert ids[-1] < 2**53  # read exactly by JavaScript
+        # the activity's own history carries the id the stream gave
+        assert [ev.id for ev in await b.get_events(fresh[0].id)] == [ids[0]]
+        if round_ == 0:
+            assert [ev.id for ev in await asyncio.wait_for(live, 10)] == ids
+        seen.append(got)
+        last = ids[-1]
+    return seen
+
+
+async def test_event_ids_never_go_back_when_the_stream_and_its_counter_are_lost(
+    redis_backend: RedisBackend, redis_namespace: str
+) -> None:
+    await check_event_ids_after_losing_the_stream_and_its_counter(redis_backend, redis_namespace)
+
+
+@pytest.mark.slow
+async def test_event_ids_never_go_back_when_the_stream_and_its_counter_are_lost_on_redis_cluster(
+    redis_cluster_backend: RedisClusterBackend, redis_cluster_namespace: str
+) -> None:
+    await check_event_ids_after_losing_the_stream_and_its_counter(redis_cluster_backend, redis_cluster_namespace)
+
+
 def test_the_layout_table_of_keys_py_names_every_key_of_the_list() -> None:
     doc = keys.__doc__ or ""
     rows = [line.split("``")[1] for line in doc.splitlines() if line.startswith(("``P ", "``rq:"))]

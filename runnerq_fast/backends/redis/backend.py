@@ -114,6 +114,18 @@ _GLOB_SPECIAL = re.compile(r"[*?\[\]\\]")
 _EXPIRED_BATCH = 10_000
 _EXPIRED_CALLS = 20
 _STREAM_PAGE = 1000
+
+_SERVERS_CHECKED: set[str] = set()
+"""The servers (:func:`_server_key`) whose settings :meth:`RedisBackend.check_server` checked in this process."""
+
+
+def _server_key(url: str) -> str:
+    """The scheme and ``host:port`` (list) of ``url``: the server or cluster it names, not its database or password."""
+    try:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
+    except ValueError:
+        return url
 _LOCATE_CACHE = 10_000
 _RESULT_SAFETY_NET = 5.0
 _CONN_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -341,7 +353,7 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         namespace: str = keys.DEFAULT_NAMESPACE,
         pool_timeout: float = 20.0,
     ) -> RedisBackend:
-        """Connect, check the eviction policy and load the scripts.
+        """Connect and load the scripts (the eviction policy is checked by a worker: :meth:`check_server`).
 
         Parameters
         ----------
@@ -412,7 +424,6 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
                     f"{redact_url(url)} is a Redis Cluster node: connect with "
                     f"redis+cluster://{where}:{parts.port or 6379} (see README, Redis Cluster)"
                 )
-            await backend.check_eviction_policy()
             await backend._load_scripts()
         except (RedisError, OSError, BackendError) as exc:
             await client.aclose()
@@ -429,12 +440,34 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
     def _store_fault(self, exc: Exception) -> Fault | None:
         return faults.classify(exc)
 
+    async def check_server(self) -> None:
+        """Warn once per server and process (from a worker engine's start) if ``maxmemory-policy`` evicts.
+
+        See :meth:`check_eviction_policy`; opening the backend checks nothing,
+        so the CLI, the synchronous client and scripts stay quiet. A failure
+        to read the setting is logged, not raised.
+        """
+        key = _server_key(self.url)
+        if key in _SERVERS_CHECKED:
+            return
+        _SERVERS_CHECKED.add(key)
+        try:
+            await self.check_eviction_policy()
+        except Exception as exc:
+            log.info("could not read the Redis maxmemory-policy (%s: %s)", type(exc).__name__, exc)
+
     async def check_eviction_policy(self) -> str | None:
-        """Warn unless the server's ``maxmemory-policy`` is ``noeviction``.
+        """Warn unless the server's ``maxmemory-policy`` is ``noeviction``; return the policy.
 
         Any other policy may silently drop queued activities when memory runs
-        out. Returns the policy, or ``None`` if ``CONFIG GET`` is not allowed
-        (managed services), which is logged too.
+        out. Warns on every call: :meth:`check_server` (a worker's start)
+        calls it once per server and process. Returns the policy, or ``None``
+        if ``CONFIG GET`` is not allowed (managed services), which is logged too.
+
+        Raises
+        ------
+        BackendError
+            When the server cannot be reached.
         """
         try:
             reply = await _guarded(self._r.config_get("maxmemory-policy"))

@@ -12,7 +12,7 @@ of the queue touches that slot only. What differs from one server:
   pipeline refuses its ``evalsha`` method, not the command) beside the
   ``SADD`` of the queue registry, which is one key outside any hash tag:
   redis-py splits a cluster pipeline per node, so no command spans slots;
-- ``maxmemory-policy`` is checked on every master;
+- ``maxmemory-policy`` is checked on every master (by a worker's start, once per cluster and process);
 - result waiters keep one ``PSUBSCRIBE`` on one node: a classic ``PUBLISH``
   (the scripts' ``done`` notifications) reaches every node of a cluster, so
   one subscription hears every queue on every master (sharded pub/sub has no
@@ -137,7 +137,7 @@ class RedisClusterBackend(RedisBackend):
         namespace: str = keys.DEFAULT_NAMESPACE,
         pool_timeout: float = 20.0,
     ) -> RedisClusterBackend:
-        """Discover the cluster, check every master's eviction policy and load the scripts on every master.
+        """Discover the cluster and load the scripts on every master (a worker checks the eviction policy).
 
         Parameters
         ----------
@@ -191,7 +191,6 @@ class RedisClusterBackend(RedisBackend):
         backend = cls(url, client, result_ttl, namespace)  # type: ignore[arg-type]
         try:
             await guarded(client.initialize())
-            await backend.check_eviction_policy()
             await backend._load_scripts()
         except (RedisError, RedisClusterException, OSError, BackendError) as exc:
             await client.aclose()
@@ -208,7 +207,8 @@ class RedisClusterBackend(RedisBackend):
     async def check_eviction_policy(self) -> str | None:
         """Warn unless every master's ``maxmemory-policy`` is ``noeviction``.
 
-        Returns the first policy that is not ``noeviction`` (else
+        Warns on every call: ``check_server`` (a worker's start) calls it once
+        per cluster and process. Returns the first policy that is not ``noeviction`` (else
         ``"noeviction"``), or ``None`` if ``CONFIG GET`` is not allowed
         (managed services), which is logged too.
         """

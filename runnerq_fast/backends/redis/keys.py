@@ -39,7 +39,8 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P dead``                     ZSET    dead-lettered ids, score = dead-letter time (ms)
 ``P events``                   STREAM  live events, one entry per script run (capped, ~10,000)
 ``P evseq``                    STRING  last event id of the queue (ids count 1, 2, ...); when lost, the
-                                      next script reads the stream's last id instead
+                                      next script reads the stream's last id instead, or, with the
+                                      stream lost too, starts at the clock in microseconds
 ``P wake``                     LIST    wake tokens for fetchers of every type blocked in ``BLPOP``
 ``P wake:<type>``              LIST    wake tokens for fetchers of ``<type>`` blocked in ``BLPOP``
 ``P hold:<purpose>``           STRING  holder of a named hold (``hold``), expiring by ``PX``

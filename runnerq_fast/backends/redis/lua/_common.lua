@@ -20,7 +20,8 @@
 --   P.."dead"          ZSET   dead-lettered ids, scored by dead-letter time (ms)
 --   P.."counts"        HASH   "<status>\31<type>" -> number of activities
 --   P.."events"        STREAM live events of the queue, one entry per script (capped, approximate MAXLEN)
---   P.."evseq"         STRING last event id of the queue (lost: the stream's last id, rq_evseq)
+--   P.."evseq"         STRING last event id of the queue (lost: the stream's last id, or with the stream
+--                             the clock in microseconds: rq_evseq_lost)
 --   P.."wake"          LIST   wake tokens for blocked fetchers of every type (capped)
 --   P.."wake:"..type   LIST   wake tokens for blocked fetchers of one type (capped)
 --   P.."done"          pub/sub channel: comma-separated ids that reached a terminal status
@@ -83,13 +84,26 @@ local function rq_stream_seq()
   return 0
 end
 
--- The last event id of the queue: P.."evseq", or, when that key is gone (evicted, deleted), the
--- stream's last id, so that losing it never makes every later XADD fail ("ID ... equal or
--- smaller"); the stream has the XINFO only then.
+-- The last event id of the queue when P.."evseq" is gone (a new queue, or evicted, deleted): the
+-- stream's last id, so that losing it never makes every later XADD fail ("ID ... equal or smaller");
+-- without a stream, 0 for a new queue (no P.."counts" nor P.."types" yet: a script writes them after
+-- its events), else the stream was lost too and it is the server's clock in microseconds
+-- (NOW * 1000), so that ids never go backwards: a reader resuming after an id given before the loss
+-- (Last-Event-ID) reads the new ones, which are above any id counted up from 1 and, after an earlier
+-- loss, above those counted up from its clock unless over 1,000 events per millisecond were written
+-- since (or the clock went back). Below 2^53 until the year 2255, so JavaScript reads it exactly.
+local function rq_evseq_lost()
+  local last = rq_stream_seq()
+  if last > 0 then return last end
+  if redis.call('EXISTS', P .. 'counts', P .. 'types') == 0 then return 0 end -- a new queue: 1, 2, ...
+  return NOW * 1000
+end
+
+-- The last event id of the queue: P.."evseq", else rq_evseq_lost (the stream's XINFO only then).
 local function rq_evseq()
   local seq = redis.call('GET', P .. 'evseq')
-  if seq then return tonumber(seq) or rq_stream_seq() end
-  return rq_stream_seq()
+  if seq then return tonumber(seq) or rq_evseq_lost() end
+  return rq_evseq_lost()
 end
 
 local function rq_flush_events()
@@ -104,7 +118,9 @@ local function rq_flush_events()
     EVBUF[EVLEN] = EVBUF[EVLEN] .. EVRTAIL
     e = table.concat(EVBUF, EVRTAIL .. EVRHEAD, 1, EVLEN)
   end
-  local added = redis.pcall('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n',
+  -- '%d': concatenated, an id of 15 digits or more (rq_evseq_lost's) would read "1.8e+15"
+  local seq = string.format('%d', EVN)
+  local added = redis.pcall('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. seq, 'at', NOWS, 'n',
     EVCOUNT, 'e', e, unpack(EVDETAILS))
   if type(added) == 'table' and added.err then
     -- P.."evseq" behind the stream (set back by hand, restored from an older copy): this entry and
@@ -114,10 +130,11 @@ local function rq_flush_events()
     if last < EVN then error(added) end -- another error (WRONGTYPE): raised as it was
     EVN = last + EVCOUNT
     EVTENS = nil -- the next event's field name is formatted anew
-    redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. EVN, 'at', NOWS, 'n', EVCOUNT,
+    seq = string.format('%d', EVN)
+    redis.call('XADD', P .. 'events', 'MAXLEN', '~', STREAM_MAXLEN, '0-' .. seq, 'at', NOWS, 'n', EVCOUNT,
       'e', e, unpack(EVDETAILS))
   end
-  redis.call('SET', P .. 'evseq', EVN)
+  redis.call('SET', P .. 'evseq', seq)
   EVBUF, EVCOUNT, EVLEN, EVRUN = {}, 0, 0, false
   EVREFS, EVDETAILS, EVNDETAILS = {}, {}, 0
 end
