@@ -27,8 +27,8 @@ import asyncpg
 import pytest
 
 import runnerq_fast as rq
+from runnerq_fast.backends import _servercheck as servercheck
 from runnerq_fast.backends.postgres import PostgresBackend
-from runnerq_fast.backends.postgres import backend as pg_module
 from runnerq_fast.errors import StoreBusyError
 from runnerq_fast.models import Ack, AckOutcome
 from runnerq_fast.resilience import busy_attempts
@@ -143,7 +143,7 @@ async def test_autovacuum_is_checked_once_from_the_worker_not_on_connect(
     pg_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The shared server runs with autovacuum off: opening a backend is quiet, an engine's start warns once."""
-    monkeypatch.setattr(pg_module, "_SERVERS_CHECKED", set())  # as in a fresh worker process
+    monkeypatch.setattr(servercheck, "_CHECKED", set())  # as in a fresh worker process
     caplog.set_level(logging.WARNING, logger="runnerq_fast")
 
     def warnings() -> int:

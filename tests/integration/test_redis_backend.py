@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import runnerq_fast as rq
+from runnerq_fast.backends import _servercheck as servercheck
 from runnerq_fast.backends.redis import RedisBackend
-from runnerq_fast.backends.redis import backend as redis_backend_module
 from runnerq_fast.backends.redis.scoring import MAX_READY_MS, MAX_RETRY_RANK, encode_score
 from runnerq_fast.models import Ack, AckOutcome, WorkerInfo
 from tests.acceptance.helpers import run_cli
@@ -558,7 +558,7 @@ def _eviction_warnings(caplog: pytest.LogCaptureFixture) -> int:
 async def test_the_eviction_policy_is_warned_once_from_the_worker_not_on_connect(
     lru_redis_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_backend_module, "_SERVERS_CHECKED", set(), raising=False)  # as in a fresh worker process
+    monkeypatch.setattr(servercheck, "_CHECKED", set())  # as in a fresh worker process
     caplog.set_level(logging.WARNING, logger="runnerq_fast")
     backend = await RedisBackend.open(lru_redis_url)
     try:

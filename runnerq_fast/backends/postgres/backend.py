@@ -25,6 +25,7 @@ import msgspec
 from asyncpg.pool import PoolConnectionProxy
 
 from runnerq_fast import filters
+from runnerq_fast.backends._servercheck import first_check
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends._wakeups import WorkSignal
 from runnerq_fast.backends.postgres import faults
@@ -439,10 +440,8 @@ class PostgresBackend(Backend):
 
         See :meth:`check_autovacuum`; a failure to read the setting is logged, not raised.
         """
-        key = _server_key(self.url)
-        if key in _SERVERS_CHECKED:
+        if not first_check(self.url):
             return
-        _SERVERS_CHECKED.add(key)
         try:
             await self.check_autovacuum()
         except Exception as exc:
@@ -1192,19 +1191,6 @@ class PostgresBackend(Backend):
     async def hold(self, queue: str, purpose: str, holder: str, ttl_ms: int) -> bool:
         check_hold(purpose, ttl_ms)
         return await self._pool.fetchrow(Q["hold"], queue, purpose, holder, ttl_ms) is not None
-
-
-_SERVERS_CHECKED: set[str] = set()
-"""The servers (:func:`_server_key`) whose settings :meth:`PostgresBackend.check_server` checked in this process."""
-
-
-def _server_key(url: str) -> str:
-    """``host:port`` of the server ``url`` names (autovacuum is a server setting, not a database's)."""
-    try:
-        parts = urlsplit(url)
-        return f"{parts.hostname or ''}:{parts.port or 5432}"
-    except ValueError:
-        return url
 
 
 def _broadcast(column: list[Any]) -> list[Any]:

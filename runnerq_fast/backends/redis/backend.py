@@ -39,6 +39,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from runnerq_fast.backends import rowcheck
+from runnerq_fast.backends._servercheck import first_check
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends.redis import faults, keys
 from runnerq_fast.backends.redis.enqargs import enqueue_args
@@ -115,17 +116,6 @@ _EXPIRED_BATCH = 10_000
 _EXPIRED_CALLS = 20
 _STREAM_PAGE = 1000
 
-_SERVERS_CHECKED: set[str] = set()
-"""The servers (:func:`_server_key`) whose settings :meth:`RedisBackend.check_server` checked in this process."""
-
-
-def _server_key(url: str) -> str:
-    """The scheme and ``host:port`` (list) of ``url``: the server or cluster it names, not its database or password."""
-    try:
-        parts = urlsplit(url)
-        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
-    except ValueError:
-        return url
 _LOCATE_CACHE = 10_000
 _RESULT_SAFETY_NET = 5.0
 _CONN_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -447,10 +437,8 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         so the CLI, the synchronous client and scripts stay quiet. A failure
         to read the setting is logged, not raised.
         """
-        key = _server_key(self.url)
-        if key in _SERVERS_CHECKED:
+        if not first_check(self.url):
             return
-        _SERVERS_CHECKED.add(key)
         try:
             await self.check_eviction_policy()
         except Exception as exc:
