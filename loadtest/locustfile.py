@@ -28,6 +28,13 @@ successful answer carries goes to ``RUNNERQ_LOADTEST_RECORDS/accepted-<pid>.tsv`
 reading ``-u`` (users) and ``-t`` (run time): ``step`` adds a fifth of the users
 every fifth of the time; ``spike`` runs a quarter of them, with all of them
 for the first sixth of every third of the time after the first third.
+
+``RUNNERQ_LOADTEST_SHAPE=capacity`` (``runnerq-fast loadtest --capacity``) runs
+``RUNNERQ_LOADTEST_STEP_USERS`` users more every ``RUNNERQ_LOADTEST_STEP_SECONDS``,
+for at most ``RUNNERQ_LOADTEST_MAX_STEPS`` steps, each user at the same rate, so
+step k asks k times the first step's rate; it stops early once the file
+``RUNNERQ_LOADTEST_STOP_FILE`` exists (the runner writes it when a step broke a
+limit), and writes the time each step began to ``RUNNERQ_LOADTEST_RECORDS/steps.tsv``.
 """
 
 from __future__ import annotations
@@ -54,6 +61,10 @@ BACKEND = os.environ.get("RUNNERQ_LOADTEST_BACKEND", "")
 RATE = float(os.environ.get("RUNNERQ_LOADTEST_RATE", "0"))
 BATCH = max(2, int(os.environ.get("RUNNERQ_LOADTEST_BATCH", "50")))
 SHAPE = os.environ.get("RUNNERQ_LOADTEST_SHAPE", "")
+STEP_USERS = int(os.environ.get("RUNNERQ_LOADTEST_STEP_USERS", "10"))
+STEP_SECONDS = float(os.environ.get("RUNNERQ_LOADTEST_STEP_SECONDS", "10"))
+MAX_STEPS = int(os.environ.get("RUNNERQ_LOADTEST_MAX_STEPS", "20"))
+STOP_FILE = os.environ.get("RUNNERQ_LOADTEST_STOP_FILE", "")
 HTTP_WEIGHT = int(os.environ.get("RUNNERQ_LOADTEST_HTTP_WEIGHT", "3"))
 API_WEIGHT = int(os.environ.get("RUNNERQ_LOADTEST_API_WEIGHT", "1"))
 
@@ -83,14 +94,14 @@ _decode_answer = msgspec.json.Decoder(_Answer).decode
 _writer: dict[int, LineWriter] = {}
 
 
-def accepted(activity_id: str, created: bool, sent: float) -> None:
+def accepted(activity_id: str, created: bool, spec: ActivitySpec) -> None:
     """Record an id a successful answer carried (one file per process; nothing without RECORDS)."""
     if not RECORDS:
         return
     pid = os.getpid()
     if pid not in _writer:  # opened in the process that runs users (locust --processes forks)
         _writer[pid] = LineWriter(RECORDS, "accepted")
-    _writer[pid].write(activity_id, int(created), sent)
+    _writer[pid].write(activity_id, int(created), float(spec.payload["t"]), float(spec.payload["d"]))
 
 
 def _wait() -> Any:
@@ -114,7 +125,7 @@ class HttpEnqueuer(FastHttpUser):
                               catch_response=True) as resp:
             if resp.status_code in (200, 201) and resp.content:
                 one = _decode_one(resp.content)
-                accepted(one.id, one.created, spec.payload["t"])
+                accepted(one.id, one.created, spec)
                 resp.success()
             else:
                 resp.failure(f"HTTP {resp.status_code}: {(resp.text or '')[:200]}")
@@ -126,10 +137,9 @@ class HttpEnqueuer(FastHttpUser):
         with self.client.post(self.path + "/batch", data=body, headers=_JSON, name="batch",
                               catch_response=True) as resp:
             if resp.status_code in (200, 201) and resp.content:
-                sent = specs[0].payload["t"]
-                for item in _decode_batch(resp.content).activities:
+                for spec, item in zip(specs, _decode_batch(resp.content).activities, strict=True):
                     if item.outcome != "conflict":
-                        accepted(item.id, item.outcome == "created", sent)
+                        accepted(item.id, item.outcome == "created", spec)
                 resp.success()
             else:
                 resp.failure(f"HTTP {resp.status_code}: {(resp.text or '')[:200]}")
@@ -224,9 +234,8 @@ class ApiEnqueuer(User):
             ids, created, error, seconds = [], [], f"{type(exc).__name__}: {exc}", time.perf_counter() - t
         events.request.fire(request_type="api", name=name, response_time=seconds * 1000, response_length=len(ids),
                             exception=RuntimeError(error) if error else None, context={})
-        sent = specs[0].payload["t"]
-        for activity_id, was_created in zip(ids, created, strict=True):
-            accepted(activity_id, was_created, sent)
+        for spec, activity_id, was_created in zip(specs, ids, created, strict=False):  # no ids: an error
+            accepted(activity_id, was_created, spec)
 
     @task(10)
     def execute(self) -> None:
@@ -274,3 +283,32 @@ class SpikeShape(_Shape):
     def users_at(self, elapsed: float, users: int, run_time: float) -> int:
         every = run_time / 3
         return spike_users(elapsed, base=max(1, users // 4), peak=users, every=every, spike_seconds=every / 2)
+
+
+class CapacityShape(LoadTestShape):
+    """Step k of ``RUNNERQ_LOADTEST_MAX_STEPS`` runs k x ``RUNNERQ_LOADTEST_STEP_USERS`` users (``SHAPE=capacity``).
+
+    Stops at the end of the last step or as soon as ``RUNNERQ_LOADTEST_STOP_FILE``
+    exists; appends ``<epoch s> <tab> <step> <tab> <users>`` to ``steps.tsv`` of the
+    records directory as each step begins (the windows the runner judges).
+    """
+
+    abstract = SHAPE != "capacity"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._step = 0
+
+    def tick(self) -> tuple[int, float] | None:
+        elapsed = self.get_run_time()
+        step = int(elapsed // STEP_SECONDS) + 1
+        if step > MAX_STEPS or (STOP_FILE and os.path.exists(STOP_FILE)):
+            return None
+        users = step_users(elapsed, start=STEP_USERS, step=STEP_USERS, step_seconds=STEP_SECONDS,
+                           limit=STEP_USERS * MAX_STEPS)
+        if step != self._step:
+            self._step = step
+            if RECORDS:
+                with open(os.path.join(RECORDS, "steps.tsv"), "a", encoding="utf-8") as fh:
+                    fh.write(f"{time.time():.6f}\t{step}\t{users}\n")
+        return users, float(users)  # every new user at once: the step's rate from its first second

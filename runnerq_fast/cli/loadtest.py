@@ -19,10 +19,19 @@ import runnerq_fast as rq
 from runnerq_fast.cli._common import BadInput, Fail, FiniteFloatRange, out, run
 from runnerq_fast.urls import redact_text
 
-__all__ = ["DEFAULT_URL", "loadtest"]
+__all__ = ["DEFAULT_URL", "RATE_PER_CORE", "loadtest"]
 
 DEFAULT_URL = "sqlite:///runnerq-loadtest.db"
 """The embedded default: a SQLite file in the working directory (a fresh queue per run)."""
+
+RATE_PER_CORE = 50.0
+"""The default ``--rate``, requests/s per CPU core (about 165 activities/s: a batch is one request).
+
+serve, the workers, the store and locust share the machine's cores; on
+two cores 100 requests/s keep a quiet machine about half busy, so the
+default run measures the queue with room to spare. The highest rate is
+what ``--capacity`` finds.
+"""
 
 _EXTRA = "pip install 'runnerq-fast[loadtest]'"
 
@@ -48,8 +57,10 @@ def _locustfile(given: Path | None) -> Path:
 @click.option("--duration", "-t", type=FiniteFloatRange(min=1), default=30.0, show_default=True, metavar="SECONDS",
               help="Seconds of load.")
 @click.option("--users", "-u", type=click.IntRange(min=1), default=20, show_default=True, help="locust users.")
-@click.option("--rate", type=FiniteFloatRange(min=0), default=1000.0, show_default=True, metavar="REQ/S",
-              help="Requests per second over all users (each user: rate / users; a batch is one request); 0: no wait.")
+@click.option("--rate", type=FiniteFloatRange(min=0), default=None, metavar="REQ/S",
+              help="Requests per second over all users (each user: rate / users; a batch is one request); 0: no "
+                   f"wait. Default: {RATE_PER_CORE:g} per CPU core. With --capacity: the first step's rate and "
+                   "each step's increase.")
 @click.option("--workers", "-w", type=click.IntRange(min=1), default=2, show_default=True,
               help="Worker processes (runnerq-fast worker --processes).")
 @click.option("--concurrency", "-c", type=click.IntRange(min=1), default=64, show_default=True,
@@ -72,22 +83,37 @@ def _locustfile(given: Path | None) -> Path:
               help="Threshold: accepted activities never completed.")
 @click.option("--max-duplicate-runs", type=click.IntRange(min=0), default=0, show_default=True,
               help="Threshold: attempts run twice.")
+@click.option("--min-sent-share", type=FiniteFloatRange(0, 1), default=0.9, show_default=True,
+              help="Requests/s locust must send, as a share of --rate; below it the run is INCONCLUSIVE (exit 3) "
+                   "unless it failed (see docs/operating/load-testing.md), and a capacity step breaks.")
+@click.option("--capacity", is_flag=True,
+              help="Capacity mode: --users more users and --rate more requests/s every --step-seconds, until a "
+                   "step breaks a limit (p99, error rate, sent rate); reports the highest rate sustained.")
+@click.option("--step-seconds", type=FiniteFloatRange(min=2), default=10.0, show_default=True, metavar="SECONDS",
+              help="With --capacity: seconds of one step.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True,
+              help="With --capacity: steps at most.")
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), metavar="DIR",
               help="Output directory (default: ./loadtest-results/<UTC time>).")
 @click.option("--locustfile", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
               help="The locustfile (default: loadtest/locustfile.py).")
-def loadtest(backend_url: str, duration: float, users: int, rate: float, workers: int, concurrency: int,
+def loadtest(backend_url: str, duration: float, users: int, rate: float | None, workers: int, concurrency: int,
              http_weight: int, api_weight: int, shape: str, locust_processes: int, drain_timeout: float,
              max_error_rate: float, max_p99_ms: float, max_lost: int, max_duplicate_runs: int,
+             min_sent_share: float, capacity: bool, step_seconds: float, max_steps: int,
              output: Path | None, locustfile: Path | None) -> None:
-    """Load-test serve + N workers with locust; report latency, lost and duplicate runs; exit 1 on a threshold.
+    """Load-test serve + N workers with locust; report latency, lost and duplicate runs, and a verdict.
 
     Starts `runnerq-fast serve` and `runnerq-fast worker --processes N` running the
     load app, runs locust headless (HTTP and Python-API users) for --duration at
     --rate, waits for the queue to drain, then writes locust's CSV and HTML report,
-    summary.json and chart.png into --output and prints a table.
+    summary.json and chart.png into --output and prints a table and a one-line
+    verdict. Exit 0 PASSED, 1 FAILED (a threshold), 3 INCONCLUSIVE (locust sent
+    less than --min-sent-share of --rate: the rate asked was not tested), 2 bad input.
+    With --capacity: the rate rises step by step until a step breaks a limit, and
+    the highest rate that held is reported.
     """
-    from runnerq_fast.loadtest.runner import LoadTestOptions, run_loadtest
+    from runnerq_fast.loadtest.runner import LoadTestOptions, cores, run_loadtest
     from runnerq_fast.loadtest.summary import Thresholds
 
     missing = [m for m in ("locust", "psutil") if importlib.util.find_spec(m) is None]
@@ -104,6 +130,14 @@ def loadtest(backend_url: str, duration: float, users: int, rate: float, workers
         raise BadInput("--shape runs in one locust process: drop --locust-processes")
     if http_weight + api_weight == 0:
         raise BadInput("--http-weight and --api-weight are both 0: no users")
+    if capacity and shape:
+        raise BadInput("--capacity runs a step shape of its own: drop --shape")
+    if capacity and locust_processes > 1:
+        raise BadInput("--capacity runs in one locust process: drop --locust-processes")
+    if capacity and rate == 0:
+        raise BadInput("--capacity needs a --rate per step (not 0)")
+    if rate is None:
+        rate = RATE_PER_CORE * cores()
     output = output or Path("loadtest-results") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     if (output / "records").is_dir() and any((output / "records").iterdir()):
         raise BadInput(f"--output {output} already holds a run (its records/ would mix with this one's): "
@@ -115,7 +149,8 @@ def loadtest(backend_url: str, duration: float, users: int, rate: float, workers
         api_weight=api_weight, http_weight=http_weight, shape=shape, locust_processes=locust_processes,
         drain_timeout=drain_timeout,
         thresholds=Thresholds(max_error_rate=max_error_rate, max_p99_ms=max_p99_ms, max_lost=max_lost,
-                              max_duplicate_runs=max_duplicate_runs),
+                              max_duplicate_runs=max_duplicate_runs, min_sent_share=min_sent_share),
+        capacity=capacity, step_seconds=step_seconds, max_steps=max_steps,
     )
     try:
         code = run(run_loadtest(opts, out))

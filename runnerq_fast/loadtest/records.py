@@ -7,7 +7,9 @@ process ever waits for another, and nothing interleaves):
 HTTP users and the API agent), one line per activity an enqueue call
 answered with success::
 
-    <id> \\t <1 created | 0 an idempotency key returned an existing one> \\t <send time, epoch s>
+    <id> \\t <1 created | 0 an idempotency key returned an existing one> \\t <send time, epoch s> \\t <delay, s>
+
+(a record of three fields, from an older run, has no delay: 0).
 
 ``runs-<pid>.tsv``, written by each worker process, one line per handler run::
 
@@ -32,7 +34,7 @@ from typing import IO
 
 import msgspec
 
-__all__ = ["Accepted", "LineWriter", "Run", "read_accepted", "read_runs"]
+__all__ = ["Accepted", "LineWriter", "RecordTail", "Run", "parse_accepted", "parse_run", "read_accepted", "read_runs"]
 
 _FLUSH_SECONDS = 0.25
 _FLUSH_LINES = 512
@@ -56,11 +58,20 @@ class Run(msgspec.Struct, frozen=True, array_like=True):
 
 
 class Accepted(msgspec.Struct, frozen=True, array_like=True):
-    """One activity id a load generator got back from a successful enqueue."""
+    """One activity id a load generator got back from a successful enqueue (times in epoch **seconds**).
+
+    ``delay`` is the activity's delay in seconds: it became ready at ``sent + delay``.
+    """
 
     id: str
     created: bool
     sent: float
+    delay: float = 0.0
+
+    @property
+    def ready(self) -> float:
+        """When the activity became ready to run (epoch seconds)."""
+        return self.sent + self.delay
 
 
 class LineWriter:
@@ -123,6 +134,63 @@ class LineWriter:
                 self._fh = None
 
 
+def parse_run(f: list[str]) -> Run:
+    """One ``runs-*.tsv`` line's fields as a :class:`Run`.
+
+    Raises
+    ------
+    ValueError
+        If there are not seven fields.
+    """
+    if len(f) != 7:
+        raise ValueError(f"a run record has 7 fields, got {len(f)}: {f!r}")
+    return Run(f[0], int(f[1]), f[2], float(f[3]), float(f[4]), float(f[5]), f[6])
+
+
+def parse_accepted(f: list[str]) -> Accepted:
+    """One ``accepted-*.tsv`` line's fields as an :class:`Accepted`.
+
+    Raises
+    ------
+    ValueError
+        If there are not three or four fields.
+    """
+    if len(f) not in (3, 4):
+        raise ValueError(f"an accepted record has 3 or 4 fields, got {len(f)}: {f!r}")
+    return Accepted(f[0], f[1] == "1", float(f[2]), float(f[3]) if len(f) == 4 else 0.0)
+
+
+class RecordTail:
+    """Reads what the processes appended to the records of ``directory`` since the last call (while they run).
+
+    Each file's offset is kept; a line not yet ended (its writer is
+    mid-flush) is left for the next call.
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self._offsets: dict[Path, int] = {}
+
+    def _new_lines(self, prefix: str) -> Iterator[list[str]]:
+        for path in sorted(self.directory.glob(f"{prefix}-*.tsv")):
+            offset = self._offsets.get(path, 0)
+            with path.open("rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+            end = data.rfind(b"\n") + 1
+            self._offsets[path] = offset + end
+            for line in data[:end].decode("utf-8").splitlines():
+                yield line.split("\t")
+
+    def runs(self) -> list[Run]:
+        """The handler runs recorded since the last call."""
+        return [parse_run(f) for f in self._new_lines("runs")]
+
+    def accepted(self) -> list[Accepted]:
+        """The accepted enqueues recorded since the last call."""
+        return [parse_accepted(f) for f in self._new_lines("accepted")]
+
+
 def _lines(directory: Path, prefix: str) -> Iterator[list[str]]:
     for path in sorted(directory.glob(f"{prefix}-*.tsv")):
         with path.open(encoding="utf-8") as fh:
@@ -139,12 +207,7 @@ def read_runs(directory: str | Path) -> list[Run]:
     ValueError
         If a complete line does not have the seven fields of a run.
     """
-    out = []
-    for f in _lines(Path(directory), "runs"):
-        if len(f) != 7:
-            raise ValueError(f"a run record has 7 fields, got {len(f)}: {f!r}")
-        out.append(Run(f[0], int(f[1]), f[2], float(f[3]), float(f[4]), float(f[5]), f[6]))
-    return out
+    return [parse_run(f) for f in _lines(Path(directory), "runs")]
 
 
 def read_accepted(directory: str | Path) -> list[Accepted]:
@@ -153,11 +216,6 @@ def read_accepted(directory: str | Path) -> list[Accepted]:
     Raises
     ------
     ValueError
-        If a complete line does not have the three fields of an accepted enqueue.
+        If a complete line does not have the three or four fields of an accepted enqueue.
     """
-    out = []
-    for f in _lines(Path(directory), "accepted"):
-        if len(f) != 3:
-            raise ValueError(f"an accepted record has 3 fields, got {len(f)}: {f!r}")
-        out.append(Accepted(f[0], f[1] == "1", float(f[2])))
-    return out
+    return [parse_accepted(f) for f in _lines(Path(directory), "accepted")]

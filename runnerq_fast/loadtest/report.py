@@ -14,14 +14,21 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from runnerq_fast.loadtest.capacity import StepResult
 from runnerq_fast.loadtest.summary import Check
 
-__all__ = ["print_table", "write_chart", "write_json"]
+__all__ = ["print_capacity", "print_table", "write_chart", "write_json"]
 
 
 def write_json(path: Path, summary: dict[str, Any], checks: list[Check]) -> None:
-    """Write ``summary`` plus the checks and the verdict (``passed``) as indented JSON."""
-    doc = {**summary, "checks": msgspec.to_builtins(checks), "passed": all(c.ok for c in checks)}
+    """Write ``summary`` plus the checks and ``passed`` as indented JSON.
+
+    ``passed`` is the verdict's (``summary["verdict"]["status"] == "passed"``)
+    when the summary holds one, else whether every check holds.
+    """
+    verdict = summary.get("verdict")
+    passed = verdict["status"] == "passed" if verdict else all(c.ok for c in checks)
+    doc = {**summary, "checks": msgspec.to_builtins(checks), "passed": passed}
     path.write_bytes(msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n")
 
 
@@ -117,3 +124,21 @@ def print_table(console: Console, summary: dict[str, Any], checks: list[Check]) 
         result = Text("pass", style="green") if ch.ok else Text("FAIL", style="red")
         verdict.add_row(ch.name, _fmt(ch.value), _fmt(ch.limit), result)
     console.print(verdict)
+
+
+def print_capacity(console: Console, steps: list[StepResult]) -> None:
+    """Print a capacity run's steps as a rich table."""
+    table = Table(title="capacity steps", show_header=True)
+    for col in ("step", "users", "asked req/s", "sent req/s", "activities/s", "enqueue→start p50 / p99 (ms)",
+                "over the limit", "failed requests", "result"):
+        table.add_column(col, justify="right" if col != "result" else "left")
+    for s in steps:
+        if not s.complete:
+            result = Text("partial (the load stopped in it): not judged", style="dim")
+        elif s.ok:
+            result = Text("held", style="green")
+        else:
+            result = Text(s.reason, style="red")
+        table.add_row(str(s.step), str(s.users), _fmt(s.asked_rate), _fmt(s.sent_rate), _fmt(s.activities_per_s),
+                      f"{_fmt(s.p50_ms)} / {_fmt(s.p99_ms)}", _fmt(s.late), _fmt(s.failures), result)
+    console.print(table)

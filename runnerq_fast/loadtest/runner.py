@@ -35,12 +35,14 @@ from rich.text import Text
 
 import runnerq_fast as rq
 from runnerq_fast.loadtest.app import RECORDS_ENV
+from runnerq_fast.loadtest.capacity import LiveJudge, capacity_verdict, judge_steps, read_locust_history, read_steps
 from runnerq_fast.loadtest.records import read_accepted, read_runs
-from runnerq_fast.loadtest.report import print_table, write_chart, write_json
+from runnerq_fast.loadtest.report import print_capacity, print_table, write_chart, write_json
 from runnerq_fast.loadtest.summary import Sample, Thresholds, evaluate, read_locust_csv, summarize
+from runnerq_fast.loadtest.verdict import P99_CHECK, judge
 from runnerq_fast.urls import redact_url
 
-__all__ = ["LoadTestOptions", "run_loadtest"]
+__all__ = ["LoadTestOptions", "cores", "run_loadtest"]
 
 
 class LoadTestOptions(msgspec.Struct, kw_only=True, frozen=True):
@@ -74,6 +76,15 @@ class LoadTestOptions(msgspec.Struct, kw_only=True, frozen=True):
         Seconds to wait for the queue to drain after the load.
     thresholds : Thresholds
         Pass/fail limits.
+    capacity : bool
+        Capacity mode (:mod:`runnerq_fast.loadtest.capacity`): ``users`` more
+        users every ``step_seconds``, each at ``rate / users`` requests/s, for
+        at most ``max_steps`` steps, until a step breaks a limit; ``duration``
+        and ``shape`` do not apply.
+    step_seconds : float
+        Seconds of one capacity step.
+    max_steps : int
+        Capacity steps at most.
     """
 
     backend: str
@@ -90,6 +101,14 @@ class LoadTestOptions(msgspec.Struct, kw_only=True, frozen=True):
     locust_processes: int = 1
     drain_timeout: float = 120.0
     thresholds: Thresholds = Thresholds()
+    capacity: bool = False
+    step_seconds: float = 10.0
+    max_steps: int = 20
+
+
+def cores() -> int:
+    """CPU cores of this machine (what ``psutil.cpu_percent`` times the count is measured against)."""
+    return psutil.cpu_count() or 1
 
 
 def _free_port() -> int:
@@ -218,7 +237,8 @@ async def run_loadtest(opts: LoadTestOptions, console: Console) -> int:
     Returns
     -------
     int
-        0 if every threshold passed, 1 otherwise.
+        The verdict's exit code (:mod:`runnerq_fast.loadtest.verdict`): 0
+        passed, 1 failed, 3 inconclusive.
 
     Raises
     ------
@@ -250,18 +270,25 @@ async def run_loadtest(opts: LoadTestOptions, console: Console) -> int:
         scheme = opts.backend.split(":", 1)[0]
         # the store's server processes, for the CPU table (rediss:// and redis+cluster:// are redis-server too)
         store = ("postgres",) if scheme.startswith("postgres") else ("redis-server",) if "redis" in scheme else ()
+        user_rate = opts.rate / opts.users if opts.rate > 0 else 0.0
         locust_env = {
             **env,
             "RUNNERQ_LOADTEST_BACKEND": opts.backend,
-            "RUNNERQ_LOADTEST_RATE": str(opts.rate / opts.users if opts.rate > 0 else 0),
-            "RUNNERQ_LOADTEST_SHAPE": opts.shape,
+            "RUNNERQ_LOADTEST_RATE": str(user_rate),
+            "RUNNERQ_LOADTEST_SHAPE": "capacity" if opts.capacity else opts.shape,
             "RUNNERQ_LOADTEST_API_WEIGHT": str(opts.api_weight),
             "RUNNERQ_LOADTEST_HTTP_WEIGHT": str(opts.http_weight),
+            "RUNNERQ_LOADTEST_STEP_USERS": str(opts.users),
+            "RUNNERQ_LOADTEST_STEP_SECONDS": str(opts.step_seconds),
+            "RUNNERQ_LOADTEST_MAX_STEPS": str(opts.max_steps),
+            "RUNNERQ_LOADTEST_STOP_FILE": str(out / "stop"),
         }
         prefix = out / "locust"
+        # capacity: the shape ends the load (at the last step, or at the stop file); -t only bounds it
+        seconds = opts.step_seconds * opts.max_steps + 30 if opts.capacity else opts.duration
         argv = [sys.executable, "-m", "locust", "-f", str(opts.locustfile), "--headless",
                 "--host", f"http://127.0.0.1:{port}", "-u", str(opts.users), "-r", str(opts.users),
-                "-t", f"{max(1, round(opts.duration))}s", "--stop-timeout", "5", "--csv", str(prefix),
+                "-t", f"{max(1, round(seconds))}s", "--stop-timeout", "5", "--csv", str(prefix),
                 "--csv-full-history", "--html", str(out / "locust.html"), "--only-summary", "--loglevel", "WARNING",
                 "--exit-code-on-error", "0"]
         if opts.locust_processes > 1:
@@ -272,12 +299,28 @@ async def run_loadtest(opts: LoadTestOptions, console: Console) -> int:
         locust = _Proc(argv, out / "locust.log", locust_env)
         procs.append(locust)
         cpu.roots["locust"] = locust.proc.pid
-        console.print(f"load: {opts.users} users, {'no rate limit' if opts.rate <= 0 else f'{opts.rate:g} req/s'}"
-                      f"{f', shape {opts.shape}' if opts.shape else ''}, {opts.duration:g} s; "
-                      f"{opts.workers} worker processes x {opts.concurrency} slots")
+        if opts.capacity:
+            console.print(f"capacity: {opts.rate:g} req/s ({opts.users} users) more every {opts.step_seconds:g} s, "
+                          f"at most {opts.max_steps} steps, until a step breaks a limit; "
+                          f"{opts.workers} worker processes x {opts.concurrency} slots")
+        else:
+            console.print(f"load: {opts.users} users, {'no rate limit' if opts.rate <= 0 else f'{opts.rate:g} req/s'}"
+                          f"{f', shape {opts.shape}' if opts.shape else ''}, {opts.duration:g} s; "
+                          f"{opts.workers} worker processes x {opts.concurrency} slots")
+        live = LiveJudge(records, prefix, user_rate, opts.thresholds, cores()) if opts.capacity else None
         while locust.proc.poll() is None:
             await asyncio.sleep(1.0)
             samples.append(_sample(await backend.stats(queue), cpu.read()))
+            if live is not None and not (out / "stop").exists():
+                judged = len(live.judged)
+                broke = live.poll(time.time(), samples)
+                for step in sorted(live.judged)[judged:]:
+                    r = live.judged[step]
+                    console.print(f"  step {step}: {r.asked_rate:,.0f} req/s asked, {r.sent_rate:,.0f} sent, "
+                                  f"enqueue→start p99 {r.p99_ms or 0:,.0f} ms: {'held' if r.ok else r.reason}")
+                if broke is not None:
+                    (out / "stop").write_text(f"step {broke.step}: {broke.reason}\n", encoding="utf-8")
+                    console.print(f"step {broke.step} broke: stopping the load")
         load_end = time.time()
         load_after = os.getloadavg()
         if locust.proc.returncode != 0:
@@ -315,20 +358,49 @@ def _report(opts: LoadTestOptions, console: Console, samples: list[Sample], t0: 
         t0, load_end = min(a.sent for a in accepted), max(a.sent for a in accepted)
     summary = summarize(accepted, read_runs(out / "records"), samples, locust,
                         t0=t0, load_end=load_end, drained=drained, store=store)
+    n_cores = cores()
     summary["run"] = {
         "backend": redact_url(opts.backend), "queue": queue, "duration_s": opts.duration, "users": opts.users,
-        "rate": opts.rate, "workers": opts.workers, "concurrency": opts.concurrency, "shape": opts.shape,
-        "locust_processes": opts.locust_processes, "load_average_1_5_15min": loads,
+        "rate": opts.rate, "workers": opts.workers, "concurrency": opts.concurrency,
+        "shape": "capacity" if opts.capacity else opts.shape,
+        "locust_processes": opts.locust_processes, "cores": n_cores, "load_average_1_5_15min": loads,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
     }
+    if opts.capacity:
+        summary["run"].update(step_seconds=opts.step_seconds, max_steps=opts.max_steps)
     checks = evaluate(summary, opts.thresholds)
+    steps = []
+    if opts.capacity:  # the whole run's p99 and errors span the steps that broke: each step is judged alone
+        checks = [c for c in checks if c.name not in (P99_CHECK, "error rate")]
+        user_rate = opts.rate / opts.users
+        windows = read_steps(out / "records" / "steps.tsv", user_rate, load_end)
+        steps = judge_steps(windows, accepted, read_runs(out / "records"), read_locust_history(out / "locust"),
+                            samples, opts.thresholds, step_seconds=opts.step_seconds, cores=n_cores)
+        run_failures = [f"{c.name}: {c.value:,.4g} (limit {c.limit:,.4g})" for c in checks if not c.ok]
+        verdict, best, broke = capacity_verdict(steps, run_failures, max_steps=opts.max_steps)
+        stop = out / "stop"
+        summary["capacity"] = {
+            "steps": msgspec.to_builtins(steps),
+            "sustained_rate": best.asked_rate if best else None,
+            "sustained_activities_per_s": best.activities_per_s if best else None,
+            "sustained_step": best.step if best else None,
+            "broke_step": broke.step if broke else None,
+            "stopped_live": stop.read_text(encoding="utf-8").strip() if stop.exists() else None,
+        }
+    else:
+        verdict = judge(summary, checks, cores=n_cores, locust_processes=opts.locust_processes)
+    summary["verdict"] = {"status": verdict.status, "line": verdict.line, "exit_code": verdict.exit_code}
     write_json(out / "summary.json", summary, checks)
     title = f"runnerq-fast load test: {redact_url(opts.backend)}, {opts.workers} workers"
     if not write_chart(out / "chart.png", summary, title):
         console.print(Text("matplotlib is not installed: no chart (pip install 'runnerq-fast[loadtest]')",
                            style="yellow"))
     print_table(console, summary, checks)
-    passed = all(c.ok for c in checks)
-    console.print(f"load average (1, 5, 15 min) before the load {loads['before']}, after {loads['after']}")
-    console.print(Text.assemble(("PASSED", "green") if passed else ("FAILED", "red"), f": {out / 'summary.json'}"))
-    return 0 if passed else 1
+    if steps:
+        print_capacity(console, steps)
+    console.print(f"load average (1, 5, 15 min) before the load {loads['before']}, after {loads['after']}; "
+                  f"{n_cores} cores; report {out / 'summary.json'}")
+    style = {"passed": "green", "failed": "red", "inconclusive": "yellow"}[verdict.status]
+    head, _, rest = verdict.line.partition(":")
+    console.print(Text.assemble((head, style), f":{rest}"), soft_wrap=True)
+    return verdict.exit_code

@@ -143,6 +143,8 @@ class LocustFigures(msgspec.Struct, frozen=True):
     ----------
     requests, failures : int
         Over all request names.
+    mean_ms : float or None
+        Mean answer time over all requests, **milliseconds**.
     by_name : dict
         Per ``"<type> <name>"``: requests, failures, median and p99 in ms
         (locust rounds them), requests/s.
@@ -154,6 +156,7 @@ class LocustFigures(msgspec.Struct, frozen=True):
     failures: int
     by_name: dict[str, dict[str, float]]
     errors: dict[str, int]
+    mean_ms: float | None = None
 
 
 def _num(text: str) -> float:
@@ -173,10 +176,13 @@ def read_locust_csv(prefix: str | Path) -> LocustFigures:
     """
     by_name: dict[str, dict[str, float]] = {}
     requests = failures = 0
+    mean: float | None = None
     with open(f"{prefix}_stats.csv", newline="", encoding="utf-8") as fh:
         for row in csv.DictReader(fh):
             if row["Name"] == "Aggregated":
                 requests, failures = int(row["Request Count"]), int(row["Failure Count"])
+                mean = _num(row["Average Response Time"])
+                mean = None if math.isnan(mean) else round(mean, 3)
                 continue
             by_name[f"{row['Type']} {row['Name']}"] = {
                 "requests": int(row["Request Count"]), "failures": int(row["Failure Count"]),
@@ -190,7 +196,7 @@ def read_locust_csv(prefix: str | Path) -> LocustFigures:
             for row in csv.DictReader(fh):
                 key = f"{row['Name']}: {row['Error']}"
                 errors[key] = errors.get(key, 0) + int(row["Occurrences"])
-    return LocustFigures(requests, failures, by_name, errors)
+    return LocustFigures(requests, failures, by_name, errors, mean)
 
 
 class Thresholds(msgspec.Struct, frozen=True):
@@ -206,12 +212,18 @@ class Thresholds(msgspec.Struct, frozen=True):
         Default 0.
     max_duplicate_runs : int
         Default 0.
+    min_sent_share : float
+        Requests/s locust sent over the rate asked, in [0, 1] (default 0.9);
+        checked only for a run at a fixed ``--rate`` (not 0, no ``--shape``).
+        Below it the run did not test the rate asked
+        (:mod:`~runnerq_fast.loadtest.verdict`).
     """
 
     max_error_rate: float = 0.01
     max_p99_ms: float = 1000.0
     max_lost: int = 0
     max_duplicate_runs: int = 0
+    min_sent_share: float = 0.9
 
 
 class Check(msgspec.Struct, frozen=True):
@@ -359,6 +371,10 @@ def evaluate(summary: dict[str, Any], thresholds: Thresholds) -> list[Check]:
 
     Besides the four limits of :class:`Thresholds`, a run must have had an
     accepted enqueue (an empty run proves nothing) and must have drained.
+    When ``summary["run"]`` says a fixed rate was asked (``rate`` > 0, no
+    ``shape``), the requests/s locust sent are checked against
+    ``min_sent_share`` of it (``"sent / asked rate"``); the verdict
+    (:func:`~runnerq_fast.loadtest.verdict.judge`) reads that check apart.
     """
     counts = summary["counts"]
     locust = summary["locust"]
@@ -366,7 +382,7 @@ def evaluate(summary: dict[str, Any], thresholds: Thresholds) -> list[Check]:
     failures = locust["failures"] if locust else 0
     error_rate = failures / requests if requests else 1.0
     p99 = summary["latency"]["enqueue_to_start"]["p99_ms"]
-    return [
+    checks = [
         Check("accepted enqueues", counts["accepted_unique"], 1, counts["accepted_unique"] >= 1),
         Check("drained", float(summary["drained"]), 1, bool(summary["drained"])),
         Check("error rate", round(error_rate, 5), thresholds.max_error_rate, error_rate <= thresholds.max_error_rate),
@@ -376,3 +392,10 @@ def evaluate(summary: dict[str, Any], thresholds: Thresholds) -> list[Check]:
         Check("duplicate runs", counts["duplicate_runs"], thresholds.max_duplicate_runs,
               counts["duplicate_runs"] <= thresholds.max_duplicate_runs),
     ]
+    run = summary.get("run") or {}
+    asked = float(run.get("rate") or 0.0)
+    if asked > 0 and not run.get("shape"):
+        share = (summary["throughput"].get("requests_per_s") or 0.0) / asked
+        checks.append(Check("sent / asked rate", round(share, 3), thresholds.min_sent_share,
+                            share >= thresholds.min_sent_share))
+    return checks
