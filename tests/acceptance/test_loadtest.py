@@ -45,7 +45,64 @@ def test_a_ten_second_load_test_on_sqlite_loses_nothing_and_writes_every_output(
     assert s["latency"]["enqueue_to_start"]["count"] >= counts["accepted_unique"]
     assert s["latency"]["enqueue_to_start"]["p50_ms"] > 0
     assert len(s["series"]["backlog"]) >= 8
-    assert "thresholds" in done.stdout and "PASSED" in done.stdout
+    assert "thresholds" in done.stdout and "\nPASSED: " in done.stdout
+    assert s["verdict"]["status"] == "passed" and s["verdict"]["line"].startswith("PASSED: ")
+    sent = {c["name"]: c for c in s["checks"]}["sent / asked rate"]
+    assert sent["ok"] and sent["value"] >= 0.9  # locust sent the 120 req/s asked
+
+
+@pytest.mark.timeout(150)
+def test_a_generator_that_cannot_send_the_rate_asked_makes_the_run_inconclusive_exit_3(tmp_path: Path) -> None:
+    # one user cannot send 100,000 requests/s: it waits for each answer. Nothing else breaks (p99 limit 60 s),
+    # so the run is neither a pass (the rate asked was not tested) nor a failure of the queue
+    done = run_cli("loadtest", "--duration", "3", "--users", "1", "--http-weight", "1", "--api-weight", "0",
+                   "--rate", "100000", "--workers", "1", "--max-p99-ms", "60000", "--output", str(tmp_path / "out"),
+                   "--locustfile", LOCUSTFILE, timeout=140, cwd=tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    s = msgspec.json.decode((tmp_path / "out" / "summary.json").read_bytes())
+    assert s["passed"] is False and s["verdict"]["status"] == "inconclusive"
+    assert [c["name"] for c in s["checks"] if not c["ok"]] == ["sent / asked rate"]
+    line = s["verdict"]["line"]
+    assert line.startswith("INCONCLUSIVE: locust sent ") and "of the 100,000 asked" in line and "\n" not in line
+    assert "100,000 req/s was not tested" in line or "overloaded machine" in line
+    assert s["counts"]["lost"] == 0
+    assert "INCONCLUSIVE: locust sent" in done.stdout
+
+
+@pytest.mark.timeout(150)
+def test_capacity_stops_at_the_first_step_that_breaks(tmp_path: Path) -> None:
+    # an enqueue→start limit of 1 µs: the first step breaks, judged live, and the load stops before its 5 steps
+    done = run_cli("loadtest", "--capacity", "--step-seconds", "3", "--max-steps", "5", "--rate", "10", "--users", "2",
+                   "--workers", "1", "--max-p99-ms", "0.001", "--output", str(tmp_path / "out"),
+                   "--locustfile", LOCUSTFILE, timeout=140, cwd=tmp_path)
+    assert done.returncode == 3, done.stdout + done.stderr
+    s = msgspec.json.decode((tmp_path / "out" / "summary.json").read_bytes())
+    cap = s["capacity"]
+    assert cap["broke_step"] == 1 and cap["sustained_rate"] is None
+    assert cap["stopped_live"].startswith("step 1: enqueue→start p99 ")
+    steps = cap["steps"]
+    assert 1 <= len(steps) < 5 and steps[0]["asked_rate"] == 10 and steps[0]["users"] == 2
+    assert not steps[0]["ok"] and steps[0]["late"] > 0
+    assert s["verdict"]["line"].startswith("INCONCLUSIVE: the first step (10 req/s) already broke: enqueue→start p99")
+    assert s["counts"]["lost"] == 0 and s["drained"] is True
+    assert "capacity steps" in done.stdout and "step 1 broke: stopping the load" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_capacity_reports_the_highest_step_that_held(tmp_path: Path) -> None:
+    done = run_cli("loadtest", "--capacity", "--step-seconds", "4", "--max-steps", "3", "--rate", "10", "--users", "2",
+                   "--workers", "1", "--max-p99-ms", "60000", "--output", str(tmp_path / "out"),
+                   "--locustfile", LOCUSTFILE, timeout=190, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    s = msgspec.json.decode((tmp_path / "out" / "summary.json").read_bytes())
+    cap = s["capacity"]
+    assert [(st["step"], st["users"], st["asked_rate"], st["ok"]) for st in cap["steps"]] == \
+        [(1, 2, 10, True), (2, 4, 20, True), (3, 6, 30, True)]
+    assert all(st["sent_rate"] >= 0.9 * st["asked_rate"] for st in cap["steps"])
+    assert (cap["sustained_rate"], cap["sustained_step"], cap["broke_step"], cap["stopped_live"]) == (30, 3, None, None)
+    assert s["verdict"]["line"].startswith("CAPACITY: 30 req/s sustained")
+    assert "all 3 steps held" in s["verdict"]["line"] and s["passed"] is True
 
 
 @pytest.mark.slow
@@ -58,7 +115,7 @@ def test_a_threshold_that_is_not_met_exits_1(tmp_path: Path) -> None:
     s = msgspec.json.decode((tmp_path / "out" / "summary.json").read_bytes())
     assert s["passed"] is False
     assert [c["name"] for c in s["checks"] if not c["ok"]] == ["enqueue→start p99 ms"]
-    assert "FAILED" in done.stdout
+    assert "FAILED: enqueue→start p99 " in done.stdout
 
 
 def test_an_output_directory_holding_a_run_is_refused(tmp_path: Path) -> None:
@@ -100,6 +157,9 @@ def test_the_api_agent_enqueues_through_the_python_api_and_answers_each_request(
         (("--http-weight", "0", "--api-weight", "0"), "no users"),
         (("--locustfile", "/nonexistent/locustfile.py"), "no such file"),
         (("--shape", "step", "--locust-processes", "2"), "one locust process"),
+        (("--capacity", "--shape", "step"), "drop --shape"),
+        (("--capacity", "--locust-processes", "2"), "one locust process"),
+        (("--capacity", "--rate", "0"), "not 0"),
     ],
 )
 def test_bad_input_exits_2_before_starting_anything(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
