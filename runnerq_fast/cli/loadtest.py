@@ -9,6 +9,7 @@ else ``--locustfile``. ``loadtest/run.py`` runs this same command.
 from __future__ import annotations
 
 import importlib.util
+import math
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -19,10 +20,13 @@ import runnerq_fast as rq
 from runnerq_fast.cli._common import BadInput, Fail, FiniteFloatRange, out, run
 from runnerq_fast.urls import redact_text
 
-__all__ = ["DEFAULT_URL", "RATE_PER_CORE", "loadtest"]
+__all__ = ["DEFAULT_URL", "RATE_PER_CORE", "USER_RATE", "loadtest"]
 
 DEFAULT_URL = "sqlite:///runnerq-loadtest.db"
 """The embedded default: a SQLite file in the working directory (a fresh queue per run)."""
+
+USER_RATE = 5.0
+"""The default ``--users`` give each user at most this many requests/s: 200 ms for each answer."""
 
 RATE_PER_CORE = 50.0
 """The default ``--rate``, requests/s per CPU core (about 165 activities/s: a batch is one request).
@@ -56,7 +60,9 @@ def _locustfile(given: Path | None) -> Path:
                    "RUNNERQ_BACKEND is not read: load goes to your configured backend only when asked.")
 @click.option("--duration", "-t", type=FiniteFloatRange(min=1), default=30.0, show_default=True, metavar="SECONDS",
               help="Seconds of load.")
-@click.option("--users", "-u", type=click.IntRange(min=1), default=20, show_default=True, help="locust users.")
+@click.option("--users", "-u", type=click.IntRange(min=1), default=None,
+              help=f"locust users. Default: one per {USER_RATE:g} req/s of --rate, at least 20 (each waits for its "
+                   "answer before sending again). With --capacity: the users each step adds.")
 @click.option("--rate", type=FiniteFloatRange(min=0), default=None, metavar="REQ/S",
               help="Requests per second over all users (each user: rate / users; a batch is one request); 0: no "
                    f"wait. Default: {RATE_PER_CORE:g} per CPU core. With --capacity: the first step's rate and "
@@ -97,7 +103,7 @@ def _locustfile(given: Path | None) -> Path:
               help="Output directory (default: ./loadtest-results/<UTC time>).")
 @click.option("--locustfile", type=click.Path(dir_okay=False, path_type=Path), metavar="PATH",
               help="The locustfile (default: loadtest/locustfile.py).")
-def loadtest(backend_url: str, duration: float, users: int, rate: float | None, workers: int, concurrency: int,
+def loadtest(backend_url: str, duration: float, users: int | None, rate: float | None, workers: int, concurrency: int,
              http_weight: int, api_weight: int, shape: str, locust_processes: int, drain_timeout: float,
              max_error_rate: float, max_p99_ms: float, max_lost: int, max_duplicate_runs: int,
              min_sent_share: float, capacity: bool, step_seconds: float, max_steps: int,
@@ -138,6 +144,8 @@ def loadtest(backend_url: str, duration: float, users: int, rate: float | None, 
         raise BadInput("--capacity needs a --rate per step (not 0)")
     if rate is None:
         rate = RATE_PER_CORE * cores()
+    if users is None:
+        users = max(20, math.ceil(rate / USER_RATE))
     output = output or Path("loadtest-results") / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     if (output / "records").is_dir() and any((output / "records").iterdir()):
         raise BadInput(f"--output {output} already holds a run (its records/ would mix with this one's): "

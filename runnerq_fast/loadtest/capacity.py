@@ -172,7 +172,7 @@ class StepResult(msgspec.Struct, frozen=True, kw_only=True):
     ok : bool
         Whether it held (``False`` for a partial step).
     reason : str
-        Why it did not hold ("" if it did); "partial" for a partial step.
+        Why it did not hold, every limit it broke ("" if it held); "partial" for a partial step.
     """
 
     step: int
@@ -260,20 +260,23 @@ def judge_step(window: StepWindow, accepted: Iterable[Accepted], starts: Mapping
     sent_rate = requests / seconds
     p99 = _ms(hist.percentile(99))
     complete = step_seconds <= 0 or seconds >= PARTIAL_SHARE * step_seconds
-    reason = ""
+    reasons: list[str] = []
     error_rate = failures / (requests + failures) if requests + failures else 0.0
     if not complete:
-        reason = "partial"
-    elif error_rate > thresholds.max_error_rate:
-        reason = f"{error_rate:.1%} of requests failed (limit {thresholds.max_error_rate:.1%})"
-    elif sent_rate < thresholds.min_sent_share * window.asked_rate:
-        cause, _ = generator_cause(cpu or {}, cores, users=window.users, mean_response_ms=mean_response_ms)
-        reason = (f"locust sent {sent_rate:,.0f} req/s of the {window.asked_rate:,.0f} asked "
-                  f"({sent_rate / window.asked_rate:.0%}): {cause}")
-    elif p99 is None:
-        reason = "no activity started"
-    elif p99 > thresholds.max_p99_ms:
-        reason = f"enqueue→start p99 {p99:,.0f} ms over the {thresholds.max_p99_ms:,.0f} ms limit"
+        reasons.append("partial")
+    else:
+        if error_rate > thresholds.max_error_rate:
+            reasons.append(f"{error_rate:.1%} of requests failed (limit {thresholds.max_error_rate:.1%})")
+        if sent_rate < thresholds.min_sent_share * window.asked_rate:
+            cause, _ = generator_cause(cpu or {}, cores, users=window.users, mean_response_ms=mean_response_ms,
+                                       asked=window.asked_rate)
+            reasons.append(f"locust sent {sent_rate:,.0f} req/s of the {window.asked_rate:,.0f} asked "
+                           f"({sent_rate / window.asked_rate:.0%}): {cause}")
+        if p99 is None:
+            reasons.append("no activity started")
+        elif p99 > thresholds.max_p99_ms:
+            reasons.append(f"enqueue→start p99 {p99:,.0f} ms over the {thresholds.max_p99_ms:,.0f} ms limit")
+    reason = "; ".join(reasons)
     return StepResult(step=window.step, users=window.users, asked_rate=window.asked_rate, seconds=round(seconds, 3),
                       requests=requests, sent_rate=round(sent_rate, 1), failures=failures, activities=activities,
                       activities_per_s=round(activities / seconds, 1), latencies=hist.count, late=late,

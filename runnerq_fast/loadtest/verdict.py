@@ -81,7 +81,7 @@ def _n(v: float) -> str:
 
 
 def generator_cause(cpu: Mapping[str, float], cores: int, *, locust_processes: int = 1, users: int = 0,
-                    mean_response_ms: float | None = None) -> tuple[str, bool]:
+                    mean_response_ms: float | None = None, asked: float = math.inf) -> tuple[str, bool]:
     """Why locust sent less than asked, in a few words, and whether the CPU was the bound.
 
     Parameters
@@ -97,6 +97,9 @@ def generator_cause(cpu: Mapping[str, float], cores: int, *, locust_processes: i
         locust users: each waits for its answer before sending again.
     mean_response_ms : float, optional
         Mean answer time of locust's requests, **milliseconds**.
+    asked : float
+        Requests/s asked: the users' bound (users x 1000 / mean answer ms) is
+        named only when it is below this (when it explains the shortfall).
 
     Returns
     -------
@@ -108,7 +111,7 @@ def generator_cause(cpu: Mapping[str, float], cores: int, *, locust_processes: i
     locust = cpu.get("locust", 0.0)
     busy = f"{machine:.0f} % of {cores} cores busy" if machine is not None else "machine CPU not measured"
     wait = ""
-    if mean_response_ms and users and mean_response_ms > 0:
+    if mean_response_ms and users and mean_response_ms > 0 and users * 1000 / mean_response_ms < asked:
         bound = users * 1000 / mean_response_ms
         wait = f"{users} users waiting {mean_response_ms:,.0f} ms per answer send at most {_n(bound)}/s"
     if locust >= LOCUST_BOUND_PERCENT * locust_processes:
@@ -118,7 +121,8 @@ def generator_cause(cpu: Mapping[str, float], cores: int, *, locust_processes: i
         return f"the machine was CPU-bound ({busy}{f'; {wait}' if wait else ''})", True
     if wait:
         return f"{wait} ({busy}): more --users would send more", False
-    return f"the users could not send faster ({busy})", False
+    answers = f"; mean answer {mean_response_ms:,.0f} ms" if mean_response_ms else ""
+    return f"locust could not keep its pace ({busy}{answers})", False
 
 
 def _failed(c: Check) -> str:
@@ -165,7 +169,7 @@ def judge(summary: Mapping[str, Any], checks: Sequence[Check], *, cores: int, lo
         locust = summary.get("locust") or {}
         cause, cpu_bound = generator_cause(summary.get("cpu_percent", {}), cores, locust_processes=locust_processes,
                                            users=int(summary.get("run", {}).get("users") or 0),
-                                           mean_response_ms=locust.get("mean_ms"))
+                                           mean_response_ms=locust.get("mean_ms"), asked=asked)
         head = f"locust sent {_n(sent)} req/s of the {_n(asked)} asked ({sent / asked:.0%}): {cause}"
         if late and cpu_bound:
             return Verdict("inconclusive", f"INCONCLUSIVE: {head}; the enqueue→start p99 of {p99_text} reflects an "

@@ -308,9 +308,17 @@ def test_the_sent_rate_is_checked_only_at_a_fixed_rate() -> None:
             assert (checks[SENT_CHECK].value, checks[SENT_CHECK].ok) == (0.5, False)
 
 
-def test_generator_cause_without_response_times() -> None:
-    assert generator_cause({"machine": 50.0}, 2) == ("the users could not send faster (50 % of 2 cores busy)", False)
+def test_generator_cause_names_the_users_bound_only_when_it_explains_the_shortfall() -> None:
+    assert generator_cause({"machine": 50.0}, 2) == ("locust could not keep its pace (50 % of 2 cores busy)", False)
     assert generator_cause({"locust": 180.0, "machine": 190.0}, 2, locust_processes=2)[1] is True
+    # 60 users answered in 121 ms each can send 496/s: not why 300/s asked were not sent
+    cause, cpu_bound = generator_cause({"machine": 200.0}, 2, users=60, mean_response_ms=121, asked=300)
+    assert (cause, cpu_bound) == ("the machine was CPU-bound (200 % of 2 cores busy)", True)
+    cause, _ = generator_cause({"machine": 100.0}, 2, users=60, mean_response_ms=121, asked=300)
+    assert cause == "locust could not keep its pace (100 % of 2 cores busy; mean answer 121 ms)"
+    cause, _ = generator_cause({"machine": 100.0}, 2, users=20, mean_response_ms=100, asked=300)
+    assert cause == "20 users waiting 100 ms per answer send at most 200/s (100 % of 2 cores busy): " \
+                    "more --users would send more"
 
 
 # ------------------------------------------------------------------ capacity steps
@@ -344,6 +352,12 @@ def test_a_step_holds_or_breaks_on_p99_sent_rate_or_errors() -> None:
     assert not r.ok and r.reason.startswith("locust sent 100 req/s of the 200 asked (50%): the machine was CPU-bound")
     r = judge_step(_window(1, 100, 110), accepted, starts, th, failures=20, step_seconds=10)
     assert not r.ok and r.reason == "2.0% of requests failed (limit 1.0%)"
+    # every limit a step broke is named
+    r = judge_step(_window(1, 100, 110, rate=200.0), accepted, slow, th, failures=20, step_seconds=10,
+                   cpu={"machine": 100.0}, cores=2)
+    assert r.reason == "2.0% of requests failed (limit 1.0%); locust sent 100 req/s of the 200 asked (50%): " \
+                       "locust could not keep its pace (100 % of 2 cores busy); " \
+                       "enqueue→start p99 300 ms over the 100 ms limit"
     # a step the load stopped in is shown, not judged
     r = judge_step(_window(3, 100, 105), accepted, starts, th, step_seconds=10)
     assert (r.complete, r.ok, r.reason) == (False, False, "partial")
