@@ -18,6 +18,10 @@ subprocesses of its own):
   Python API on behalf of locust's API users;
 * :mod:`~runnerq_fast.loadtest.summary`: lost / duplicate counting, latency
   percentiles, time series and the pass/fail thresholds;
+* :mod:`~runnerq_fast.loadtest.verdict`: PASSED / FAILED / INCONCLUSIVE in one
+  line, and the exit code (a run locust could not drive at the rate asked);
+* :mod:`~runnerq_fast.loadtest.capacity`: ``--capacity``, the step load judged
+  step by step, and the highest rate sustained;
 * :mod:`~runnerq_fast.loadtest.report`: the summary JSON, the PNG chart and the
   terminal table;
 * :mod:`~runnerq_fast.loadtest.runner`: starts ``serve``, the workers and

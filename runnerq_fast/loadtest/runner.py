@@ -12,7 +12,9 @@ directory:
 
 ``locust_stats.csv``, ``locust_failures.csv``, ``locust_stats_history.csv``,
 ``locust.html``, ``summary.json``, ``chart.png``, ``serve.log``,
-``workers.log``, ``locust.log`` and ``records/``.
+``workers.log``, ``locust.log`` and ``records/``; in capacity mode also
+``records/steps.tsv`` and, when a step broke while the load ran, ``stop``
+(the file that ends locust's step shape, holding the reason).
 """
 
 from __future__ import annotations

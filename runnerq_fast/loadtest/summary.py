@@ -3,7 +3,8 @@
 :func:`count_runs` compares the accepted enqueues with the handler runs
 (lost, duplicate, unexpected); :func:`summarize` adds the latency
 percentiles, the time series and locust's own figures; :func:`evaluate`
-checks the thresholds that set the exit code.
+checks the thresholds, from which :mod:`~runnerq_fast.loadtest.verdict`
+makes the verdict and the exit code.
 
 Definitions:
 
