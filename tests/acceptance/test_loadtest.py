@@ -19,7 +19,8 @@ LOCUSTFILE = str(REPO / "loadtest" / "locustfile.py")
 
 @pytest.mark.timeout(150)
 def test_a_ten_second_load_test_on_sqlite_loses_nothing_and_writes_every_output(tmp_path: Path) -> None:
-    done = run_cli("loadtest", "--duration", "10", "--users", "6", "--rate", "120", "--workers", "1",
+    # 5 req/s per user: 200 ms for each answer, so a busy machine does not leave locust short of the rate asked
+    done = run_cli("loadtest", "--duration", "10", "--users", "24", "--rate", "120", "--workers", "1",
                    "--output", str(tmp_path / "out"), "--locustfile", LOCUSTFILE, timeout=140, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     out = tmp_path / "out"
@@ -108,7 +109,7 @@ def test_capacity_reports_the_highest_step_that_held(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(150)
 def test_a_threshold_that_is_not_met_exits_1(tmp_path: Path) -> None:
-    done = run_cli("loadtest", "--duration", "3", "--users", "2", "--rate", "20", "--workers", "1",
+    done = run_cli("loadtest", "--duration", "3", "--users", "4", "--rate", "20", "--workers", "1",
                    "--max-p99-ms", "0.001", "--output", str(tmp_path / "out"), "--locustfile", LOCUSTFILE,
                    timeout=140, cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
