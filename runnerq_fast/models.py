@@ -286,7 +286,9 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
     status: str
     priority: int
     payload: bytes | str
-    metadata: bytes | str
+    metadata: dict[str, str]
+    """String metadata (``{"tenant": "t1"}``), decoded from the store; ``{}`` when it has none (or when the
+    stored text does not decode: then ``corrupt`` says so). A new dict per snapshot."""
     retry_count: int
     max_retries: int
     timeout_ms: int
