@@ -813,10 +813,12 @@ class DashboardView(msgspec.Struct):
 
     ``counts`` are activities by status (``total`` their sum);
     ``oldest_ready_age`` the age in seconds of the oldest activity a worker
-    could claim now (``null``: none); ``series`` the last 15 minutes in
-    ``bucket_seconds`` buckets, oldest first, from when the app began watching
-    the queue (app start for the queues it was given, else the queue's first
-    dashboard request); ``workers`` the number of live workers of the queue.
+    could claim now (``null``: none); ``series`` the last ``window_seconds``
+    (900: 15 minutes) in ``bucket_seconds`` buckets, oldest first, from when the
+    app began watching the queue (app start for the queues it was given, else
+    the queue's first dashboard request: the console shades the part of the
+    window before it as "no data yet"); ``workers`` the number of live workers
+    of the queue.
     """
 
     queue: str
@@ -824,6 +826,7 @@ class DashboardView(msgspec.Struct):
     total: int
     oldest_ready_age: float | None
     bucket_seconds: int
+    window_seconds: int
     series: list[SeriesPoint]
     unhandled_types: list[UnhandledTypeView]
     workers: int
