@@ -4,7 +4,7 @@
 const NS = "http://www.w3.org/2000/svg";
 const W = 560; // viewBox units; the SVG scales to its box's width and keeps its proportions (text stays legible)
 const H = 210;
-const M = { left: 58, right: 14, top: 12, bottom: 40 }; // room for the tick labels and the axis titles
+const M = { left: 70, right: 14, top: 12, bottom: 40 }; // room for the tick labels and the axis titles
 
 function svg(tag, attrs, ...children) {
   const el = document.createElementNS(NS, tag);
