@@ -39,6 +39,7 @@ serves the demo's handlers, so ``runnerq-fast worker runnerq_fast.demo:engine
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
 import os
@@ -104,8 +105,9 @@ STOP_GRACE = 0.5
 """Seconds the handlers running when a run is interrupted get to finish (the demo's take milliseconds)."""
 
 ProgressCallback = Callable[[int, int], None]
-_T = TypeVar("_T")
 """``progress(finished, total)``, called a few times per second."""
+
+_T = TypeVar("_T")
 
 # (type, share, priority, approximate payload bytes)
 _MIX: tuple[tuple[str, float, rq.Priority, int], ...] = (
@@ -503,12 +505,14 @@ def _in_thread(fn: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
             fut.set_result(value)  # type: ignore[arg-type]
 
     def work() -> None:
+        value: _T | None = None
+        error: BaseException | None = None
         try:
             value = fn(*args)
         except BaseException as exc:  # handed to the awaiting coroutine
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, value, None)
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the run was stopped and has ended
+            loop.call_soon_threadsafe(settle, value, error)
 
     threading.Thread(target=work, name="runnerq-demo-plan", daemon=True).start()
     return fut

@@ -168,8 +168,7 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
                 os.kill(os.getpid(), signal.SIGINT)
                 return
             stop.set()
-            progress.console.print("stopping: the engine puts what it holds back to pending (Ctrl-C again "
-                                   "quits at once) ...")
+            progress.console.print("stopping the demo (Ctrl-C again quits at once) ...")
 
         loop.add_signal_handler(signal.SIGINT, on_sigint)
         try:
