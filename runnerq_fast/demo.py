@@ -26,20 +26,30 @@ The engine starts first and the activities are enqueued in batches while it
 runs, so the latencies are those of a live system: enqueue→start is handler
 start minus the time the activity became ready (creation, or creation plus
 its delay), end-to-end is handler return minus the same time.
+
+Interrupted (``run_demo(stop=...)``; the CLI sets it on Ctrl-C), a run stops
+within about a second wherever it is: planning (in a thread, so the loop stays
+responsive), enqueueing or draining. The engine gets a short grace and puts
+what it held back to ``pending``; the report has ``interrupted=True`` and the
+counts the queue was left with. :data:`engine` (``runnerq_fast.demo:engine``)
+serves the demo's handlers, so ``runnerq-fast worker runnerq_fast.demo:engine
+--queue <the run's queue>`` finishes an interrupted run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import math
 import os
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import msgspec
@@ -55,6 +65,7 @@ __all__ = [
     "DEFAULT_URL",
     "MAX_N",
     "MIN_N",
+    "STOP_GRACE",
     "DemoReport",
     "DemoWorkload",
     "plan_workload",
@@ -90,8 +101,13 @@ DELAYED_SHARE = 0.01
 POISON_RETRIES = 2
 """Retries of the poison activity before it is dead-lettered."""
 
+STOP_GRACE = 0.5
+"""Seconds the handlers running when a run is interrupted get to finish (the demo's take milliseconds)."""
+
 ProgressCallback = Callable[[int, int], None]
 """``progress(finished, total)``, called a few times per second."""
+
+_T = TypeVar("_T")
 
 # (type, share, priority, approximate payload bytes)
 _MIX: tuple[tuple[str, float, rq.Priority, int], ...] = (
@@ -165,6 +181,9 @@ class DemoReport(msgspec.Struct, kw_only=True):
         Ids of one chain's steps, in order.
     timed_out : bool
         The run stopped at its timeout before every activity ended.
+    interrupted : bool
+        The run was stopped (``stop`` set: Ctrl-C in the CLI) before every
+        activity ended; ``stats`` are the counts it left in the queue.
     reused_file : bool or None
         For SQLite, whether the file existed before this run (``None`` for
         other backends).
@@ -188,7 +207,14 @@ class DemoReport(msgspec.Struct, kw_only=True):
     retried_id: str | None
     chain_ids: list[str]
     timed_out: bool
+    interrupted: bool = False
     reused_file: bool | None = None
+
+    @property
+    def unfinished(self) -> int:
+        """Activities stored and not finished (pending, scheduled, retrying or processing)."""
+        s = self.stats
+        return s.pending + s.scheduled + s.retrying + s.processing
 
     @property
     def succeeded(self) -> bool:
@@ -196,6 +222,7 @@ class DemoReport(msgspec.Struct, kw_only=True):
         s = self.stats
         return (
             not self.timed_out
+            and not self.interrupted
             and s.dead_letter == 1
             and s.completed == self.total - 1
             and s.failed == 0
@@ -398,6 +425,7 @@ async def run_demo(
     timeout: float = 120.0,
     progress: ProgressCallback | None = None,
     seed: int | None = None,
+    stop: asyncio.Event | None = None,
 ) -> DemoReport:
     """Run the demo workload on ``url`` and report what happened.
 
@@ -417,6 +445,11 @@ async def run_demo(
         ``progress(finished, total)``, called about five times per second.
     seed : int, optional
         Seed of the workload mix; default: a random one.
+    stop : asyncio.Event, optional
+        Set it to end the run early (the CLI sets it on Ctrl-C): within about
+        a second the engine stops (handlers get :data:`STOP_GRACE` seconds,
+        what it held goes back to ``pending``) and the report, with
+        ``interrupted=True``, counts what the queue was left with.
 
     Returns
     -------
@@ -431,18 +464,71 @@ async def run_demo(
     BackendError
         If the backend cannot be reached.
     """
-    workload = plan_workload(n, random.randrange(2**32) if seed is None else seed)
+    if not MIN_N <= n <= MAX_N:
+        plan_workload(n)  # the ValueError, before anything is opened
+    stop = asyncio.Event() if stop is None else stop
     queue = f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}"
     existed: bool | None = None
     if urlsplit(url).scheme.lower() == "sqlite":
         existed = os.path.isfile(sqlite_path(url))
     backend = await rq.connect(url)
     try:
-        report = await _run(backend, url, queue, workload, concurrency, timeout, progress)
+        # planning 100,000 activities takes seconds of CPU: off the loop, so that a stop is seen at once
+        workload = await _until_stopped(_in_thread(plan_workload, n, random.randrange(2**32) if seed is None
+                                                   else seed), stop)
+        if workload is None:
+            report = DemoReport(backend_url=redact_url(url), backend_name=backend.name,
+                                location=_location(backend, url), queue=queue, total=n, stats=rq.QueueStats(),
+                                seconds=0.0, drain_seconds=0.0, throughput=0.0, start_p50_ms=0.0,
+                                start_p99_ms=0.0, e2e_p50_ms=0.0, e2e_p99_ms=0.0, retries=0, dead_letter_id=None,
+                                retried_id=None, chain_ids=[], timed_out=False, interrupted=True)
+        else:
+            report = await _run(backend, url, queue, workload, concurrency, timeout, progress, stop)
     finally:
         await backend.close()
     report.reused_file = existed
     return report
+
+
+def _in_thread(fn: Callable[..., _T], *args: Any) -> asyncio.Future[_T]:
+    """``fn(*args)`` in a daemon thread: a stopped run neither waits for it nor keeps the process alive for it
+    (the loop's default executor would do both)."""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[_T] = loop.create_future()
+
+    def settle(value: _T | None, exc: BaseException | None) -> None:
+        if fut.done():
+            return
+        if exc is not None:
+            fut.set_exception(exc)
+        else:
+            fut.set_result(value)  # type: ignore[arg-type]
+
+    def work() -> None:
+        value: _T | None = None
+        error: BaseException | None = None
+        try:
+            value = fn(*args)
+        except BaseException as exc:  # handed to the awaiting coroutine
+            error = exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the run was stopped and has ended
+            loop.call_soon_threadsafe(settle, value, error)
+
+    threading.Thread(target=work, name="runnerq-demo-plan", daemon=True).start()
+    return fut
+
+
+async def _until_stopped(fut: asyncio.Future[_T], stop: asyncio.Event) -> _T | None:
+    """``fut``'s value, or ``None`` as soon as ``stop`` is set."""
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((fut, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if fut.done():
+        return fut.result()
+    fut.cancel()
+    return None
 
 
 async def _run(
@@ -453,6 +539,7 @@ async def _run(
     concurrency: int,
     timeout: float,
     progress: ProgressCallback | None,
+    stop: asyncio.Event,
 ) -> DemoReport:
     engine = rq.WorkerEngine(
         backend, queue_name=queue, max_workers=concurrency, retry_delay=0.05, max_retry_delay=0.2,
@@ -468,6 +555,8 @@ async def _run(
         t0 = time.time()
         ex = engine.executor
         for start in range(0, len(workload.items), _ENQUEUE_BATCH):
+            if stop.is_set():
+                break
             batch = []
             for name, payload, priority, delay, retries in workload.items[start : start + _ENQUEUE_BATCH]:
                 b = ex.activity(name).payload(payload).priority(priority).max_retries(retries)
@@ -482,7 +571,7 @@ async def _run(
         # Progress comes from the handlers (no query per tick, so the store's
         # size does not matter); the backend's own counts confirm the end once
         # every activity has had its last attempt and the acks are flushed.
-        while True:
+        while not stop.is_set():
             if progress is not None:
                 progress(min(rec.finished, total), total)
             if rec.finished >= total:
@@ -494,6 +583,8 @@ async def _run(
                 break
             await asyncio.sleep(0.1)
         seconds = time.time() - t0
+        if stop.is_set():
+            engine.request_stop(grace=STOP_GRACE)  # what it held goes back to pending as it stops
     stats = await inspector.stats()
     end = rec.last_undelayed_end or (t0 + seconds)
     drain = max(end - t0, 1e-9)
@@ -516,4 +607,21 @@ async def _run(
         retried_id=rec.retried_id,
         chain_ids=[rec.chain[k] for k in sorted(rec.chain)],
         timed_out=timed_out,
+        interrupted=stop.is_set() and not (rec.finished >= total and stats.total == total
+                                            and sum(getattr(stats, s) for s in _TERMINAL) >= total),
     )
+
+
+_engine: rq.WorkerEngine | None = None
+
+
+def __getattr__(name: str) -> Any:
+    """``engine``: a worker of the demo's handlers (made at first use), for ``runnerq-fast worker
+    runnerq_fast.demo:engine --backend URL --queue QUEUE`` to finish an interrupted run's queue."""
+    global _engine
+    if name != "engine":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if _engine is None:
+        _engine = rq.WorkerEngine(None, queue_name="demo", max_workers=128, retry_delay=0.05, max_retry_delay=0.2)
+        _register(_engine, _Recorder())
+    return _engine

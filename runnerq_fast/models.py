@@ -286,8 +286,13 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
     status: str
     priority: int
     payload: bytes | str
-    metadata: bytes | str
+    metadata: dict[str, str]
+    """String metadata (``{"tenant": "t1"}``), decoded from the store; ``{}`` when it has none (or when the
+    stored text does not decode: then ``corrupt`` says so). A new dict per snapshot."""
     retry_count: int
+    """Retries taken: attempts that failed and were tried again. Its current (or last) attempt is number
+    ``retry_count + 1``, out of at most ``max_retries + 1``; a dead-lettered activity shows
+    ``retry_count == max_retries`` on every backend, whether its handler failed or its lease expired."""
     max_retries: int
     timeout_ms: int
     created_at_ms: int

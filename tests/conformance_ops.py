@@ -104,7 +104,7 @@ class OperationsConformance:
         (snap,) = page.items
         assert (snap.id, snap.activity_type, snap.status, snap.priority, snap.queue) == (aid, "typed", "pending", 3,
                                                                                          self.queue)
-        assert rq.codec.decode_json(snap.metadata) == {"tenant": "t1"} and snap.parent_id is None
+        assert snap.metadata == {"tenant": "t1"} and snap.parent_id is None  # a dict, not the stored JSON text
         assert page.next_cursor is None
         assert (await backend.query_activities("elsewhere", F())).items == []
 

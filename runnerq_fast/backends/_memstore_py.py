@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from runnerq_fast.backends._wakeups import WorkSignal
+from runnerq_fast.backends.rowcheck import decode_metadata
 from runnerq_fast.models import (
     READY_STATUSES,
     TERMINAL_STATUSES,
@@ -171,7 +172,7 @@ class Row:
             status=self.status,
             priority=self.priority,
             payload=self.payload,
-            metadata=self.metadata,
+            metadata=decode_metadata(self.metadata),
             retry_count=self.retry_count,
             max_retries=self.max_retries,
             timeout_ms=self.timeout_ms,

@@ -280,15 +280,15 @@ class MemoryBackend(StoreCore, Backend):
                 continue
             charged = row.suspect  # claimed alone: its own expiry; else it may have shared a dying worker
             row.suspect = True
-            if charged:
-                row.retry_count += 1
-            if row.retry_count > row.max_retries:
+            if row.retry_count + charged > row.max_retries:  # retries taken stay at max_retries, as a handler's
+                # last failure leaves them
                 err = "lease expired; retries exhausted"
                 row.dead_lettered_at_ms = now
                 self._event(row, "dead_letter", now, err)
                 self._finish(row, "dead_letter", now, None, err)
                 dead.append(row.id)
             else:
+                row.retry_count += charged
                 row.claim_token = None
                 row.lease_expires_at_ms = None
                 row.last_error = "lease expired" if charged else LEASE_EXPIRED_UNCHARGED

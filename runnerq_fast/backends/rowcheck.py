@@ -10,8 +10,11 @@ strand the rows read with it. The backends:
   or the reaper reads it (nothing around it is charged an attempt);
 * show it in listings and ``get_activity`` as :func:`snapshot` builds it: the
   fields that decode, placeholders (``0``, ``None``, the text with
-  replacement characters) for the others, and the reason in
+  replacement characters, ``{}`` for metadata) for the others, and the reason in
   :attr:`~runnerq_fast.models.ActivitySnapshot.corrupt`.
+
+A snapshot's metadata is decoded once, here (:func:`decode_metadata`): the stored JSON text becomes the
+``dict[str, str]`` users read.
 
 The reason starts with :data:`PREFIX`; the Redis Lua scripts build the same text.
 """
@@ -21,9 +24,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from runnerq_fast.models import ActivitySnapshot, ActivityStatus
 
-__all__ = ["INT_FIELDS", "PREFIX", "as_int", "as_text", "reason", "snapshot"]
+__all__ = ["INT_FIELDS", "PREFIX", "as_int", "as_text", "decode_metadata", "reason", "shown_metadata", "snapshot"]
 
 PREFIX = "corrupt row: "
 """First words of every reason (and of the last error of a row dead-lettered for it)."""
@@ -60,6 +65,37 @@ def as_text(value: object) -> object:
         except UnicodeDecodeError:
             return value
     return value
+
+
+_METADATA = msgspec.json.Decoder(dict[str, str])
+_EMPTY = (b"{}", "{}")
+
+
+def decode_metadata(stored: bytes | str) -> dict[str, str]:
+    """Stored metadata (JSON text of a flat object of strings) as a new ``dict``.
+
+    Raises
+    ------
+    msgspec.DecodeError
+        If ``stored`` is not the JSON text of an object whose values are all strings.
+    """
+    if stored in _EMPTY:
+        return {}
+    return _METADATA.decode(stored)
+
+
+def shown_metadata(stored: object) -> tuple[dict[str, str], str | None]:
+    """Stored metadata as a snapshot shows it: ``(the dict, None)``, or ``({}, why)`` when it does not decode.
+
+    ``why`` (without :data:`PREFIX`) names a value that is not the JSON text of an object of strings; a value
+    that is no text at all is left to :func:`reason` (``why`` is ``None`` then too).
+    """
+    try:
+        return decode_metadata(stored), None  # type: ignore[arg-type]
+    except (msgspec.DecodeError, UnicodeDecodeError, TypeError):
+        if not isinstance(stored, bytes | str):
+            return {}, None
+        return {}, f"metadata is {_show(stored)}, not a JSON object of strings"
 
 
 def _show(value: object) -> str:
@@ -114,7 +150,7 @@ def _placeholder(name: str, value: Any) -> Any:
         return value if type(value) is int else 0
     if name in _OPTIONAL_INT_FIELDS:
         return value if value is None or type(value) is int else None
-    if name in ("payload", "metadata"):
+    if name == "payload":
         return value if isinstance(value, bytes | str) else b""
     if isinstance(value, bytes):
         return value.decode(errors="replace")
@@ -129,10 +165,15 @@ def snapshot(fields: Mapping[str, Any]) -> ActivitySnapshot:
     Parameters
     ----------
     fields : mapping of str to object
-        Every :class:`~runnerq_fast.models.ActivitySnapshot` field but ``corrupt``.
+        Every :class:`~runnerq_fast.models.ActivitySnapshot` field but ``corrupt``, ``metadata`` as stored
+        (JSON text): the snapshot holds it decoded, ``{}`` (and the reason in ``corrupt``) when it does not decode.
     """
     why = reason(fields)
+    metadata, bad = shown_metadata(fields["metadata"])
+    if bad is not None:
+        why = PREFIX + bad if why is None else f"{why}; {bad}"
     if why is None:
-        return ActivitySnapshot(**fields)
+        return ActivitySnapshot(**{**fields, "metadata": metadata})
     shown: dict[str, Any] = {k: _placeholder(k, v) for k, v in fields.items()}
+    shown["metadata"] = metadata
     return ActivitySnapshot(**shown, corrupt=why)

@@ -207,10 +207,48 @@ class FiniteFloatRange(click.FloatRange):
         return number
 
 
+DEFAULT_QUEUE = "default"
+"""The queue a command uses without ``--queue`` when the store has none yet."""
+
+QUEUE_RULE = "Without it: the store's only queue, 'default' when it has none; several need --queue."
+
+
 def queue_option(fn: F) -> F:
-    """The shared ``--queue NAME`` option."""
-    return click.option("--queue", "queue", default="default", show_default=True, help="Queue name.",
+    """The shared ``--queue NAME`` option: ``None`` when not given, for :func:`resolve_queue`."""
+    return click.option("--queue", "queue", default=None, metavar="NAME", help=f"Queue name. {QUEUE_RULE}",
                         callback=check_queue_name)(fn)
+
+
+def _names(summaries: list[rq.QueueSummary]) -> str:
+    shown = ", ".join(repr(s.queue) for s in summaries[:10])
+    return shown + (f" and {len(summaries) - 10} more" if len(summaries) > 10 else "")
+
+
+async def resolve_queue(backend: rq.Backend, queue: str | None) -> tuple[str, str | None]:
+    """The queue a command acts on, and why when ``--queue`` was not given (one rule for every command).
+
+    ``queue`` when given; else the store's only queue, or :data:`DEFAULT_QUEUE` when the store has no
+    queue yet. ``stats`` applies the same rule (and lists the queues where there are several).
+
+    Returns
+    -------
+    tuple of (str, str or None)
+        The queue name and, when it was not given, the reason to print (``"the only queue in this store"``).
+
+    Raises
+    ------
+    BadInput
+        When ``queue`` is ``None`` and the store has several queues: the command names them and asks for
+        ``--queue`` rather than guess (an activity sent to a queue no worker serves waits for ever).
+    """
+    if queue is not None:
+        return queue, None
+    summaries = await backend.list_queues()
+    if not summaries:
+        return DEFAULT_QUEUE, "no queue in this store yet"
+    if len(summaries) == 1:
+        return summaries[0].queue, "the only queue in this store"
+    raise BadInput(f"this store has {len(summaries)} queues ({_names(summaries)}): pass --queue NAME")
 
 
 if TYPE_CHECKING:  # click >= 8.3 makes ParamType generic; older releases are not subscriptable

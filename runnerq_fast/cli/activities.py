@@ -30,6 +30,7 @@ from runnerq_fast.cli._common import (
     queue_option,
     read_payload_arg,
     require_backend,
+    resolve_queue,
     run,
 )
 
@@ -63,14 +64,16 @@ def enqueue(
     idempotency_key: str | None,
     on_duplicate: str,
     wait: float | None,
-    queue: str,
+    queue: str | None,
     backend_url: str | None,
     log_level: str,
 ) -> None:
-    """Enqueue one activity of TYPE and print its id.
+    """Enqueue one activity of TYPE and print its id (the queue it went to on stderr).
 
-    With --wait, a second line holds the result as JSON; a failed, dead-lettered
-    or cancelled activity or a timeout exits 1. Bad input exits 2 and stores nothing.
+    Without --queue it goes to the store's only queue ('default' in a store without
+    one); a store with several queues needs --queue. With --wait, a second line
+    holds the result as JSON; a failed, dead-lettered or cancelled activity or a
+    timeout exits 1. Bad input exits 2 and stores nothing.
     """
     configure_logging(log_level)
     payload = parse_json(read_payload_arg(payload_text), "--payload")
@@ -82,9 +85,9 @@ def enqueue(
         metadata = raw
     url = require_backend(backend_url)
     try:
-        config = rq.WorkerConfig(queue_name=queue)
+        config = rq.WorkerConfig(queue_name=queue or "default")
         # validate everything before touching the backend
-        probe = rq.ActivityExecutor(rq.MemoryBackend(), queue, config)
+        probe = rq.ActivityExecutor(rq.MemoryBackend(), config.queue_name, config)
         _builder(probe, activity_type, payload, priority, delay, max_retries, timeout, metadata,
                  idempotency_key, on_duplicate).build()
     except rq.RunnerQError as exc:
@@ -93,7 +96,8 @@ def enqueue(
     async def go() -> tuple[str, bool, Any]:
         backend = await open_store(url)
         try:
-            executor = rq.ActivityExecutor(backend, queue, config)
+            name, why = await resolve_queue(backend, queue)
+            executor = rq.ActivityExecutor(backend, name, msgspec.structs.replace(config, queue_name=name))
             builder = _builder(executor, activity_type, payload, priority, delay, max_retries, timeout, metadata,
                                idempotency_key, on_duplicate)
             try:
@@ -102,6 +106,7 @@ def enqueue(
                 raise Fail(str(exc)) from None
             except rq.InvalidActivityError as exc:
                 raise BadInput(str(exc)) from None
+            err.print(f"queue {name!r}" + ("" if why is None else f" ({why})"))
             if wait is None:
                 return future.activity_id, future.created, None
             click.echo(future.activity_id)
@@ -173,8 +178,7 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
         raise Fail(f"no activity {activity_id!r}")
     if as_json:
         doc = {
-            "activity": {**msgspec.structs.asdict(snap), "payload": json_value(snap.payload),
-                         "metadata": json_value(snap.metadata)},
+            "activity": {**msgspec.structs.asdict(snap), "payload": json_value(snap.payload)},
             "events": [msgspec.structs.asdict(e) for e in events],
             "result": None if result is None else {**msgspec.structs.asdict(result), "data": json_value(result.data)},
         }
@@ -184,7 +188,12 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
     table.add_column("field", style="bold")
     table.add_column("value")
     for field, value in msgspec.structs.asdict(snap).items():
-        shown = json_text(value) if field in ("payload", "metadata") else _fmt(value, field)
+        if field == "payload":
+            shown = json_text(value)
+        elif field == "metadata":
+            shown = msgspec.json.encode(value).decode()
+        else:
+            shown = _fmt(value, field)
         table.add_row(field, shown)
     out.print(table)
     ev = Table(title="events")
@@ -301,7 +310,7 @@ def _act(
     call: Callable[[rq.QueueAdmin, rq.ActivityFilter, int], Awaitable[rq.ActionResult]],
     flt: rq.ActivityFilter,
     limit: int,
-    queue: str,
+    queue: str | None,
     as_json: bool,
     backend_url: str | None,
     log_level: str,
@@ -311,24 +320,27 @@ def _act(
         raise BadInput(f"--limit must be within 1-{filters.MAX_ACTION_LIMIT}, got {limit}")
     url = require_backend(backend_url)
 
-    async def go() -> tuple[rq.ActionResult, list[str]]:
+    async def go() -> tuple[str, rq.ActionResult, list[str]]:
         backend = await open_store(url)
         try:
-            res = await call(rq.QueueAdmin(backend, queue), flt, limit)
+            name, why = await resolve_queue(backend, queue)
+            if why is not None:
+                err.print(f"queue {name!r} ({why})")
+            res = await call(rq.QueueAdmin(backend, name), flt, limit)
             # ids the action neither changed nor skipped may simply not exist: say which, not "changed 0"
             missing = []
             for aid in flt.ids or ():
                 if aid not in res.changed:
                     snap = await backend.get_activity(aid)
-                    if snap is None or snap.queue != queue:
+                    if snap is None or snap.queue != name:
                         missing.append(aid)
-            return res, missing
+            return name, res, missing
         except rq.InvalidActivityError as exc:
             raise BadInput(str(exc)) from None
         finally:
             await backend.close()
 
-    result, missing = run(go())
+    queue, result, missing = run(go())
     if as_json:
         click.echo(msgspec.json.encode(result).decode())
     else:
@@ -345,7 +357,7 @@ def _act(
 def cancel(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tuple[str, ...],
            priorities: tuple[rq.Priority, ...], created_after: str | None, created_before: str | None,
            metadata_pairs: tuple[str, ...], parent: str | None, select_all: bool, limit: int, as_json: bool,
-           queue: str, backend_url: str | None, log_level: str) -> None:
+           queue: str | None, backend_url: str | None, log_level: str) -> None:
     """Cancel activities: by ID, or every one the filter options match.
 
     Pending, scheduled and retrying ones end cancelled at once; a running one is
@@ -362,7 +374,7 @@ def cancel(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tupl
 def retry(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tuple[str, ...],
           priorities: tuple[rq.Priority, ...], created_after: str | None, created_before: str | None,
           metadata_pairs: tuple[str, ...], parent: str | None, select_all: bool, limit: int, as_json: bool,
-          queue: str, backend_url: str | None, log_level: str) -> None:
+          queue: str | None, backend_url: str | None, log_level: str) -> None:
     """Put failed, dead-lettered and cancelled activities back to pending (retries counted from 0).
 
     By ID, or every one the filter options match; their earlier errors stay in their events.
@@ -377,7 +389,7 @@ def retry(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tuple
 def run_now(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tuple[str, ...],
             priorities: tuple[rq.Priority, ...], created_after: str | None, created_before: str | None,
             metadata_pairs: tuple[str, ...], parent: str | None, select_all: bool, limit: int, as_json: bool,
-            queue: str, backend_url: str | None, log_level: str) -> None:
+            queue: str | None, backend_url: str | None, log_level: str) -> None:
     """Make scheduled and retrying activities ready now: by ID, or every one the filter options match."""
     flt = build_filter(activity_ids, statuses, types, priorities, created_after, created_before, metadata_pairs,
                        parent, select_all)
@@ -390,7 +402,7 @@ def run_now(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tup
 def delete(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tuple[str, ...],
            priorities: tuple[rq.Priority, ...], created_after: str | None, created_before: str | None,
            metadata_pairs: tuple[str, ...], parent: str | None, select_all: bool, limit: int, as_json: bool,
-           queue: str, backend_url: str | None, log_level: str) -> None:
+           queue: str | None, backend_url: str | None, log_level: str) -> None:
     """Delete finished activities (completed, failed, dead_letter, cancelled) with their events.
 
     By ID, or every one the filter options match; activities not finished are skipped.
@@ -406,7 +418,7 @@ def delete(activity_ids: tuple[str, ...], statuses: tuple[str, ...], types: tupl
 def set_priority(new_priority: rq.Priority, activity_ids: tuple[str, ...], statuses: tuple[str, ...],
                  types: tuple[str, ...], priorities: tuple[rq.Priority, ...], created_after: str | None,
                  created_before: str | None, metadata_pairs: tuple[str, ...], parent: str | None,
-                 select_all: bool, limit: int, as_json: bool, queue: str, backend_url: str | None,
+                 select_all: bool, limit: int, as_json: bool, queue: str | None, backend_url: str | None,
                  log_level: str) -> None:
     """Give activities that have not started PRIORITY (low|normal|high|critical or 1-4).
 

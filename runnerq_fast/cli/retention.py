@@ -18,6 +18,7 @@ from runnerq_fast.cli._common import (
     out,
     queue_option,
     require_backend,
+    resolve_queue,
     run,
 )
 from runnerq_fast.errors import InvalidActivityError
@@ -50,7 +51,7 @@ def parse_age(text: str, what: str) -> float:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @backend_option
 @log_level_option("warning")
-def prune(queue: str, older_than: str, statuses: tuple[str, ...], events_older_than: str | None, batch_size: int,
+def prune(queue: str | None, older_than: str, statuses: tuple[str, ...], events_older_than: str | None, batch_size: int,
           max_batches: int | None, as_json: bool, backend_url: str | None, log_level: str) -> None:
     """Delete the finished activities of a queue older than an age, with their events and idempotency keys.
 
@@ -66,7 +67,8 @@ def prune(queue: str, older_than: str, statuses: tuple[str, ...], events_older_t
     async def go() -> rq.PruneReport:
         backend = await open_store(url)
         try:
-            return await rq.prune(backend, queue, older_than=age, statuses=statuses or FINISHED_STATUSES,
+            name, _ = await resolve_queue(backend, queue)  # the report names it
+            return await rq.prune(backend, name, older_than=age, statuses=statuses or FINISHED_STATUSES,
                                   events_older_than=events_age, batch_size=batch_size, max_batches=max_batches)
         except InvalidActivityError as exc:
             raise BadInput(str(exc)) from None

@@ -15,6 +15,7 @@ from rich.text import Text
 import runnerq_fast as rq
 from runnerq_fast.backends.sqlfiles import UNKNOWN_MIGRATIONS
 from runnerq_fast.cli._common import (
+    DEFAULT_QUEUE,
     Fail,
     backend_option,
     check_queue_name,
@@ -128,7 +129,8 @@ def queues(as_json: bool, backend_url: str | None, log_level: str) -> None:
 
 @click.command()
 @click.option("--queue", "queue", default=None, metavar="NAME", callback=check_queue_name,
-              help="Queue name. Without it: the only queue of the store, or every queue when there are several.")
+              help="Queue name. Without it: the store's only queue ('default' when it has none), as for "
+                   "enqueue and the actions; every queue when there are several.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @backend_option
 @log_level_option("warning")
@@ -152,10 +154,10 @@ def stats(queue: str | None, as_json: bool, backend_url: str | None, log_level: 
             return
         if summaries:
             queue = summaries[0].queue
-            err.print(f"queue {queue!r}: the only queue in this store")
+            err.print(f"queue {queue!r} (the only queue in this store)")
         else:
-            queue = "default"
-            err.print("no queues in this store yet (a queue appears with its first activity)")
+            queue = DEFAULT_QUEUE
+            err.print(f"queue {queue!r} (no queue in this store yet: a queue appears with its first activity)")
     name = queue
     counts = run(_read(url, lambda b: b.stats(name)))
     data = msgspec.structs.asdict(counts)

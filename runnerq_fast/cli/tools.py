@@ -8,6 +8,7 @@ import importlib
 import os
 import shlex
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -158,18 +159,35 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
         progress.update(task, completed=done, total=total)
 
     async def go() -> rq_demo.DemoReport:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+
+        def on_sigint() -> None:
+            if stop.is_set():  # a second Ctrl-C: quit at once (the default handler raises KeyboardInterrupt)
+                loop.remove_signal_handler(signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            stop.set()
+            progress.console.print("stopping the demo (Ctrl-C again quits at once) ...")
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
         try:
-            return await rq_demo.run_demo(url, n, concurrency=concurrency, timeout=timeout, progress=report)
+            return await rq_demo.run_demo(url, n, concurrency=concurrency, timeout=timeout, progress=report,
+                                          stop=stop)
         except rq.ConfigError as exc:
             raise BadInput(str(exc)) from None
         except (click.ClickException, asyncio.CancelledError, KeyboardInterrupt):
             raise
         except Exception as exc:
             raise Fail(redact_text(f"demo failed on {url}: {type(exc).__name__}: {exc}", url)) from None
+        finally:
+            loop.remove_signal_handler(signal.SIGINT)
 
     err.print(f"runnerq-fast demo: {n:,} activities on {redact_url(url)}")
     with progress:
         result = run(go())
+    if result.interrupted:
+        _interrupted(result, url)
     out.print(_demo_table(result))
     # never echo a password: the commands name the URL with it replaced by ***
     cli_url = shlex.quote(f"sqlite:///{result.location}" if result.backend_name == "sqlite" else redact_url(url))
@@ -201,6 +219,33 @@ def demo(backend_url: str | None, n: int, concurrency: int, timeout: float, no_p
         raise Fail(f"the demo did not finish within {timeout:g} s")
     if not result.succeeded:
         raise Fail("the demo ended with unexpected counts (see the table)")
+
+
+def _interrupted(r: rq_demo.DemoReport, url: str) -> None:
+    """Say what an interrupted run left in the store and how to finish or drop it; exit 130 (Ctrl-C)."""
+    s = r.stats
+    left = ", ".join(f"{name} {n:,}" for name, n in (("pending", s.pending), ("scheduled", s.scheduled),
+                                                     ("retrying", s.retrying), ("processing", s.processing)) if n)
+    never = r.total - s.total  # planned, never enqueued (a chain's later steps included)
+    if s.total == 0:
+        err.print(f"interrupted before the first enqueue: nothing was stored (queue {r.queue!r} is empty)")
+        raise SystemExit(130)
+    err.print(f"interrupted after {r.seconds:.1f} s: {s.total - r.unfinished:,} of {r.total:,} activities "
+              f"finished" + (f", {never:,} never enqueued" if never > 0 else ""))
+    if r.backend_name == "memory":
+        err.print("nothing is left: the memory store ends with this process")
+    elif r.unfinished == 0:
+        err.print(f"nothing unfinished is left in queue {r.queue!r} ({r.location})")
+    else:
+        prog = _program()
+        cli_url = shlex.quote(f"sqlite:///{r.location}" if r.backend_name == "sqlite" else redact_url(url))
+        hidden = "  (password shown as ***: put yours back)" if redact_url(url) != url else ""
+        err.print(f"queue {r.queue!r} in {r.location} keeps {r.unfinished:,} unfinished activities ({left});"
+                  f" no worker serves it now.{hidden}")
+        err.print(f"  finish them: {prog} worker runnerq_fast.demo:engine --backend {cli_url} --queue {r.queue}")
+        err.print(f"  or drop them: {prog} cancel --all --queue {r.queue} --backend {cli_url}"
+                  f" && {prog} delete --all --queue {r.queue} --backend {cli_url}")
+    raise SystemExit(130)
 
 
 def _program() -> str:

@@ -22,6 +22,10 @@ from runnerq_fast.models import WorkerInfo
 
 _LEFT = frozenset({"worker id", "queue", "host", "types"})
 
+HELD_NOTE = ("held: activities claimed and not yet acknowledged at the last heartbeat (running, or finished with "
+             "the ack not yet written), so it may exceed slots (--concurrency) for a moment")
+"""What the ``held`` column counts, printed under the table."""
+
 
 
 def _ago(ms: int, now_ms: int) -> str:
@@ -61,10 +65,11 @@ def workers(queue: str | None, as_json: bool, backend_url: str | None, log_level
         click.echo(msgspec.json.encode({"workers": [msgspec.structs.asdict(w) for w in found]}).decode())
         return
     now = int(time.time() * 1000)
-    table = Table(title=f"live workers{'' if queue is None else f' of queue {queue!r}'}: {len(found)}")
-    for name in ("worker id", "queue", "host", "pid", "types", "in flight", "started", "last seen"):
+    table = Table(title=f"live workers{'' if queue is None else f' of queue {queue!r}'}: {len(found)}",
+                  caption=HELD_NOTE if found else None)
+    for name in ("worker id", "queue", "host", "pid", "types", "held", "slots", "started", "last seen"):
         table.add_column(name, justify="left" if name in _LEFT else "right")
     for w in found:
         table.add_row(w.worker_id, w.queue, w.host, str(w.pid), ", ".join(w.activity_types),
-                      f"{w.in_flight}/{w.concurrency}", _ago(w.started_at_ms, now), _ago(w.last_seen_ms, now))
+                      str(w.in_flight), str(w.concurrency), _ago(w.started_at_ms, now), _ago(w.last_seen_ms, now))
     out.print(table)

@@ -365,6 +365,7 @@ class DashboardRoutes:
             total=counts.total,
             oldest_ready_age=None if oldest is None else max(0.0, (now_ms - oldest) / 1000.0),
             bucket_seconds=series.bucket_ms // 1000,
+            window_seconds=series.size * series.bucket_ms // 1000,
             series=series.points(now_ms),
             unhandled_types=[UnhandledTypeView(u.activity_type, u.ready) for u in unhandled_types(ready, workers)],
             workers=len(workers),

@@ -129,13 +129,13 @@ def _wait_param(query_string: bytes, max_wait: float) -> float | None:
     return wait
 
 
-def _stored_matches(stored_payload: bytes | str, stored_meta: bytes | str, item: NewActivity,
+def _stored_matches(stored_payload: bytes | str, stored_meta: dict[str, str], item: NewActivity,
                     snap_fields: tuple[int, int, int]) -> bool:
     """Whether a stored activity came from the same request body as ``item``."""
     if snap_fields != (item.priority, item.max_retries, item.timeout_ms):
         return False
     return bool(decode_json(stored_payload) == decode_json(item.payload)
-                and decode_json(stored_meta) == decode_json(item.metadata))
+                and stored_meta == (decode_json(item.metadata) if item.metadata else {}))
 
 
 class EnqueueRoutes:

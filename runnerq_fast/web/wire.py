@@ -478,7 +478,7 @@ class ActivityView(msgspec.Struct):
     status: str
     priority: int
     payload: Raw
-    metadata: Raw
+    metadata: dict[str, str]
     retry_count: int
     max_retries: int
     timeout: float
@@ -491,7 +491,8 @@ class ActivityView(msgspec.Struct):
     idempotency_key: str | None
     parent_id: str | None = None
     corrupt: str | None = None
-    """Why the stored row cannot be decoded, else ``None``; a damaged payload or metadata shows as ``null``."""
+    """Why the stored row cannot be decoded, else ``None``; a damaged payload shows as ``null``, damaged
+    metadata as ``{}``."""
 
 
 def _checked_json(data: bytes | str | None, name: str, bad: list[str]) -> Raw:
@@ -509,14 +510,14 @@ def _checked_json(data: bytes | str | None, name: str, bad: list[str]) -> Raw:
 def activity_view(snap: ActivitySnapshot) -> ActivityView:
     """The wire form of a stored activity.
 
-    The payload and metadata are embedded as stored, without a decode, once a
-    scan has shown each is one valid JSON value; a damaged one (a row edited
-    outside this library) is embedded as ``null`` and named in ``corrupt``, so
-    one bad row never makes a listing's body invalid JSON.
+    The payload is embedded as stored, without a decode, once a scan has shown
+    it is one valid JSON value; a damaged one (a row edited outside this
+    library) is embedded as ``null`` and named in ``corrupt``, so one bad row
+    never makes a listing's body invalid JSON. The metadata is the snapshot's
+    dict (``{}`` when the store's text did not decode, named in ``corrupt`` by the backend).
     """
     bad: list[str] = []
     payload = _checked_json(snap.payload, "payload", bad)
-    metadata = _checked_json(snap.metadata, "metadata", bad)
     corrupt = snap.corrupt
     if bad:
         corrupt = (corrupt + "; " if corrupt is not None else rowcheck.PREFIX) + "; ".join(bad)
@@ -527,7 +528,7 @@ def activity_view(snap: ActivitySnapshot) -> ActivityView:
         status=snap.status,
         priority=snap.priority,
         payload=payload,
-        metadata=metadata,
+        metadata=snap.metadata,
         retry_count=snap.retry_count,
         max_retries=snap.max_retries,
         timeout=snap.timeout_ms / 1000.0,
@@ -812,10 +813,12 @@ class DashboardView(msgspec.Struct):
 
     ``counts`` are activities by status (``total`` their sum);
     ``oldest_ready_age`` the age in seconds of the oldest activity a worker
-    could claim now (``null``: none); ``series`` the last 15 minutes in
-    ``bucket_seconds`` buckets, oldest first, from when the app began watching
-    the queue (app start for the queues it was given, else the queue's first
-    dashboard request); ``workers`` the number of live workers of the queue.
+    could claim now (``null``: none); ``series`` the last ``window_seconds``
+    (900: 15 minutes) in ``bucket_seconds`` buckets, oldest first, from when the
+    app began watching the queue (app start for the queues it was given, else
+    the queue's first dashboard request: the console shades the part of the
+    window before it as "no data yet"); ``workers`` the number of live workers
+    of the queue.
     """
 
     queue: str
@@ -823,6 +826,7 @@ class DashboardView(msgspec.Struct):
     total: int
     oldest_ready_age: float | None
     bucket_seconds: int
+    window_seconds: int
     series: list[SeriesPoint]
     unhandled_types: list[UnhandledTypeView]
     workers: int

@@ -256,6 +256,35 @@ def test_stats_of_a_queue_the_store_lacks_names_the_queues_it_has(tmp_path: Path
     assert right.returncode == 0 and "note:" not in right.stderr, right.stderr
 
 
+def test_enqueue_and_stats_without_queue_agree_and_say_which_queue(tmp_path: Path) -> None:
+    """``enqueue`` went to 'default' while ``stats`` showed the store's only queue: a stray activity sat pending
+    for ever in a queue no worker served (issue 27 item 7a). One rule now, and the queue is named."""
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    first = run_cli("enqueue", "t", "--backend", url)  # an empty store: 'default'
+    assert first.returncode == 0, first.stderr
+    assert "queue 'default' (no queue in this store yet)" in first.stderr, first.stderr
+    moved = run_cli("enqueue", "t", "--queue", "emails", "--backend", f"sqlite:///{tmp_path / 'e.db'}")
+    assert moved.returncode == 0 and "queue 'emails'" in moved.stderr, moved.stderr
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    # the store's only queue is 'emails': enqueue and stats both take it
+    second = run_cli("enqueue", "t", "--backend", url)
+    assert second.returncode == 0, second.stderr
+    assert "queue 'emails' (the only queue in this store)" in second.stderr, second.stderr
+    stats = run_cli("stats", "--json", "--backend", url)
+    doc = json.loads(stats.stdout)
+    assert (doc["queue"], doc["pending"]) == ("emails", 2), doc
+    assert "queue 'emails' (the only queue in this store)" in stats.stderr
+    actions = run_cli("run-now", "--all", "--backend", url)
+    assert actions.returncode == 0 and "queue 'emails' (the only queue" in actions.stderr, actions.stderr
+    # several queues: enqueue does not guess, it names them
+    assert run_cli("enqueue", "t", "--queue", "other", "--backend", url).returncode == 0
+    several = run_cli("enqueue", "t", "--backend", url)
+    assert several.returncode == 2, several.stderr
+    assert "this store has 2 queues ('emails', 'other'): pass --queue NAME" in several.stderr, several.stderr
+    counts = json.loads(run_cli("stats", "--json", "--backend", url).stdout)
+    assert [(q["queue"], q["total"]) for q in counts["queues"]] == [("emails", 2), ("other", 1)]
+
+
 def test_piped_tables_show_long_names_whole(tmp_path: Path) -> None:
     """Piped output was 80 columns wide: a long queue name came out cut with an ellipsis, unusable by a script."""
     url = f"sqlite:///{tmp_path / 'q.db'}"

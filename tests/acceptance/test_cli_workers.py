@@ -25,7 +25,13 @@ def test_workers_lists_a_running_worker_process_and_forgets_it_after_sigterm(
     assert entry["concurrency"] == 3 and entry["in_flight"] == 0
     table = run_cli("workers", "--backend", url, "--queue", "sleepy", COLUMNS="200")
     assert table.returncode == 0 and "live workers of queue 'sleepy': 1" in table.stdout
-    assert entry["worker_id"] in table.stdout and "0/3" in table.stdout
+    assert entry["worker_id"] in table.stdout
+    # "in flight 16/8" read as 16 running on 8 slots (issue 27 item 7b): two named columns and what held counts
+    header = next(line for line in table.stdout.splitlines() if "worker id" in line)
+    assert "held" in header and "slots" in header and "in flight" not in header, table.stdout
+    row = next(line for line in table.stdout.splitlines() if entry["worker_id"] in line)
+    assert [c.strip() for c in row.split("│")][6:8] == ["0", "3"], row  # held, slots
+    assert "held: activities claimed and not yet acknowledged" in " ".join(table.stdout.split()), table.stdout
     other = run_cli("workers", "--backend", url, "--queue", "elsewhere", "--json")
     assert json.loads(other.stdout) == {"workers": []}
     worker.signal(signal.SIGTERM)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import sqlite3
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -14,7 +17,7 @@ import pytest
 import redis
 
 from runnerq_fast import demo
-from tests.acceptance.helpers import cli_command, run_cli, subprocess_env
+from tests.acceptance.helpers import WorkerProcess, cli_command, run_cli, subprocess_env
 from tests.redis_fixtures import REDIS_URL
 
 SMALL = "300"  # activities per test run: every part of the workload, quickly
@@ -206,3 +209,59 @@ def test_workload_is_reproducible_and_refuses_tiny_runs() -> None:
         demo.plan_workload(demo.MIN_N - 1)
     with pytest.raises(ValueError, match="at most"):
         demo.plan_workload(demo.MAX_N + 1)
+
+
+def _stored(path: Path) -> int:
+    """Activities in the demo's SQLite file (0 before its schema exists)."""
+    if not path.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+    try:
+        return int(conn.execute("SELECT count(*) FROM runnerq_activities").fetchone()[0])
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        conn.close()
+
+
+def test_ctrl_c_stops_the_demo_at_once_and_says_how_to_finish_or_drop_its_queue(
+    tmp_path: Path, start_worker: Callable[..., WorkerProcess]
+) -> None:
+    """Ctrl-C left a half-run queue with no hint, and once took 21 s to exit: a SIGINT could be lost (the run
+    went on to its end) or wait out the planning of the workload (issue 27 item 7c)."""
+    db = tmp_path / "runnerq-demo.db"
+    proc = subprocess.Popen([*cli_command(), "demo", "-n", "100000", "--no-progress"], cwd=tmp_path,
+                            env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while _stored(db) < 2_000:  # mid-run: enqueueing and draining
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=30)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert took < 5, f"{took:.1f} s from SIGINT to exit"  # about 1 s; the machine is shared
+    assert "Traceback" not in stderr and "interrupted after" in stderr, stderr
+    queue = re.search(r"queue '(demo-[^']+)' in \S+ keeps ([\d,]+) unfinished", stderr)
+    assert queue is not None, stderr
+    finish = next(line for line in stderr.splitlines() if "finish them:" in line).split("finish them:")[1].split()
+    drop = next(line for line in stderr.splitlines() if "or drop them:" in line)
+    assert finish[1:3] == ["worker", "runnerq_fast.demo:engine"] and f"--queue {queue[1]}" in " ".join(finish)
+    assert f"cancel --all --queue {queue[1]}" in drop and f"delete --all --queue {queue[1]}" in drop
+    # the printed command finishes the run: the demo's handlers serve the queue
+    worker = start_worker(*finish[2:], cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while True:
+        counts = msgspec.json.decode(run_cli("stats", "--json", "--queue", queue[1], "--backend", f"sqlite:///{db}",
+                                             cwd=tmp_path).stdout)
+        if counts["pending"] + counts["scheduled"] + counts["retrying"] + counts["processing"] == 0:
+            break
+        assert time.monotonic() < deadline and worker.proc.poll() is None, worker.log()
+        time.sleep(0.3)
+    assert counts["failed"] == 0 and counts["completed"] + counts["dead_letter"] == counts["total"], counts

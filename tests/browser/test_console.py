@@ -7,6 +7,7 @@ driven the way an operator would: navigate, read, click, confirm.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -86,6 +87,11 @@ def test_an_unhandled_type_is_flagged_and_live_workers_are_listed(
     # the charts have the completed activity in their series
     expect(page.locator("#charts svg")).to_have_count(2)
     expect(page.locator("#charts figcaption").first).to_contain_text("1 completed")
+    # held (claimed, unacknowledged) and slots are two named columns, explained under the table
+    headers = page.locator("#workers th").all_inner_texts()
+    assert "held" in headers and "slots" in headers and "in flight" not in headers, headers
+    expect(row.locator("td.slots")).to_have_text("4")
+    expect(page.locator("#held-note")).to_contain_text("claimed and not yet acknowledged")
     # on a phone-sized screen nothing overflows sideways (tables scroll inside their box)
     page.set_viewport_size({"width": 390, "height": 844})
     overflow = "() => document.documentElement.scrollWidth - document.documentElement.clientWidth"
@@ -100,6 +106,49 @@ def test_an_unhandled_type_is_flagged_and_live_workers_are_listed(
     assert worker.wait(15) == 0
     page.goto(f"{stack.base_url}/#/q/{QUEUE}")
     expect(page.locator("#workers")).to_contain_text("No live worker.")
+
+
+def test_the_charts_have_labelled_axes_a_scale_and_a_time_range_with_real_data(
+    stack: Stack, open_console: Callable[[str], Page]
+) -> None:
+    """The charts had no axes, scale or time range: a throughput chart of two bars, a wait line with no scale
+    (issue 27 item 7e). Each is now a line chart over the stated window with a y scale and clock times."""
+    stack.serve()
+    page = open_console(f"/q/{QUEUE}")  # the series of a queue begins at its first dashboard request
+    expect(page.locator('#charts svg[data-chart="throughput"]')).to_be_attached()
+    stack.worker()
+    n = 30
+    stack.enqueue(*[{"type": "work", "payload": 0.05} for _ in range(n)])
+    expect(page.locator('#counts [data-status="completed"]')).to_have_attribute("data-count", str(n),
+                                                                               timeout=30_000)
+    throughput = page.locator('#charts svg[data-chart="throughput"]')
+    expect(throughput.locator(".y-axis .axis-title")).to_have_text("activities/s")
+    expect(throughput.locator(".x-axis .axis-title")).to_have_text("time (last 15 min, 10 s buckets)")
+    expect(page.locator("#throughput-chart figcaption")).to_contain_text("last 15 min")
+    expect(page.locator("#throughput-chart figcaption")).to_contain_text(f"{n} completed")
+    # a y scale from 0 to above the highest rate, with labelled ticks
+    ticks = [float(v) for v in throughput.locator(".y-axis text.tick").evaluate_all(
+        "els => els.map(e => e.dataset.value)")]
+    assert len(ticks) >= 3 and ticks[0] == 0 and ticks == sorted(ticks), ticks
+    drawn = page.evaluate("""() => Array.from(document.querySelectorAll(
+        '#charts svg[data-chart="throughput"] [data-series="completed"] path, '
+        + '#charts svg[data-chart="throughput"] [data-series="completed"] circle')).length""")
+    assert drawn >= 1, "the completed series draws nothing"
+    assert ticks[-1] > 0
+    # clock times along the time axis, every 3 minutes of the 15-minute window
+    times = throughput.locator(".x-axis text.tick").evaluate_all("els => els.map(e => e.textContent)")
+    assert len(times) >= 4 and all(len(t) == 5 and t[2] == ":" for t in times), times
+    # the part of the window before the console watched the queue is marked, not drawn as zero
+    expect(throughput.locator("rect.nodata")).to_have_count(1)
+    wait = page.locator('#charts svg[data-chart="wait"]')
+    expect(wait.locator(".y-axis .axis-title")).to_have_text("wait (s)")
+    assert wait.locator(".y-axis text.tick").count() >= 3
+    expect(wait.locator('[data-series="wait_p50"] path, [data-series="wait_p50"] circle').first).to_be_attached()
+    # the labels are legible: the chart is drawn at about its own size, not squeezed
+    box = throughput.bounding_box()
+    assert box is not None and box["width"] >= 400 and 120 <= box["height"] <= 320, box
+    if shots := os.environ.get("RUNNERQ_SCREENSHOTS"):
+        page.locator("#charts").screenshot(path=f"{shots}/charts.png")
 
 
 def test_an_activity_page_shows_its_timeline_result_and_children_live(
@@ -140,6 +189,9 @@ def test_retry_dead_letters_one_selected_and_all_matching_and_see_them_complete(
     rows = page.locator("#results tr.activity")
     expect(rows).to_have_count(4)
     expect(page.locator("#total")).to_have_attribute("data-count", "4")
+    # its one attempt of one (max_retries 0), not "0 / 0" tries (issue 27 item 7b)
+    expect(page.locator("table.activities th").nth(7)).to_have_text("attempt")
+    expect(page.locator(f'tr.activity[data-id="{ids[0]}"] .attempt')).to_have_text("1 of 1")
     # one: the row's own Retry button
     page.locator(f'tr.activity[data-id="{ids[0]}"] button.row-retry').click()
     confirm(page)

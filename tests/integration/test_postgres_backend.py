@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Sequence
 
 import asyncpg
+import msgspec
 import pytest
 
 from runnerq_fast.backends.postgres import RESULTS_CHANNEL, WORK_CHANNEL, PostgresBackend, apply_migrations
@@ -437,16 +438,16 @@ async def test_a_batch_stores_every_items_own_values(pg_backend: PostgresBackend
         snap = await pg_backend.get_activity(it.id)
         assert snap is not None
         payload = snap.payload if isinstance(snap.payload, bytes) else snap.payload.encode()
-        metadata = snap.metadata if isinstance(snap.metadata, bytes) else snap.metadata.encode()
         assert (
             snap.activity_type,
             payload,
             snap.priority,
             snap.max_retries,
             snap.timeout_ms,
-            metadata,
+            snap.metadata,
             snap.idempotency_key,
-        ) == (it.activity_type, it.payload, it.priority, it.max_retries, it.timeout_ms, it.metadata, it.idempotency_key)
+        ) == (it.activity_type, it.payload, it.priority, it.max_retries, it.timeout_ms,
+              msgspec.json.decode(it.metadata), it.idempotency_key)
         assert snap.status == ("scheduled" if it.run_at_ms else "pending")
         if it.run_at_ms:
             assert snap.ready_at_ms == it.run_at_ms

@@ -378,7 +378,7 @@ async def test_no_metadata_is_stored_as_no_field_and_reads_as_empty(redis_backen
     assert await r.hexists(keys.activity(b._ns, q, plain), "m") == 0  # metadata {}: one hash field less
     assert await r.hget(keys.activity(b._ns, q, tagged), "m") == b'{"k":"v"}'
     snap = await b.get_activity(plain)
-    assert snap is not None and snap.metadata == b"{}" and snap.corrupt is None
+    assert snap is not None and snap.metadata == {} and snap.corrupt is None
     page = await b.query_activities(q, F(metadata=(("k", "v"),)))
     assert [s.id for s in page.items] == [tagged]
     claimed = {c.id: c.metadata for c in await b.claim(q, "w", 2, None, 30_000)}

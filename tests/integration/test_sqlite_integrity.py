@@ -77,3 +77,20 @@ def test_the_reaper_statement_reads_the_queues_processing_entries(tmp_path: Path
     index_cursor = next(r[2] for r in program if r[1] == "DeferredSeek")
     first_test = next(r[0] for r in program if r[1] == "Column" and r[2] == index_cursor and r[3] == 5)
     assert first_test > seek and not [r for r in program[seek:first_test] if r[1] == "Column" and r[2] != index_cursor]
+
+
+async def test_metadata_reads_as_a_dict_and_damaged_metadata_as_empty_with_the_reason(tmp_path: Path) -> None:
+    """``ActivitySnapshot.metadata`` was the stored JSON text (issue 27 item 7d); a dict now, decoded once."""
+    path = tmp_path / "q.db"
+    b = await SqliteBackend.open(f"sqlite:///{path}")
+    try:
+        good, bad = [r.activity_id for r in await b.enqueue("q", [new("t", metadata=b'{"k":"v"}'), new("t")])]
+        _set(path, bad, "metadata = '[1, 2]'")
+        snap = await b.get_activity(good)
+        assert snap is not None and snap.metadata == {"k": "v"} and snap.corrupt is None
+        damaged = await b.get_activity(bad)
+        assert damaged is not None and damaged.metadata == {}
+        assert damaged.corrupt == "corrupt row: metadata is '[1, 2]', not a JSON object of strings"
+        assert damaged.status == "pending" and damaged.activity_type == "t"  # the other fields as stored
+    finally:
+        await b.close()

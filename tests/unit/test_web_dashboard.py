@@ -54,7 +54,8 @@ async def test_bad_or_unserved_queues_are_problems_and_the_routes_are_in_openapi
     schemas = doc["components"]["schemas"]
     assert {"DashboardView", "SeriesPoint", "UnhandledTypeView", "WorkerView", "WorkersResponse"} <= set(schemas)
     assert set(schemas["DashboardView"]["required"]) == {
-        "queue", "counts", "total", "oldest_ready_age", "bucket_seconds", "series", "unhandled_types", "workers",
+        "queue", "counts", "total", "oldest_ready_age", "bucket_seconds", "window_seconds", "series", "unhandled_types",
+        "workers",
         "generated_at"}
 
 

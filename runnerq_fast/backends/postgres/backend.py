@@ -25,6 +25,7 @@ import msgspec
 from asyncpg.pool import PoolConnectionProxy
 
 from runnerq_fast import filters
+from runnerq_fast.backends import rowcheck
 from runnerq_fast.backends._servercheck import first_check
 from runnerq_fast.backends._waiters import discard_waiter
 from runnerq_fast.backends._wakeups import WorkSignal
@@ -157,6 +158,7 @@ def _callers_connection(connection: object) -> _Conn:
 
 
 def _snapshot(r: asyncpg.Record | Sequence[Any]) -> ActivitySnapshot:
+    metadata, bad = rowcheck.shown_metadata(r[6])  # jsonb text; a hand edit may leave a non-object there
     return ActivitySnapshot(
         _hex(r[0]),
         r[1],
@@ -164,7 +166,7 @@ def _snapshot(r: asyncpg.Record | Sequence[Any]) -> ActivitySnapshot:
         r[3],
         r[4],
         r[5],
-        r[6],
+        metadata,
         r[7],
         r[8],
         r[9],
@@ -176,6 +178,7 @@ def _snapshot(r: asyncpg.Record | Sequence[Any]) -> ActivitySnapshot:
         r[15],
         r[16],
         None if r[17] is None else _hex(r[17]),
+        corrupt=None if bad is None else rowcheck.PREFIX + bad,
     )
 
 

@@ -400,7 +400,8 @@ SELECT coalesce(array_agg(id), '{}') AS ids, (SELECT count(*) FROM notes) AS not
 -- (runnerq_fast.models.LEASE_EXPIRED_UNCHARGED). An expired lease counts as
 -- an attempt only against a suspect (claimed alone by claim_suspect):
 -- dead_letter (with a result row) once retry_count + 1 exceeds max_retries,
--- else pending. Any other expiry goes back to pending uncounted (it may have
+-- its retry_count left at max_retries as a handler's last failure leaves it
+-- (retries taken; attempts = retry_count + 1), else pending and counted. Any other expiry goes back to pending uncounted (it may have
 -- shared a worker another activity killed). Either way it is suspect from
 -- now on. An activity whose cancellation was requested ends cancelled instead.
 -- Returns (id, new status) rows; the notified column repeats one count.
@@ -413,8 +414,8 @@ WITH expired AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE runnerq_activities a
-    SET retry_count = CASE WHEN a.cancel_requested_at IS NULL AND a.suspect THEN a.retry_count + 1
-                           ELSE a.retry_count END,
+    SET retry_count = CASE WHEN a.cancel_requested_at IS NULL AND a.suspect AND a.retry_count + 1 <= a.max_retries
+                           THEN a.retry_count + 1 ELSE a.retry_count END,
         status = CASE WHEN a.cancel_requested_at IS NOT NULL THEN 'cancelled'
                       WHEN a.suspect AND a.retry_count + 1 > a.max_retries THEN 'dead_letter' ELSE 'pending' END,
         last_error = CASE WHEN a.cancel_requested_at IS NOT NULL THEN a.last_error

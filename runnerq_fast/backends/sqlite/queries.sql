@@ -238,9 +238,10 @@ SET retry_count = retry_count + suspect, status = 'pending',
 WHERE id = ?1 AND status = 'processing';
 
 -- name: reap_dead
--- ?1 id, ?2 now (ms): an expired lease of a suspect with retries exhausted.
+-- ?1 id, ?2 now (ms): an expired lease of a suspect with retries exhausted. Its retry_count
+-- stays (retries taken, max_retries by now), as a handler's last failure leaves it.
 UPDATE runnerq_activities
-SET retry_count = retry_count + 1, status = 'dead_letter', last_error = 'lease expired; retries exhausted',
+SET status = 'dead_letter', last_error = 'lease expired; retries exhausted',
     finished_at = ?2, dead_lettered_at = ?2, claim_token = NULL, lease_expires_at = NULL
 WHERE id = ?1 AND status = 'processing';
 

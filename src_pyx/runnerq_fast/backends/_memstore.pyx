@@ -15,6 +15,7 @@ import itertools
 from collections import deque
 
 from runnerq_fast.backends._wakeups import WorkSignal
+from runnerq_fast.backends.rowcheck import decode_metadata
 from runnerq_fast.models import (
     READY_STATUSES,
     TERMINAL_STATUSES,
@@ -154,7 +155,7 @@ cdef class Row:
             status=self.status,
             priority=self.priority,
             payload=self.payload,
-            metadata=self.metadata,
+            metadata=decode_metadata(self.metadata),
             retry_count=self.retry_count,
             max_retries=self.max_retries,
             timeout_ms=self.timeout_ms,

@@ -198,6 +198,7 @@ for _, id in ipairs(expired) do
       rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl, 'lease expired')
       cancelled[#cancelled + 1] = id
     elseif h[5] and rc > tonumber(nums[NMR]) then
+      nums[NRC] = rc - 1 -- retries taken stay at max_retries, as a handler's last failure leaves them
       redis.call('HSET', k, 'n', rq_pack(nums))
       rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, 'lease expired; retries exhausted', ttl)
       dead[#dead + 1] = id

@@ -2,7 +2,7 @@
 
 import { ACTION_LABELS, actOnOne } from "./actions.js";
 import { getJSON, queuePath } from "./api.js";
-import { PRIORITIES, badge, fill, fmtDuration, fmtTime, h, pretty, shortId } from "./dom.js";
+import { PRIORITIES, badge, fill, fmtAttempt, fmtDuration, fmtTime, h, pretty, shortId } from "./dom.js";
 import { Refresher, follow } from "./live.js";
 
 const REFRESH_MS = 500; // re-read when an event names this activity, at most twice a second
@@ -45,7 +45,7 @@ export function mount(el, ctx) {
     const a = d.activity;
     const rows = [
       ["queue", a.queue], ["type", a.activity_type], ["priority", `${a.priority} ${PRIORITIES[a.priority] ?? ""}`],
-      ["tries", `${a.retry_count} retries of ${a.max_retries}`], ["timeout", a.timeout ? fmtDuration(a.timeout) : "none"],
+      ["attempt", fmtAttempt(a)], ["timeout", a.timeout ? fmtDuration(a.timeout) : "none"],
       ["created", fmtTime(a.created_at)], ["ready at", fmtTime(a.ready_at)], ["started", fmtTime(a.started_at)],
       ["finished", fmtTime(a.finished_at)], ["lease expires", fmtTime(a.lease_expires_at)],
       ["idempotency key", a.idempotency_key ?? "–"],

@@ -3,7 +3,7 @@
 
 import { actOnMany, actOnOne, ACTION_LABELS } from "./actions.js";
 import { getJSON, queuePath } from "./api.js";
-import { PRIORITIES, badge, fill, fmtNum, fmtTime, h, shortId } from "./dom.js";
+import { PRIORITIES, badge, fill, fmtAttempt, fmtNum, fmtTime, h, shortId } from "./dom.js";
 import { Refresher, follow } from "./live.js";
 
 const PAGE = 50;
@@ -153,7 +153,7 @@ export function mount(el, ctx, { deadLetters = false } = {}) {
       } });
     fill(table, items.length === 0 ? h("p.muted#empty", null, "No activity matches.") : h("table.grid.activities", null,
       h("thead", null, h("tr", null, writable ? h("th", null, allBox) : null,
-        ["id", "type", "status", "priority", "created", "ready", "tries", "last error"].map((t) => h("th", null, t)),
+        ["id", "type", "status", "priority", "created", "ready", "attempt", "last error"].map((t) => h("th", null, t)),
         writable && deadLetters ? h("th", null, "") : null)),
       h("tbody", null, items.map((a) => h("tr.activity", { dataset: { id: a.id, status: a.status } },
         writable ? h("td", null, h("input.pick", { type: "checkbox", "aria-label": `Select ${a.id}`,
@@ -165,7 +165,7 @@ export function mount(el, ctx, { deadLetters = false } = {}) {
         h("td.mono", null, h("a", { href: `#/q/${encodeURIComponent(queue)}/activity/${a.id}`, title: a.id }, shortId(a.id))),
         h("td", null, a.activity_type), h("td", null, badge(a.status)),
         h("td", null, PRIORITIES[a.priority] ?? a.priority), h("td", null, fmtTime(a.created_at)),
-        h("td", null, fmtTime(a.ready_at)), h("td", null, `${a.retry_count} / ${a.max_retries}`),
+        h("td", null, fmtTime(a.ready_at)), h("td.attempt-cell", null, fmtAttempt(a)),
         h("td.error-cell", { title: a.last_error ?? "" }, a.last_error ?? ""),
         writable && deadLetters ? h("td", null, h("button.row-retry", { async onclick() {
           if (await actOnOne(queue, a, "retry")) refresher.now();

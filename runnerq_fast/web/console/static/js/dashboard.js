@@ -2,12 +2,14 @@
 // live workers and the activity types that have ready work but no live worker.
 
 import { getJSON, queuePath } from "./api.js";
-import { lines, stackedBars } from "./charts.js";
+import { fmtSpan, timeChart } from "./charts.js";
 import { fill, fmtAgo, fmtDuration, fmtNum, fmtTime, h } from "./dom.js";
 import { Refresher, follow } from "./live.js";
 
 const REFRESH_MS = 1000; // at most one dashboard query a second, however many events arrive
 const TICK_MS = 5000; // and one every 5 s without events (the series move, heartbeats age)
+const HELD = "held: activities claimed and not yet acknowledged at the last heartbeat (running, or finished with " +
+  "the ack not yet written), so it may exceed slots (the worker's concurrency) for a moment.";
 
 export function mount(el, ctx) {
   const { queue } = ctx;
@@ -64,17 +66,46 @@ function render(ctx, dash, reg, parts) {
 
 function renderCharts(dash, box) {
   const b = dash.bucket_seconds;
+  const endMs = Date.parse(dash.generated_at);
+  const span = fmtSpan(dash.window_seconds);
   const done = dash.series.reduce((s, p) => s + p.completed, 0);
   const failed = dash.series.reduce((s, p) => s + p.failed, 0);
+  // a bucket's count as a rate; the current bucket has only run since its start
+  const rate = (n) => (p) => n(p) / Math.max(1, Math.min(b, (endMs - Date.parse(p.at)) / 1000));
+  const frame = { endMs, windowSeconds: dash.window_seconds, bucketSeconds: b };
   fill(box,
-      h("figure.chart-box", null,
-        h("figcaption", null, `Throughput per ${b} s — ${fmtNum(done)} completed, ${fmtNum(failed)} failed`),
-        stackedBars(dash.series, [["completed", "c-completed", "completed"], ["failed", "c-failed", "failed"]],
-          "throughput")),
-      h("figure.chart-box", null,
-        h("figcaption", null, "Queue wait ", h("span.key.l-p50", null, "p50"), " / ", h("span.key.l-p95", null, "p95"),
-          ` — peak p95 ${fmtDuration(peak(dash.series, "wait_p95"))}, last ${fmtDuration(b * dash.series.length)}`),
-        lines(dash.series, [["wait_p50", "l-p50"], ["wait_p95", "l-p95"]], "queue wait")));
+    h("figure.chart-box#throughput-chart", null,
+      h("figcaption", null, h("strong", null, "Throughput"), ` (activities/s, last ${span}) `,
+        h("span.key.l-completed", null, "completed"), " / ", h("span.key.l-failed", null, "failed"),
+        ` — ${fmtNum(done)} completed, ${fmtNum(failed)} failed`),
+      timeChart(dash.series, [
+        { key: "completed", cls: "l-completed", label: "completed per second", value: rate((p) => p.completed) },
+        { key: "failed", cls: "l-failed", label: "failed or dead-lettered per second", value: rate((p) => p.failed) },
+      ], { ...frame, name: "throughput", label: `throughput, activities per second, last ${span}`,
+        yTitle: "activities/s", fmt: fmtRate })),
+    h("figure.chart-box#wait-chart", null,
+      h("figcaption", null, h("strong", null, "Queue wait"), ` (ready to claimed, last ${span}) `,
+        h("span.key.l-p50", null, "p50"), " / ", h("span.key.l-p95", null, "p95"),
+        ` — peak p95 ${fmtDuration(peak(dash.series, "wait_p95"))}`),
+      timeChart(dash.series, [
+        { key: "wait_p50", cls: "l-p50", label: "median wait", value: (p) => p.wait_p50 },
+        { key: "wait_p95", cls: "l-p95", label: "95th percentile wait", value: (p) => p.wait_p95 },
+      ], { ...frame, name: "wait", label: `queue wait p50 and p95, seconds, last ${span}`, yTitle: "wait (s)",
+        fmt: fmtSeconds })));
+}
+
+/** A y tick of a rate: "0", "0.25", "12", "1.5k". */
+function fmtRate(v) {
+  if (v >= 1000) return `${+(v / 1000).toFixed(1)}k`;
+  return String(+v.toFixed(v < 1 ? 2 : 1));
+}
+
+/** A y tick of a wait: "0", "250 ms", "1.5 s", "2 min". */
+function fmtSeconds(v) {
+  if (v === 0) return "0";
+  if (v < 1) return `${+(v * 1000).toFixed(0)} ms`;
+  if (v < 120) return `${+v.toFixed(1)} s`;
+  return `${+(v / 60).toFixed(1)} min`;
 }
 
 function renderWorkers(reg, box) {
@@ -82,12 +113,14 @@ function renderWorkers(reg, box) {
       reg.workers.length === 0
         ? h("p.muted", null, "No live worker.")
         : h("table.grid", null,
-          h("thead", null, h("tr", null, ["id", "host", "pid", "types", "in flight", "started", "last seen"]
-            .map((t) => h("th", null, t)))),
+          h("thead", null, h("tr", null, ["id", "host", "pid", "types", "held", "slots", "started", "last seen"]
+            .map((t) => h("th", t === "held" ? { title: HELD } : null, t)))),
           h("tbody", null, reg.workers.map((w) => h("tr.worker", { dataset: { id: w.id } },
             h("td.mono", null, w.id), h("td", null, w.host), h("td", null, w.pid),
-            h("td", null, w.types.join(", ") || "*"), h("td", null, `${w.in_flight} / ${w.concurrency}`),
-            h("td", null, fmtTime(w.started_at)), h("td", null, fmtAgo(w.last_seen)))))));
+            h("td", null, w.types.join(", ") || "*"), h("td.held", null, fmtNum(w.in_flight)),
+            h("td.slots", null, fmtNum(w.concurrency)),
+            h("td", null, fmtTime(w.started_at)), h("td", null, fmtAgo(w.last_seen)))))),
+      reg.workers.length === 0 ? null : h("p.muted.note#held-note", null, HELD));
 }
 
 function peak(series, key) {

@@ -81,3 +81,10 @@ export const pretty = (value) => JSON.stringify(value, null, 2);
 
 /** An activity id shortened for tables: its last 10 hex digits (ids are time-ordered, so their heads repeat). */
 export const shortId = (id) => `…${id.slice(-10)}`;
+
+/** An activity's attempt as "3 of 6": its current, next or last attempt (retry_count + 1) out of the most it may
+ * make (max_retries + 1), so a dead-lettered one reads "6 of 6" after its 6 attempts. */
+export const fmtAttempt = (a) => h("span.attempt", {
+  title: `attempt ${a.retry_count + 1} of at most ${a.max_retries + 1} (retries taken: ${a.retry_count} of ` +
+    `${a.max_retries})`,
+}, `${a.retry_count + 1} of ${a.max_retries + 1}`);
