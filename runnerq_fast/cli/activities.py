@@ -174,7 +174,7 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
     if as_json:
         doc = {
             "activity": {**msgspec.structs.asdict(snap), "payload": json_value(snap.payload),
-                         "metadata": json_value(snap.metadata)},
+                         "metadata": json_value(snap.metadata), "progress": json_value(snap.progress)},
             "events": [msgspec.structs.asdict(e) for e in events],
             "result": None if result is None else {**msgspec.structs.asdict(result), "data": json_value(result.data)},
         }
@@ -184,7 +184,7 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
     table.add_column("field", style="bold")
     table.add_column("value")
     for field, value in msgspec.structs.asdict(snap).items():
-        shown = json_text(value) if field in ("payload", "metadata") else _fmt(value, field)
+        shown = json_text(value) if field in ("payload", "metadata", "progress") else _fmt(value, field)
         table.add_row(field, shown)
     out.print(table)
     ev = Table(title="events")

@@ -492,6 +492,9 @@ class ActivityView(msgspec.Struct):
     parent_id: str | None = None
     corrupt: str | None = None
     """Why the stored row cannot be decoded, else ``None``; a damaged payload or metadata shows as ``null``."""
+    progress: Raw | None = None
+    """The last progress its handler reported (``ctx.set_progress``): a fraction from 0 to 1 or an object;
+    ``null`` if none was. Given for one activity (``/activities/{id}``), ``null`` in listings."""
 
 
 def _checked_json(data: bytes | str | None, name: str, bad: list[str]) -> Raw:
@@ -517,6 +520,7 @@ def activity_view(snap: ActivitySnapshot) -> ActivityView:
     bad: list[str] = []
     payload = _checked_json(snap.payload, "payload", bad)
     metadata = _checked_json(snap.metadata, "metadata", bad)
+    progress = None if snap.progress is None else _checked_json(snap.progress, "progress", bad)
     corrupt = snap.corrupt
     if bad:
         corrupt = (corrupt + "; " if corrupt is not None else rowcheck.PREFIX) + "; ".join(bad)
@@ -540,6 +544,7 @@ def activity_view(snap: ActivitySnapshot) -> ActivityView:
         idempotency_key=snap.idempotency_key,
         parent_id=getattr(snap, "parent_id", None),
         corrupt=corrupt,
+        progress=progress,
     )
 
 

@@ -1,0 +1,84 @@
+"""The engine's progress buffer: ``ctx.set_progress`` calls, coalesced before they reach the store.
+
+A handler may report progress as often as it likes (from the loop, or from
+the thread pool for a plain ``def`` handler); the buffer keeps only the
+latest value per running attempt, and the engine writes what it holds in one
+:meth:`~runnerq_fast.storage.Backend.set_progress` call: at once when the
+first value arrives after a quiet spell, then at most once every
+:data:`PROGRESS_INTERVAL` seconds, and before every ack flush (so an
+attempt's last value is stored before its ack ends the claim it is written
+under).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from runnerq_fast.models import ProgressUpdate
+
+__all__ = ["PROGRESS_INTERVAL", "ProgressBuffer"]
+
+PROGRESS_INTERVAL = 0.5
+"""Seconds between two progress writes of an engine (each carries the latest value of every attempt)."""
+
+
+class ProgressBuffer:
+    """The latest unsent progress of each running attempt, by activity id.
+
+    Parameters
+    ----------
+    loop : asyncio.AbstractEventLoop
+        The engine's loop (which :attr:`ready` belongs to).
+
+    Attributes
+    ----------
+    ready : asyncio.Event
+        Set when a value arrives in an empty buffer (from another thread,
+        through the loop).
+    sent : int
+        Updates handed to the store so far (stats, tests).
+    """
+
+    __slots__ = ("_lock", "_loop", "_loop_thread", "_pending", "ready", "sent")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._lock = threading.Lock()
+        self._pending: dict[str, ProgressUpdate] = {}
+        self.ready = asyncio.Event()
+        self.sent = 0
+
+    def __bool__(self) -> bool:
+        return bool(self._pending)
+
+    def put(self, activity_id: str, claim_token: str, progress: str) -> None:
+        """Keep ``progress`` (JSON text) as the latest of the attempt; thread-safe, never blocks on the store."""
+        with self._lock:
+            first = not self._pending
+            self._pending[activity_id] = ProgressUpdate(activity_id, claim_token, progress)
+        if first:
+            if threading.get_ident() == self._loop_thread:
+                self.ready.set()
+            else:
+                try:
+                    self._loop.call_soon_threadsafe(self.ready.set)
+                except RuntimeError:  # the loop is closed: the engine is gone, nothing will be written
+                    pass
+
+    def take(self) -> list[ProgressUpdate]:
+        """Every buffered update (the buffer is then empty)."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            self.ready.clear()
+        return list(pending.values())
+
+    def restore(self, updates: list[ProgressUpdate]) -> None:
+        """Put back ``updates`` that could not be written, unless a newer value of the same attempt came since."""
+        with self._lock:
+            for u in updates:
+                if u.id not in self._pending:
+                    self._pending[u.id] = u
+            if self._pending:
+                self.ready.set()
