@@ -75,5 +75,5 @@ def decode_progress(raw: str | bytes | None) -> Progress | None:
     if type(value) is int:
         value = float(value)
     if type(value) is float or type(value) is dict:
-        return value  # type: ignore[no-any-return]
+        return value
     return None

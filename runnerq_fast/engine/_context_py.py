@@ -179,7 +179,7 @@ class ActivityContext:
     @property
     def progress(self) -> Progress | None:
         """The last value this attempt passed to :meth:`set_progress` (``None`` before the first)."""
-        return getattr(self, "_last_progress", None)  # type: ignore[no-any-return]
+        return getattr(self, "_last_progress", None)
 
     @property
     def is_cancelled(self) -> bool:

@@ -13,6 +13,7 @@ under).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 from runnerq_fast.models import ProgressUpdate
@@ -62,10 +63,8 @@ class ProgressBuffer:
             if threading.get_ident() == self._loop_thread:
                 self.ready.set()
             else:
-                try:
+                with contextlib.suppress(RuntimeError):  # a closed loop: the engine is gone, nothing is written
                     self._loop.call_soon_threadsafe(self.ready.set)
-                except RuntimeError:  # the loop is closed: the engine is gone, nothing will be written
-                    pass
 
     def take(self) -> list[ProgressUpdate]:
         """Every buffered update (the buffer is then empty)."""
