@@ -132,7 +132,7 @@ def test_set_progress_as_the_reference(cls: Any) -> None:
     ev = asyncio.Event()
     got, ref = _Sink(), _Sink()
     mine = cls(_activity(), _Executor(), ev, got)
-    theirs = _context_py.ActivityContext(_activity(), _Executor(), ev, ref)
+    theirs = _context_py.ActivityContext(_activity(), _Executor(), ev, ref)  # type: ignore[arg-type]
     assert mine.progress is None and theirs.progress is None
     for value in (0, 0.25, 1, {"done": 3, "total": 12, "note": "é"}):
         mine.set_progress(value)
