@@ -637,6 +637,8 @@ class WorkerEngine:
         if self._flusher is not None:
             await self._flusher
         await self._flush_all()
+        if out.progress.pending:  # the last values of the attempts released below
+            await self._flush_progress()
         if out.release:
             refs, out.release = out.release, []
             for ref in refs:  # no longer renewed: the heartbeat would call them lost once released
@@ -961,8 +963,6 @@ class WorkerEngine:
         assert out is not None
         if self._metrics_on:
             out.flush_metrics()
-        if out.progress:
-            await self._flush_progress()  # an attempt's last progress lands before its ack ends the claim
         chunk = self._ack_chunk
         delay = 0.05
         failures = 0
@@ -976,6 +976,8 @@ class WorkerEngine:
             out.ack_full.clear()
             busy = False
             try:
+                if out.progress.pending:  # an attempt's last progress lands before its ack ends the claim
+                    await self._flush_progress([a.id for a in acks])
                 if failures >= 3:
                     rejected, unsent = await self._ack_one_by_one(acks)
                 else:
@@ -1081,8 +1083,9 @@ class WorkerEngine:
             await self._flush_progress()
             await asyncio.sleep(PROGRESS_INTERVAL)
 
-    async def _flush_progress(self) -> None:
-        """Write every buffered progress value in one call; one flush at a time, so writes land in order.
+    async def _flush_progress(self, activity_ids: list[str] | None = None) -> None:
+        """Write the buffered progress values (of ``activity_ids`` only, if given: an ack batch's) in one
+        call; one flush at a time, so the writes of an attempt land in order.
 
         A value whose write fails is kept (unless a newer one came) and sent
         with the next flush; a claim that no longer holds writes nothing.
@@ -1090,7 +1093,7 @@ class WorkerEngine:
         out = self._outcomes
         assert out is not None
         async with self._progress_lock:
-            updates = out.progress.take()
+            updates = out.progress.take() if activity_ids is None else out.progress.take_for(activity_ids)
             if not updates:
                 return
             try:

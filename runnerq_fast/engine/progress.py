@@ -5,9 +5,9 @@ the thread pool for a plain ``def`` handler); the buffer keeps only the
 latest value per running attempt, and the engine writes what it holds in one
 :meth:`~runnerq_fast.storage.Backend.set_progress` call: at once when the
 first value arrives after a quiet spell, then at most once every
-:data:`PROGRESS_INTERVAL` seconds, and before every ack flush (so an
-attempt's last value is stored before its ack ends the claim it is written
-under).
+:data:`PROGRESS_INTERVAL` seconds. An ack batch first writes the values of
+its own activities (so an attempt's last value is stored before its ack ends
+the claim it is written under).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+from collections.abc import Iterable
 
 from runnerq_fast.models import ProgressUpdate
 
@@ -34,6 +35,9 @@ class ProgressBuffer:
 
     Attributes
     ----------
+    pending : dict of str to ProgressUpdate
+        The latest unsent value of each attempt, by activity id (read it
+        only to test whether it is empty; :meth:`put` and :meth:`take` change it).
     ready : asyncio.Event
         Set when a value arrives in an empty buffer (from another thread,
         through the loop).
@@ -41,24 +45,21 @@ class ProgressBuffer:
         Updates handed to the store so far (stats, tests).
     """
 
-    __slots__ = ("_lock", "_loop", "_loop_thread", "_pending", "ready", "sent")
+    __slots__ = ("_lock", "_loop", "_loop_thread", "pending", "ready", "sent")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._loop_thread = threading.get_ident()
         self._lock = threading.Lock()
-        self._pending: dict[str, ProgressUpdate] = {}
+        self.pending: dict[str, ProgressUpdate] = {}
         self.ready = asyncio.Event()
         self.sent = 0
-
-    def __bool__(self) -> bool:
-        return bool(self._pending)
 
     def put(self, activity_id: str, claim_token: str, progress: str) -> None:
         """Keep ``progress`` (JSON text) as the latest of the attempt; thread-safe, never blocks on the store."""
         with self._lock:
-            first = not self._pending
-            self._pending[activity_id] = ProgressUpdate(activity_id, claim_token, progress)
+            first = not self.pending
+            self.pending[activity_id] = ProgressUpdate(activity_id, claim_token, progress)
         if first:
             if threading.get_ident() == self._loop_thread:
                 self.ready.set()
@@ -69,15 +70,28 @@ class ProgressBuffer:
     def take(self) -> list[ProgressUpdate]:
         """Every buffered update (the buffer is then empty)."""
         with self._lock:
-            pending, self._pending = self._pending, {}
+            pending, self.pending = self.pending, {}
             self.ready.clear()
         return list(pending.values())
+
+    def take_for(self, activity_ids: Iterable[str]) -> list[ProgressUpdate]:
+        """The buffered updates of ``activity_ids`` (those about to be acknowledged); the others stay."""
+        taken: list[ProgressUpdate] = []
+        with self._lock:
+            pending = self.pending
+            for aid in activity_ids:
+                u = pending.pop(aid, None)
+                if u is not None:
+                    taken.append(u)
+            if not pending:
+                self.ready.clear()
+        return taken
 
     def restore(self, updates: list[ProgressUpdate]) -> None:
         """Put back ``updates`` that could not be written, unless a newer value of the same attempt came since."""
         with self._lock:
             for u in updates:
-                if u.id not in self._pending:
-                    self._pending[u.id] = u
-            if self._pending:
+                if u.id not in self.pending:
+                    self.pending[u.id] = u
+            if self.pending:
                 self.ready.set()

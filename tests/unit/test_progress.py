@@ -70,13 +70,19 @@ def test_make_context_keeps_the_last_value() -> None:
 # ------------------------------------------------------------------ the buffer
 async def test_the_buffer_keeps_the_latest_value_per_attempt() -> None:
     buf = ProgressBuffer(asyncio.get_running_loop())
-    assert not buf and not buf.ready.is_set()
+    assert not buf.pending and not buf.ready.is_set()
     for i in range(1000):
         buf.put("a", "t1", str(i / 1000))
     buf.put("b", "t2", "0.5")
-    assert buf and buf.ready.is_set()
+    assert buf.pending and buf.ready.is_set()
     assert buf.take() == [ProgressUpdate("a", "t1", "0.999"), ProgressUpdate("b", "t2", "0.5")]
-    assert not buf and not buf.ready.is_set()
+    assert not buf.pending and not buf.ready.is_set()
+    # an ack batch takes the values of its own activities only
+    buf.put("a", "t1", "0.1")
+    buf.put("b", "t2", "0.2")
+    assert buf.take_for(["b", "c"]) == [ProgressUpdate("b", "t2", "0.2")]
+    assert buf.ready.is_set() and list(buf.pending) == ["a"]
+    assert buf.take_for(["a"]) == [ProgressUpdate("a", "t1", "0.1")] and not buf.ready.is_set()
     # a failed write is put back, unless a newer value of the attempt came meanwhile
     buf.put("a", "t1", "1.0")
     buf.restore([ProgressUpdate("a", "t1", "0.999"), ProgressUpdate("b", "t2", "0.5")])
@@ -131,6 +137,62 @@ async def test_many_activities_reporting_in_tight_loops_make_few_writes() -> Non
     assert all(len({u.id for u in w}) == len(w) for w in backend.writes)
     for f in futs:
         assert await f.progress() == 1.0
+
+
+async def test_acks_of_other_activities_do_not_flush_a_running_ones_progress() -> None:
+    # every ack batch writes the progress of its own activities first; a long activity reporting in a
+    # tight loop beside a stream of short ones is still written at most every PROGRESS_INTERVAL
+    backend = CountingBackend()
+    engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": "p", "max_workers": 4})
+
+    @engine.activity("long")
+    async def long(payload: Any, ctx: rq.ActivityContext) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 1.0
+        i = 0
+        while loop.time() < end:
+            i += 1
+            ctx.set_progress({"i": i})
+            await asyncio.sleep(0)
+
+    @engine.activity("short")
+    async def short(payload: Any, ctx: rq.ActivityContext) -> None:
+        await asyncio.sleep(0.002)
+
+    long_fut = await engine.executor.activity("long").execute()
+    shorts = [await engine.executor.activity("short").execute() for _ in range(300)]
+    async with engine:
+        for f in shorts:
+            await f.result(timeout=10)
+        await long_fut.result(timeout=10)
+    assert engine.stats["completed"] == 301
+    assert 2 <= len(backend.writes) <= 5, len(backend.writes)  # 1 s: at once, then every 0.5 s, and the last
+    last = await long_fut.progress()
+    assert isinstance(last, dict) and last["i"] > 100
+
+
+async def test_the_last_value_of_an_attempt_released_at_shutdown_is_written() -> None:
+    backend = CountingBackend()
+    engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": "p", "shutdown_grace": 0.1})
+    started = asyncio.Event()
+
+    @engine.activity("t")
+    async def stuck(payload: Any, ctx: rq.ActivityContext) -> None:
+        ctx.set_progress(0.1)
+        started.set()
+        await asyncio.sleep(0.1)  # after the first write: the next waits for the interval (0.5 s)
+        ctx.set_progress(0.7)
+        await asyncio.sleep(60)
+
+    fut = await engine.executor.activity("t").execute()
+    async with engine:
+        await started.wait()
+        async def second_value() -> bool:
+            return bool(engine._outcomes and engine._outcomes.progress.pending)
+
+        await eventually(second_value, 5.0, "the second value to be buffered")
+    snap = await backend.get_activity(fut.activity_id)
+    assert snap is not None and snap.status == "pending" and snap.progress == "0.7"
 
 
 async def test_a_failed_write_is_sent_again(caplog: pytest.LogCaptureFixture) -> None:
