@@ -492,7 +492,11 @@ class ActivityView(msgspec.Struct):
     parent_id: str | None = None
     corrupt: str | None = None
     """Why the stored row cannot be decoded, else ``None``; a damaged payload or metadata shows as ``null``."""
-    progress: Raw | None = None
+    progress: Annotated[Raw, Meta(
+        description="The last progress its handler reported: a fraction from 0 to 1 or an object; null if none "
+                    "was, and in listings.",
+        extra_json_schema={"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "object"}]},
+    )] | None = None
     """The last progress its handler reported (``ctx.set_progress``): a fraction from 0 to 1 or an object;
     ``null`` if none was. Given for one activity (``/activities/{id}``), ``null`` in listings."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
@@ -244,3 +245,24 @@ def test_inspect_and_the_sync_client_show_progress(tmp_path: Path) -> None:
     with rq.SyncExecutor(url) as client:
         assert client.progress(aid) == {"rows": 120, "of": 400}
         assert client.progress(rq.SyncExecutor.__name__) is None  # unknown
+
+
+async def test_a_file_not_migrated_to_0013_is_still_read_without_progress(tmp_path: Path) -> None:
+    # a read-only look (inspect, serve --read-only) opens without migrating: a store an older release
+    # wrote, with no progress column yet, still shows its activities
+    path = tmp_path / "old.db"
+    b = await open_backend(f"sqlite:///{path}")
+    item = new()
+    await b.enqueue("q", [item])
+    await b.close()
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE runnerq_activities DROP COLUMN progress")
+    conn.execute("DELETE FROM runnerq_migrations WHERE version = 13")
+    conn.commit()
+    conn.close()
+    ro = await rq.connect(f"sqlite:///{path}", read_only=True)
+    try:
+        snap = await ro.get_activity(item.id)
+        assert snap is not None and snap.status == "pending" and snap.progress is None
+    finally:
+        await ro.close()

@@ -983,11 +983,14 @@ class PostgresBackend(Backend):
         key = _uuid_or_none(activity_id)
         if key is None:
             return None
-        row = await self._pool.fetchrow(Q["get_activity"], key)
+        try:
+            row = await self._pool.fetchrow(Q["get_activity"], key)
+        except asyncpg.UndefinedColumnError:  # not migrated to 0011 yet (opened without migrating): no progress
+            row = await self._pool.fetchrow(Q["get_activity_before_0011"], key)
         if row is None:
             return None
         snap = _snapshot(row)
-        return snap if row[18] is None else msgspec.structs.replace(snap, progress=row[18])
+        return snap if len(row) < 19 or row[18] is None else msgspec.structs.replace(snap, progress=row[18])
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         key = _uuid_or_none(activity_id)

@@ -547,6 +547,19 @@ SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry
 FROM runnerq_activities
 WHERE id = $1::uuid;
 
+-- name: get_activity_before_0011
+-- get_activity on a database not migrated to 0011 yet (a read-only look: inspect, serve
+-- --read-only; no progress column): the snapshot's columns only.
+SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
+       floor(extract(epoch FROM created_at) * 1000)::bigint,
+       floor(extract(epoch FROM ready_at) * 1000)::bigint,
+       floor(extract(epoch FROM started_at) * 1000)::bigint,
+       floor(extract(epoch FROM finished_at) * 1000)::bigint,
+       CASE WHEN status = 'processing' THEN floor(extract(epoch FROM lease_expires_at) * 1000)::bigint END,
+       last_error, idempotency_key, parent_id
+FROM runnerq_activities
+WHERE id = $1::uuid;
+
 -- name: list_dead_letter
 -- $1 queue, $2 offset, $3 limit; most recently dead-lettered first.
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,

@@ -874,11 +874,17 @@ class SqliteBackend(Backend):
         return [_snapshot(r) for r in rows]
 
     async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
-        row = await self._call(self._fetchone, Q["get_activity"], (_norm_id(activity_id),))
+        try:
+            row = await self._call(self._fetchone, Q["get_activity"], (_norm_id(activity_id),))
+        except sqlite3.OperationalError as exc:
+            if "progress" not in str(exc):
+                raise
+            # a file not migrated to 0013 yet (opened read-only, so never migrated): no progress
+            row = await self._call(self._fetchone, Q["get_activity_before_0013"], (_norm_id(activity_id),))
         if row is None:
             return None
         snap = _snapshot(row[:18])
-        progress = row[18]
+        progress = row[18] if len(row) > 18 else None
         if progress is None:
             return snap
         text = progress.decode(errors="replace") if isinstance(progress, bytes) else str(progress)

@@ -303,6 +303,15 @@ SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry
 FROM runnerq_activities
 WHERE id = ?1;
 
+-- name: get_activity_before_0013
+-- get_activity on a file not migrated to 0013 yet (a read-only look: inspect, serve
+-- --read-only; no progress column): the snapshot's columns only.
+SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
+       created_at, ready_at, started_at, finished_at,
+       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key, parent_id
+FROM runnerq_activities
+WHERE id = ?1;
+
 -- name: list_dead_letter
 -- ?1 queue, ?2 offset, ?3 limit; most recently dead-lettered first.
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
