@@ -40,6 +40,7 @@ from runnerq_fast.models import (
     OnDuplicate,
     Priority,
 )
+from runnerq_fast.progress import Progress, decode_progress
 from runnerq_fast.resilience import busy_attempts, busy_limit
 from runnerq_fast.storage import Backend
 
@@ -298,6 +299,12 @@ class ActivityFuture:
         """The activity's current status, or ``None`` if it is unknown."""
         snap = await self._backend.get_activity(self.activity_id)
         return None if snap is None else snap.status
+
+    async def progress(self) -> Progress | None:
+        """The last progress its handler reported (``ctx.set_progress``): a fraction from 0 to 1 or a
+        dict; ``None`` if none was, or the activity is unknown."""
+        snap = await self._backend.get_activity(self.activity_id)
+        return None if snap is None else decode_progress(snap.progress)
 
 
 def unwrap_result(res: ActivityResult) -> Any:

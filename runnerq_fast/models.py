@@ -36,6 +36,7 @@ __all__ = [
     "NewActivity",
     "OnDuplicate",
     "Priority",
+    "ProgressUpdate",
     "QueueStats",
     "QueueSummary",
     "ReadyWork",
@@ -120,6 +121,8 @@ class EventType(enum.StrEnum):
     """An operator changed the priority of an activity that has not started (detail: ``"old->new"``)."""
     DELETED = "deleted"
     """A finished activity was deleted with its events; seen on the live stream only."""
+    PROGRESS = "progress"
+    """A running handler reported progress (``ctx.set_progress``; detail: the value as JSON text)."""
 
 
 class NewActivity(msgspec.Struct, frozen=True, gc=False):
@@ -251,6 +254,16 @@ class LeaseRef(msgspec.Struct, frozen=True, gc=False):
     claim_token: str
 
 
+class ProgressUpdate(msgspec.Struct, frozen=True, gc=False):
+    """The latest progress of one held activity, written under its claim
+    (:meth:`~runnerq_fast.storage.Backend.set_progress`)."""
+
+    id: str
+    claim_token: str
+    progress: str
+    """JSON text (:func:`runnerq_fast.progress.encode_progress`)."""
+
+
 class LeaseReport(msgspec.Struct, frozen=True):
     """What one heartbeat (:meth:`~runnerq_fast.storage.Backend.extend_leases`) found.
 
@@ -308,6 +321,11 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
     """Why the stored row cannot be decoded (``"corrupt row: priority is 'high', not an integer"``), else
     ``None``. A corrupt row's undecodable fields show placeholders (``0``, ``None``, text with replacement
     characters); a claim or the reaper dead-letters it with this reason as its last error."""
+    progress: str | None = None
+    """The last progress a handler reported (``ctx.set_progress``), as JSON text: a fraction from 0 to 1
+    (``"0.25"``) or an object; ``None`` if none was. Kept after the attempt ends, and across a retry until
+    the next attempt reports its own. Set by :meth:`~runnerq_fast.storage.Backend.get_activity` only
+    (listings leave it ``None``); :func:`runnerq_fast.progress.decode_progress` gives its value."""
 
 
 class ActivityEvent(msgspec.Struct, frozen=True, gc=False):

@@ -77,6 +77,7 @@ RETRY_SAFE = frozenset(
         "claim",
         # idempotent writes: applying them again changes nothing
         "extend_leases",
+        "set_progress",  # the same value again (one more progress event at most)
         "migrate",
         "register_worker",  # an upsert of the whole entry
         "deregister_worker",

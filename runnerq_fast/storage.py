@@ -79,6 +79,7 @@ from runnerq_fast.models import (
     LeaseReport,
     MigrationReport,
     NewActivity,
+    ProgressUpdate,
     QueueStats,
     QueueSummary,
     ReadyWork,
@@ -420,6 +421,20 @@ class Backend(abc.ABC):
             ``lost``: ids whose claim no longer holds (their lease was not
             extended); ``cancel_requested``: held ids an operator asked to
             cancel (their lease was extended).
+        """
+
+    @abc.abstractmethod
+    async def set_progress(self, queue: str, updates: Sequence[ProgressUpdate]) -> list[str]:
+        """Store the progress of held activities (the engine's coalesced ``ctx.set_progress`` writes).
+
+        Each update is written only while its claim holds (status
+        ``processing`` under ``claim_token``), with a ``progress`` event
+        whose detail is the value's JSON text. At most one update per id.
+
+        Returns
+        -------
+        list of str
+            Ids whose claim no longer holds (nothing written for them).
         """
 
     @abc.abstractmethod

@@ -28,6 +28,7 @@ from runnerq_fast.config import WorkerConfig
 from runnerq_fast.errors import ConfigError, DuplicateActivityError
 from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, PieceSize, enqueue_in_pieces, unwrap_result
 from runnerq_fast.models import ActivityResult, EnqueueOutcome, EnqueueResult, NewActivity, OnDuplicate, Priority
+from runnerq_fast.progress import Progress, decode_progress
 from runnerq_fast.storage import Backend, open_backend
 
 __all__ = ["SyncActivityBuilder", "SyncExecutor"]
@@ -345,6 +346,12 @@ class SyncExecutor:
         """The activity's status, or ``None`` if it is unknown."""
         snap = self._call(self._backend.get_activity(activity_id))
         return None if snap is None else snap.status
+
+    def progress(self, activity_id: str) -> Progress | None:
+        """The last progress the activity's handler reported (``ctx.set_progress``): a fraction from 0 to 1
+        or a dict; ``None`` if none was, or the activity is unknown."""
+        snap = self._call(self._backend.get_activity(activity_id))
+        return None if snap is None else decode_progress(snap.progress)
 
     def cancel(self, activity_id: str) -> bool:
         """Cancel an activity that has not started; ``True`` if it was."""

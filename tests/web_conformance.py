@@ -18,7 +18,7 @@ import msgspec
 
 import runnerq_fast as rq
 from runnerq_fast.web import create_app
-from tests.conformance import FAST
+from tests.conformance import FAST, eventually
 from tests.web_helpers import asgi_client, live_server, sse_events
 
 V1 = "/api/v1/queues"
@@ -217,6 +217,52 @@ class WebConformance:
         assert runnerq["payload"] == payload == v1["payload"]
         assert runnerq["metadata"] == {"a": "b"} == v1["metadata"]
         assert runnerq["queue"] == q and runnerq["status"] == "pending"
+
+    async def test_progress_is_served_with_the_activity_and_on_the_stream(self, backend: rq.Backend) -> None:
+        # ctx.set_progress: in the v1 and observability detail of the activity (null in listings and before
+        # any report), and as a "progress" event on the live stream with the value as its detail
+        q = self.queue
+        engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": q})
+        go_on = asyncio.Event()
+
+        @engine.activity("job")
+        async def job(payload: Any, ctx: rq.ActivityContext) -> None:
+            ctx.set_progress({"done": 2, "total": 5})
+            await go_on.wait()
+            ctx.set_progress(1.0)
+
+        app = create_app(backend, queues=[q], sse_flush_interval=0.01)
+        async with live_server(app) as base, httpx.AsyncClient(base_url=base, timeout=15) as c, \
+                c.stream("GET", "/api/observability/stream") as stream:
+            lines = stream.aiter_lines()
+            assert await sse_events(lines, 1) == [{"retry": "2000"}]
+            fut = await engine.executor.activity("job").execute()
+            aid = fut.activity_id
+            assert (await c.get(f"{V1}/{q}/activities/{aid}")).json()["activity"]["progress"] is None
+            async with engine:
+                async def reported() -> bool:
+                    r = await c.get(f"{V1}/{q}/activities/{aid}")
+                    return bool(r.json()["activity"]["progress"] == {"done": 2, "total": 5})
+
+                await eventually(reported, 10, "the progress to be served")
+                seen = (await c.get(f"/api/observability/activities/{aid}")).json()
+                assert seen["progress"] == {"done": 2, "total": 5} and seen["status"] == "processing"
+                listed = (await c.get(f"{V1}/{q}/activities")).json()["items"]
+                assert [a["progress"] for a in listed] == [None]
+                go_on.set()
+                await fut.result(timeout=10)
+            assert (await c.get(f"{V1}/{q}/activities/{aid}")).json()["activity"]["progress"] == 1.0
+            kinds: list[tuple[str, str | None]] = []
+
+            async def until_completed() -> None:
+                while "completed" not in [k for k, _ in kinds]:
+                    for msg in await sse_events(lines, 1):
+                        ev = msgspec.json.decode(msg["data"])
+                        kinds.append((ev["event_type"], ev["detail"]))
+
+            await asyncio.wait_for(until_completed(), 15)
+        assert [d for k, d in kinds if k == "progress"] == ['{"done":2,"total":5}', "1.0"]
+        assert kinds.index(("progress", "1.0")) < [k for k, _ in kinds].index("completed")
 
     async def test_runnerq_listings_page_by_offset_and_show_dead_letters(self, backend: rq.Backend) -> None:
         q = self.queue

@@ -226,7 +226,7 @@ def test_worker_loop(benchmark: Any, impl: tuple[ModuleType, ModuleType]) -> Non
                 cancellation=asyncio.Event(), hooks=(), slot_free=asyncio.Event(), busy=BATCH, acks=[],
                 ack_ready=asyncio.Event(), ack_full=asyncio.Event(), ack_batch_size=BATCH,
                 stats={"completed": 0}, metrics_on=False, stopping=False,
-                type_busy=None, running={}, cancel_ids=set(), lost_ids=set(), done_metrics=[],
+                type_busy=None, running={}, cancel_ids=set(), lost_ids=set(), done_metrics=[], progress=None,
             )
             eng.push_ack = lambda ack: Outcomes.push_ack(cast(Outcomes, eng), ack)  # the engine's buffering
             local = worker.Handoff(loop)

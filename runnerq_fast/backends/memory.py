@@ -41,6 +41,7 @@ from runnerq_fast.models import (
     LeaseReport,
     NewActivity,
     OnDuplicate,
+    ProgressUpdate,
     QueueStats,
     QueueSummary,
     ReadyWork,
@@ -102,6 +103,9 @@ class MemoryBackend(StoreCore, Backend):
         self._holds: dict[tuple[str, str], tuple[str, int]] = {}  # (queue, purpose) -> (holder, expiry ms)
         # worker registry: (queue, worker_id) -> (entry, expiry epoch ms)
         self._workers: dict[tuple[str, str], tuple[WorkerInfo, int]] = {}
+        # the last progress of each activity that reported some (JSON text), kept beside the rows (which the
+        # claim and ack loops of the store core build and read): only get_activity reads it
+        self._progress: dict[str, str] = {}
         self._closed = False
 
     async def close(self) -> None:
@@ -245,6 +249,18 @@ class MemoryBackend(StoreCore, Backend):
                     stop.append(row.id)
         return LeaseReport(lost, stop)
 
+    async def set_progress(self, queue: str, updates: Sequence[ProgressUpdate]) -> list[str]:
+        now = _now_ms()
+        lost: list[str] = []
+        for u in updates:
+            row = self._held(u.id, u.claim_token)
+            if row is None:
+                lost.append(u.id)
+            else:
+                self._progress[row.id] = u.progress
+                self._event(row, "progress", now, u.progress)
+        return lost
+
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         now = _now_ms()
         q = self._queue(queue)
@@ -369,7 +385,11 @@ class MemoryBackend(StoreCore, Backend):
 
     async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
         row = self._rows.get(activity_id)
-        return None if row is None else row.snapshot()
+        if row is None:
+            return None
+        snap = row.snapshot()
+        progress = self._progress.get(activity_id)
+        return snap if progress is None else msgspec.structs.replace(snap, progress=progress)
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         row = self._rows.get(activity_id)
@@ -692,6 +712,7 @@ class MemoryBackend(StoreCore, Backend):
         """Remove a finished ``row`` with its index entries, events, result and idempotency key."""
         rid = row.id
         del self._rows[rid]
+        self._progress.pop(rid, None)
         del q.rows[rid]
         q.by_status[row.status].pop(rid, None)
         order = self._order(q)

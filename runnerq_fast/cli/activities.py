@@ -178,7 +178,8 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
         raise Fail(f"no activity {activity_id!r}")
     if as_json:
         doc = {
-            "activity": {**msgspec.structs.asdict(snap), "payload": json_value(snap.payload)},
+            "activity": {**msgspec.structs.asdict(snap), "payload": json_value(snap.payload),
+                         "progress": json_value(snap.progress)},
             "events": [msgspec.structs.asdict(e) for e in events],
             "result": None if result is None else {**msgspec.structs.asdict(result), "data": json_value(result.data)},
         }
@@ -188,7 +189,7 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
     table.add_column("field", style="bold")
     table.add_column("value")
     for field, value in msgspec.structs.asdict(snap).items():
-        if field == "payload":
+        if field in ("payload", "progress"):
             shown = json_text(value)
         elif field == "metadata":
             shown = msgspec.json.encode(value).decode()

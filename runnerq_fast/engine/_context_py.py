@@ -12,8 +12,10 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from runnerq_fast.codec import decode_json
+from runnerq_fast.progress import Progress, encode_progress
 
 if TYPE_CHECKING:
+    from runnerq_fast.engine.progress import ProgressBuffer
     from runnerq_fast.executor import ActivityExecutor
     from runnerq_fast.models import ClaimedActivity
 
@@ -56,15 +58,24 @@ class ActivityContext:
         "_cancel_sent",
         "_child_executor",
         "_executor",
+        "_last_progress",
         "_metadata",
+        "_progress",
         "cancel_requested",
         "cancellation",
         "lease_lost",
         "task",
     )
 
-    def __init__(self, activity: ClaimedActivity, executor: ActivityExecutor, cancellation: asyncio.Event) -> None:
+    def __init__(
+        self,
+        activity: ClaimedActivity,
+        executor: ActivityExecutor,
+        cancellation: asyncio.Event,
+        progress: ProgressBuffer | None = None,
+    ) -> None:
         self._activity = activity
+        self._progress = progress  # where set_progress's values go (the engine's buffer); None: kept here only
         self._executor = executor
         self._child_executor: ActivityExecutor | None = None
         self.cancellation = cancellation
@@ -132,6 +143,43 @@ class ActivityContext:
             if self._child_executor is not None:
                 self._child_executor.inherited_metadata = self._metadata
         return self._metadata
+
+    def set_progress(self, value: Progress) -> None:
+        """Report how far this attempt got: stored with the activity, shown by ``inspect``, the HTTP API,
+        the console and the live event stream (a ``progress`` event).
+
+        Cheap to call often, from ``async def`` and plain ``def`` handlers alike:
+        the engine keeps only the latest value and writes it within
+        :data:`~runnerq_fast.engine.progress.PROGRESS_INTERVAL` seconds (and
+        before the attempt's outcome), under this attempt's claim, so a run
+        whose lease was lost writes nothing.
+
+        Parameters
+        ----------
+        value : float or dict
+            A fraction done, from 0 to 1, or a JSON object (e.g.
+            ``{"done": 40, "total": 120}``) of at most 8 KiB encoded.
+
+        Raises
+        ------
+        ValueError
+            If a fraction is NaN, infinite or outside [0, 1], or the dict is
+            not plain JSON (:class:`~runnerq_fast.errors.InvalidActivityError`,
+            naming the offending path) or over 8 KiB.
+        TypeError
+            If ``value`` is neither a number nor a dict.
+        """
+        raw = encode_progress(value)
+        self._last_progress = value
+        sink = self._progress
+        if sink is not None:
+            activity = self._activity
+            sink.put(activity.id, activity.claim_token, raw)
+
+    @property
+    def progress(self) -> Progress | None:
+        """The last value this attempt passed to :meth:`set_progress` (``None`` before the first)."""
+        return getattr(self, "_last_progress", None)
 
     @property
     def is_cancelled(self) -> bool:

@@ -185,7 +185,7 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
     except Exception as exc:
         out.dead_letter(a, f"payload could not be decoded: {describe_error(exc, prefix=False)}")
         return
-    ctx = ActivityContext(a, out.executor, out.cancellation)
+    ctx = ActivityContext(a, out.executor, out.cancellation, out.progress)
     hooks = out.hooks
     if hooks:
         await call_hooks(hooks, "on_processing", a)

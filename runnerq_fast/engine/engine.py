@@ -52,6 +52,7 @@ from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
 from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
 from runnerq_fast.engine.presence import Presence
+from runnerq_fast.engine.progress import PROGRESS_INTERVAL
 from runnerq_fast.engine.pruner import Pruner
 from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
@@ -387,6 +388,7 @@ class WorkerEngine:
         self._flushing: list[Ack] = []  # the acks of the flush in progress (sent, outcome not known yet)
         self._ack_chunk = AdaptiveBatch(_MOST_ACKS)  # acks per statement: halved while the store cancels them
         self._reap_batch = AdaptiveBatch(self.config.reaper_batch_size)
+        self._progress_lock = asyncio.Lock()  # one progress write at a time (_flush_progress)
 
     def _claim_filter(self) -> list[str] | None:
         declared = self.config.activity_types
@@ -473,6 +475,7 @@ class WorkerEngine:
         self._tasks = [
             asyncio.create_task(self._heartbeat_loop(), name="runnerq-heartbeat"),
             asyncio.create_task(self._reaper_loop(), name="runnerq-reaper"),
+            asyncio.create_task(self._progress_loop(), name="runnerq-progress"),
         ]
         if cfg.prune_interval > 0:
             self._tasks.append(asyncio.create_task(Pruner(self.backend, cfg, self.worker_id).run(),
@@ -634,6 +637,8 @@ class WorkerEngine:
         if self._flusher is not None:
             await self._flusher
         await self._flush_all()
+        if out.progress.pending:  # the last values of the attempts released below
+            await self._flush_progress()
         if out.release:
             refs, out.release = out.release, []
             for ref in refs:  # no longer renewed: the heartbeat would call them lost once released
@@ -971,6 +976,8 @@ class WorkerEngine:
             out.ack_full.clear()
             busy = False
             try:
+                if out.progress.pending:  # an attempt's last progress lands before its ack ends the claim
+                    await self._flush_progress([a.id for a in acks])
                 if failures >= 3:
                     rejected, unsent = await self._ack_one_by_one(acks)
                 else:
@@ -1064,6 +1071,41 @@ class WorkerEngine:
             log.warning("%d late acks rejected (lease was reclaimed): %s", len(rejected), ", ".join(rejected[:10]))
             if self._metrics_on:
                 self._sink.count(ACKS_REJECTED, (self.config.queue_name,), len(rejected))
+
+    # -------------------------------------------------------------- progress
+    async def _progress_loop(self) -> None:
+        """Write buffered ``ctx.set_progress`` values: at once after a quiet spell, then at most every
+        :data:`~runnerq_fast.engine.progress.PROGRESS_INTERVAL` seconds."""
+        out = self._outcomes
+        assert out is not None
+        while True:
+            await out.progress.ready.wait()
+            await self._flush_progress()
+            await asyncio.sleep(PROGRESS_INTERVAL)
+
+    async def _flush_progress(self, activity_ids: list[str] | None = None) -> None:
+        """Write the buffered progress values (of ``activity_ids`` only, if given: an ack batch's) in one
+        call; one flush at a time, so the writes of an attempt land in order.
+
+        A value whose write fails is kept (unless a newer one came) and sent
+        with the next flush; a claim that no longer holds writes nothing.
+        """
+        out = self._outcomes
+        assert out is not None
+        async with self._progress_lock:
+            updates = out.progress.take() if activity_ids is None else out.progress.take_for(activity_ids)
+            if not updates:
+                return
+            try:
+                await self.backend.set_progress(self.config.queue_name, updates)
+            except Exception as exc:
+                log.warning("progress write of %d activities failed (%s); retrying with the next",
+                            len(updates), describe_error(exc, prefix=False))
+                out.progress.restore(updates)
+                if self._metrics_on:
+                    self._sink.count(BACKEND_ERRORS, (self.config.queue_name,))
+                return
+            out.progress.sent += len(updates)
 
     # -------------------------------------------------------------- background
     async def _heartbeat_loop(self) -> None:

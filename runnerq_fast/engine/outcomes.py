@@ -43,6 +43,7 @@ from runnerq_fast.engine.backoff import backoff_seconds
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.deadline import Deadlines
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
+from runnerq_fast.engine.progress import ProgressBuffer
 from runnerq_fast.metrics import (
     ACTIVITIES_COMPLETED,
     ACTIVITIES_DEAD_LETTERED,
@@ -148,6 +149,7 @@ class Outcomes:
         "lost_ids",
         "metrics",
         "metrics_on",
+        "progress",
         "release",
         "retry_wake",
         "running",
@@ -190,6 +192,8 @@ class Outcomes:
         self.acks: list[Ack] = []
         self.ack_ready = asyncio.Event()
         self.ack_full = asyncio.Event()
+        #: the latest unsent ``ctx.set_progress`` value of each attempt, written by the engine
+        self.progress = ProgressBuffer(loop)
         #: claims to put back to pending without counting an attempt (shutdown)
         self.release: list[LeaseRef] = []
         #: set when a retry this engine scheduled comes due (wakes an idle fetcher)

@@ -493,6 +493,13 @@ class ActivityView(msgspec.Struct):
     corrupt: str | None = None
     """Why the stored row cannot be decoded, else ``None``; a damaged payload shows as ``null``, damaged
     metadata as ``{}``."""
+    progress: Annotated[Raw, Meta(
+        description="The last progress its handler reported: a fraction from 0 to 1 or an object; null if none "
+                    "was, and in listings.",
+        extra_json_schema={"anyOf": [{"type": "number", "minimum": 0, "maximum": 1}, {"type": "object"}]},
+    )] | None = None
+    """The last progress its handler reported (``ctx.set_progress``): a fraction from 0 to 1 or an object;
+    ``null`` if none was. Given for one activity (``/activities/{id}``), ``null`` in listings."""
 
 
 def _checked_json(data: bytes | str | None, name: str, bad: list[str]) -> Raw:
@@ -518,6 +525,7 @@ def activity_view(snap: ActivitySnapshot) -> ActivityView:
     """
     bad: list[str] = []
     payload = _checked_json(snap.payload, "payload", bad)
+    progress = None if snap.progress is None else _checked_json(snap.progress, "progress", bad)
     corrupt = snap.corrupt
     if bad:
         corrupt = (corrupt + "; " if corrupt is not None else rowcheck.PREFIX) + "; ".join(bad)
@@ -541,6 +549,7 @@ def activity_view(snap: ActivitySnapshot) -> ActivityView:
         idempotency_key=snap.idempotency_key,
         parent_id=getattr(snap, "parent_id", None),
         corrupt=corrupt,
+        progress=progress,
     )
 
 

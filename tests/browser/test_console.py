@@ -6,17 +6,24 @@ driven the way an operator would: navigate, read, click, confirm.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from playwright.sync_api import Page, expect
 
+from runnerq_fast.models import ProgressUpdate
+from runnerq_fast.storage import open_backend
 from tests.browser.conftest import API, QUEUE, TOKEN, ConsolePage, Stack
+
+T = TypeVar("T")
 
 
 def card(page: Page, status: str) -> str | None:
@@ -173,6 +180,44 @@ def test_an_activity_page_shows_its_timeline_result_and_children_live(
     page.locator("#children li.child a").first.click()
     expect(page.locator("#parent")).to_have_text(parent)
     assert page.evaluate("performance.getEntriesByType('navigation').length") == 1
+
+
+def _aside(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` in an event loop of its own thread (Playwright's sync API holds this thread's loop)."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def test_the_activity_page_shows_progress_and_follows_it(stack: Stack, open_console: Callable[[str], Page]) -> None:
+    # a fraction as a bar and a percentage; an object as JSON; a new value arrives without a reload
+    stack.serve()
+    [aid] = stack.enqueue({"type": "work", "payload": 0})
+
+    async def claim() -> str:  # as a worker would: the page shows what its handler reports
+        b = await open_backend(stack.url)
+        try:
+            [c] = await b.claim(QUEUE, "browser", 1, None, 600_000)
+            return c.claim_token
+        finally:
+            await b.close()
+
+    async def report(token: str, value: str) -> None:
+        b = await open_backend(stack.url)
+        try:
+            assert await b.set_progress(QUEUE, [ProgressUpdate(aid, token, value)]) == []
+        finally:
+            await b.close()
+
+    token = _aside(claim())
+    page = open_console(f"/q/{QUEUE}/activity/{aid}")
+    expect(page.locator("h1 .badge")).to_have_text("processing")
+    expect(page.locator("table.fields")).to_contain_text("progress")
+    _aside(report(token, "0.25"))
+    expect(page.locator("#progress")).to_contain_text("25 %")
+    assert page.locator("#progress progress").evaluate("el => el.value") == 0.25
+    _aside(report(token, '{"rows":120,"of":400}'))
+    expect(page.locator("pre#progress")).to_contain_text('"rows": 120')
+    expect(page.locator("#timeline li.event").last).to_have_attribute("data-type", "progress")
 
 
 def test_retry_dead_letters_one_selected_and_all_matching_and_see_them_complete(

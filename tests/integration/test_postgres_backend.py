@@ -913,3 +913,21 @@ def test_enqueue_arrays_send_an_equal_column_as_one_element() -> None:
     keyed = [NewActivity(new_activity_id(), "job", PAYLOAD, idempotency_key=k) for k in ("a", None, "a")]
     assert _enqueue_args(keyed)[8] == ["a", None, "a"]
     assert _enqueue_args(keyed[:1])[1:] == [["job"], ['{"n": 1}'], [2], [3], [300_000], [0], ["{}"], ["a"]]
+
+
+async def test_a_database_not_migrated_to_0011_is_still_read_without_progress(pg_url: str) -> None:
+    # a read-only look (inspect, serve --read-only) opens without migrating: a database an older release
+    # wrote, with no progress column yet, still shows its activities
+    b = await PostgresBackend.open(pg_url)
+    try:
+        (res,) = await b.enqueue("q", [new("t")])
+        await b.pool.execute("ALTER TABLE runnerq_activities DROP COLUMN progress")
+        await b.pool.execute("DELETE FROM runnerq_migrations WHERE version = 11")
+    finally:
+        await b.close()
+    ro = await PostgresBackend.open(pg_url, migrate=False)
+    try:
+        snap = await ro.get_activity(res.activity_id)
+        assert snap is not None and snap.status == "pending" and snap.progress is None
+    finally:
+        await ro.close()

@@ -720,7 +720,8 @@ async def test_a_file_at_migration_7_is_rebuilt_by_0009_with_its_rows_and_indexe
     finally:
         conn.close()
     assert [r[0] for r in after] == [r[0] for r in before] == [7, 9, 12]
-    assert after[0] == before[0]  # a1, untouched since
+    # a1, untouched since (the columns later migrations add, such as 0013's progress, are NULL)
+    assert after[0][:len(before[0])] == before[0] and set(after[0][len(before[0]):]) <= {None}
 
 
 @pytest.mark.parametrize(

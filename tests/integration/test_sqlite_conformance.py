@@ -13,6 +13,7 @@ from tests.conformance import BackendConformance, ErrorTextConformance, Hardenin
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_leases import LeaseConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_progress import ProgressConformance
 from tests.conformance_registry import RegistryConformance
 from tests.conformance_retention import RetentionConformance
 
@@ -40,6 +41,7 @@ class TestSqliteConformance(
     IntegrityConformance,
     RetentionConformance,
     LeaseConformance,
+    ProgressConformance,
 ):
     @pytest.fixture
     async def backend(self, tmp_path: Path) -> AsyncIterator[SqliteBackend]:

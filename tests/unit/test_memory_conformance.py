@@ -11,6 +11,7 @@ from tests.conformance import BackendConformance, ErrorTextConformance, Hardenin
 from tests.conformance_integrity import IntegrityConformance
 from tests.conformance_leases import LeaseConformance
 from tests.conformance_ops import OperationsConformance
+from tests.conformance_progress import ProgressConformance
 from tests.conformance_registry import RegistryConformance
 from tests.conformance_retention import RetentionConformance
 
@@ -20,6 +21,7 @@ class TestMemoryConformance(
     IntegrityConformance,
     RetentionConformance,
     LeaseConformance,
+    ProgressConformance,
 ):
     @pytest.fixture
     async def backend(self) -> AsyncIterator[MemoryBackend]:

@@ -103,3 +103,49 @@ def test_metadata_and_child_executor_as_the_reference(cls: Any, raw: Any) -> Non
     md = fresh.metadata
     md["added"] = "by the handler"
     assert fresh.executor.inherited_metadata is md and ex2.calls == [("a" * 32, md)]
+
+
+class _Sink:
+    """Records what a context hands to the engine's progress buffer."""
+
+    def __init__(self) -> None:
+        self.puts: list[tuple[str, str, str]] = []
+
+    def put(self, activity_id: str, claim_token: str, progress: str) -> None:
+        self.puts.append((activity_id, claim_token, progress))
+
+
+BAD_PROGRESS: list[Any] = [float("nan"), float("inf"), -0.01, 1.5, 2, True, "50%", [0.5], None,
+                           {"x": b"bytes"}, {1: "int key"}, {"big": "x" * 9000}]
+
+
+def _error(fn: Any) -> tuple[str, str] | None:
+    try:
+        fn()
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return None
+
+
+@pytest.mark.parametrize("cls", IMPLS)
+def test_set_progress_as_the_reference(cls: Any) -> None:
+    ev = asyncio.Event()
+    got, ref = _Sink(), _Sink()
+    mine = cls(_activity(), _Executor(), ev, got)
+    theirs = _context_py.ActivityContext(_activity(), _Executor(), ev, ref)  # type: ignore[arg-type]
+    assert mine.progress is None and theirs.progress is None
+    for value in (0, 0.25, 1, {"done": 3, "total": 12, "note": "é"}):
+        mine.set_progress(value)
+        theirs.set_progress(value)
+        assert mine.progress == theirs.progress == value
+    assert got.puts == ref.puts == [("a" * 32, "tok", "0.0"), ("a" * 32, "tok", "0.25"), ("a" * 32, "tok", "1.0"),
+                                    ("a" * 32, "tok", '{"done":3,"total":12,"note":"é"}')]
+    for bad in BAD_PROGRESS:
+        err = _error(lambda v=bad: mine.set_progress(v))
+        assert err is not None and err == _error(lambda v=bad: theirs.set_progress(v)), bad
+        assert err[0] in ("ValueError", "TypeError", "InvalidActivityError"), err
+    assert len(got.puts) == 4 and mine.progress == {"done": 3, "total": 12, "note": "é"}  # a refused value is not kept
+    # without the engine's buffer (a context made by hand, testing.make_context), the value is only kept
+    alone = cls(_activity(), _Executor(), ev)
+    alone.set_progress(0.5)
+    assert alone.progress == 0.5

@@ -40,7 +40,7 @@ IMPLS = [
 ]
 
 BEHAVIOURS = ["none", "value", "unencodable", "nonretryable", "retryable", "value_error", "timeout",
-              "self_cancel", "sleep_past_timeout", "unknown_type", "bad_payload", "sync"]
+              "self_cancel", "sleep_past_timeout", "unknown_type", "bad_payload", "sync", "progress"]
 
 
 class _Handler:
@@ -57,6 +57,10 @@ async def _handler(payload: Any, ctx: Any) -> Any:
         return None
     if kind == "value":
         return {"n": payload["n"], "id": ctx.activity_id}
+    if kind == "progress":  # both twins hand the value to the engine's buffer under the attempt's claim
+        ctx.set_progress({"n": payload["n"]})
+        ctx.set_progress(0.5)
+        return ctx.progress
     if kind == "unencodable":
         return {"x": float("nan")}
     if kind == "nonretryable":
@@ -86,6 +90,16 @@ def _activity(i: int, kind: str, retry_count: int) -> ClaimedActivity:
     payload = b"{not json" if kind == "bad_payload" else b'{"kind": "%s", "n": %d}' % (kind.encode(), i)
     timeout_ms = 20 if kind == "sleep_past_timeout" else (0 if i % 3 == 0 else 60_000)
     return ClaimedActivity(f"a{i}", atype, payload, 2, retry_count, 1, timeout_ms, b"{}", f"tok{i}", 0, 0)
+
+
+class _Progress:
+    """A stand-in for the engine's progress buffer that logs each value."""
+
+    def __init__(self, log: list[tuple[Any, ...]]) -> None:
+        self.log = log
+
+    def put(self, activity_id: str, claim_token: str, progress: str) -> None:
+        self.log.append(("progress", activity_id, claim_token, progress))
 
 
 def _outcomes(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> Any:
@@ -123,6 +137,7 @@ def _outcomes(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> A
         running={},
         cancel_ids=set(),
         lost_ids=set(),
+        progress=_Progress(log),
     )
     out.push_ack = lambda ack: Outcomes.push_ack(cast(Outcomes, out), ack)  # the real buffering
     out.cancelled = lambda a, ctx=None: Outcomes.cancelled(cast(Outcomes, out), a, ctx)

@@ -55,6 +55,7 @@ from runnerq_fast.models import (
     MigrationReport,
     NewActivity,
     OnDuplicate,
+    ProgressUpdate,
     QueueStats,
     QueueSummary,
     ReadyWork,
@@ -852,6 +853,16 @@ class PostgresBackend(Backend):
                 stop.append(ref.id)
         return LeaseReport(lost, stop)
 
+    async def set_progress(self, queue: str, updates: Sequence[ProgressUpdate]) -> list[str]:
+        if not updates:
+            return []
+        held = [u for u in updates if _uuid_or_none(u.id) is not None]  # a malformed id holds no claim
+        rows = await self._pool.fetch(
+            Q["set_progress"], [u.id for u in held], [u.claim_token for u in held], [u.progress for u in held]
+        ) if held else []
+        written = {_hex(r[0]) for r in rows}
+        return [u.id for u in updates if _uuid_or_none(u.id) not in written]
+
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         if not leases:
             return []
@@ -975,8 +986,14 @@ class PostgresBackend(Backend):
         key = _uuid_or_none(activity_id)
         if key is None:
             return None
-        row = await self._pool.fetchrow(Q["get_activity"], key)
-        return None if row is None else _snapshot(row)
+        try:
+            row = await self._pool.fetchrow(Q["get_activity"], key)
+        except asyncpg.UndefinedColumnError:  # not migrated to 0011 yet (opened without migrating): no progress
+            row = await self._pool.fetchrow(Q["get_activity_before_0011"], key)
+        if row is None:
+            return None
+        snap = _snapshot(row)
+        return snap if len(row) < 19 or row[18] is None else msgspec.structs.replace(snap, progress=row[18])
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         key = _uuid_or_none(activity_id)

@@ -369,6 +369,24 @@ WITH input AS (
 )
 SELECT id, cancel FROM extended;
 
+-- name: set_progress
+-- $1 ids, $2 claim tokens, $3 progress values (JSON text): each written only
+-- under its claim, with a progress event (detail: the value). Returns the ids written.
+WITH input AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]) AS t(id, claim_token, progress)
+), written AS (
+    UPDATE runnerq_activities a
+    SET progress = i.progress
+    FROM input i
+    WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
+    RETURNING a.id, a.queue_name, i.progress
+), ev AS (
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
+    SELECT queue_name, 'progress', now(), array_agg(id), array_agg(progress)
+    FROM written GROUP BY queue_name
+)
+SELECT id FROM written;
+
 -- name: release
 -- $1 ids, $2 claim tokens: back to pending without counting an attempt (or
 -- cancelled, when an operator asked to cancel it). Returns one row: the
@@ -519,6 +537,20 @@ OFFSET $3::integer
 LIMIT $4::integer;
 
 -- name: get_activity
+-- The snapshot's columns, then the progress (migration 0011).
+SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
+       floor(extract(epoch FROM created_at) * 1000)::bigint,
+       floor(extract(epoch FROM ready_at) * 1000)::bigint,
+       floor(extract(epoch FROM started_at) * 1000)::bigint,
+       floor(extract(epoch FROM finished_at) * 1000)::bigint,
+       CASE WHEN status = 'processing' THEN floor(extract(epoch FROM lease_expires_at) * 1000)::bigint END,
+       last_error, idempotency_key, parent_id, progress
+FROM runnerq_activities
+WHERE id = $1::uuid;
+
+-- name: get_activity_before_0011
+-- get_activity on a database not migrated to 0011 yet (a read-only look: inspect, serve
+-- --read-only; no progress column): the snapshot's columns only.
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
        floor(extract(epoch FROM created_at) * 1000)::bigint,
        floor(extract(epoch FROM ready_at) * 1000)::bigint,

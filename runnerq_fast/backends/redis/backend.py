@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import hiredis
+import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -70,6 +71,7 @@ from runnerq_fast.models import (
     LeaseRef,
     LeaseReport,
     NewActivity,
+    ProgressUpdate,
     QueueStats,
     ReapReport,
 )
@@ -92,6 +94,7 @@ _SCRIPTS = (
     "claim",
     "ack",
     "extend",
+    "progress",
     "release",
     "reaper",
     "cancel",
@@ -714,6 +717,14 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         lost, stop = await self._run("extend", queue, args)
         return LeaseReport([r.decode() for r in lost], [r.decode() for r in stop])
 
+    async def set_progress(self, queue: str, updates: Sequence[ProgressUpdate]) -> list[str]:
+        if not updates:
+            return []
+        args: list[Any] = []
+        for u in updates:
+            args += (u.id, u.claim_token, u.progress)
+        return [r.decode() for r in await self._run("progress", queue, args)]
+
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         if not leases:
             return []
@@ -963,7 +974,11 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         if found is None:
             return None
         h = await _guarded(self._r.hgetall(keys.activity(self._ns, found[0], activity_id)))
-        return _snapshot(found[0], activity_id, h) if h else None
+        if not h:
+            return None
+        snap = _snapshot(found[0], activity_id, h)
+        progress = h.get(b"pg")
+        return snap if progress is None else msgspec.structs.replace(snap, progress=progress.decode(errors="replace"))
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         found = await self._locate(activity_id)

@@ -67,6 +67,7 @@ from runnerq_fast.models import (
     MigrationReport,
     NewActivity,
     OnDuplicate,
+    ProgressUpdate,
     QueueStats,
     QueueSummary,
     ReadyWork,
@@ -763,6 +764,13 @@ class SqliteBackend(Backend):
         self._wake_streams()
         return report
 
+    async def set_progress(self, queue: str, updates: Sequence[ProgressUpdate]) -> list[str]:
+        if not updates:
+            return []
+        lost: list[str] = await self._write(_set_progress, queue, updates, _now_ms())
+        self._wake_streams()
+        return lost
+
     async def release(self, queue: str, leases: Sequence[LeaseRef]) -> list[str]:
         if not leases:
             return []
@@ -866,8 +874,21 @@ class SqliteBackend(Backend):
         return [_snapshot(r) for r in rows]
 
     async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
-        row = await self._call(self._fetchone, Q["get_activity"], (_norm_id(activity_id),))
-        return None if row is None else _snapshot(row)
+        try:
+            row = await self._call(self._fetchone, Q["get_activity"], (_norm_id(activity_id),))
+        except sqlite3.OperationalError as exc:
+            if "progress" not in str(exc):
+                raise
+            # a file not migrated to 0013 yet (opened read-only, so never migrated): no progress
+            row = await self._call(self._fetchone, Q["get_activity_before_0013"], (_norm_id(activity_id),))
+        if row is None:
+            return None
+        snap = _snapshot(row[:18])
+        progress = row[18] if len(row) > 18 else None
+        if progress is None:
+            return snap
+        text = progress.decode(errors="replace") if isinstance(progress, bytes) else str(progress)
+        return msgspec.structs.replace(snap, progress=text)
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         rows = await self._call(self._fetchall, Q["get_events"], (_norm_id(activity_id),))
@@ -1239,7 +1260,9 @@ def _dead_letter_corrupt(conn: sqlite3.Connection, queue: str, activity_id: str,
     conn.execute(Q["insert_event"], (activity_id, queue, "dead_letter", now, why))
 
 
-def _held(conn: sqlite3.Connection, refs: Sequence[Ack] | Sequence[LeaseRef]) -> dict[str, tuple[str, bool]]:
+def _held(
+    conn: sqlite3.Connection, refs: Sequence[Ack] | Sequence[LeaseRef] | Sequence[ProgressUpdate]
+) -> dict[str, tuple[str, bool]]:
     """The ones of ``refs`` still processing: id -> (claim token, cancel requested)."""
     ids = _json([r.id for r in refs]).decode()
     return {r[0]: (r[1], bool(r[2])) for r in conn.execute(Q["held"], (ids,))}
@@ -1335,6 +1358,23 @@ def _extend(
         conn.executemany(Q["extend_lease"], [(until, r.id, r.claim_token) for r in kept])
         conn.executemany(Q["insert_event"], [(r.id, queue, "lease_extended", now, str(until)) for r in kept])
     return LeaseReport(lost, stop)
+
+
+def _set_progress(conn: sqlite3.Connection, queue: str, updates: Sequence[ProgressUpdate], now: int) -> list[str]:
+    """Write the progress of the held ones of ``updates``, each with a ``progress`` event; returns the others."""
+    held = _held(conn, updates)
+    kept: list[ProgressUpdate] = []
+    lost: list[str] = []
+    for u in updates:
+        h = held.get(u.id)
+        if h is not None and h[0] == u.claim_token:
+            kept.append(u)
+        else:
+            lost.append(u.id)
+    if kept:
+        conn.executemany(Q["set_progress"], [(u.progress, u.id, u.claim_token) for u in kept])
+        conn.executemany(Q["insert_event"], [(u.id, queue, "progress", now, u.progress) for u in kept])
+    return lost
 
 
 def _release(conn: sqlite3.Connection, queue: str, leases: Sequence[LeaseRef], now: int) -> tuple[list[str], bool]:

@@ -199,6 +199,11 @@ RETURNING id;
 UPDATE runnerq_activities SET lease_expires_at = ?1
 WHERE id = ?2 AND status = 'processing' AND claim_token = ?3;
 
+-- name: set_progress
+-- ?1 progress (JSON text), ?2 id, ?3 claim token: written only under the claim.
+UPDATE runnerq_activities SET progress = ?1
+WHERE id = ?2 AND status = 'processing' AND claim_token = ?3;
+
 -- name: release
 -- ?1 id, ?2 claim token: back to pending without counting an attempt.
 UPDATE runnerq_activities SET status = 'pending', claim_token = NULL, lease_expires_at = NULL
@@ -292,6 +297,16 @@ ORDER BY seq DESC
 LIMIT ?4 OFFSET ?3;
 
 -- name: get_activity
+-- The snapshot's columns, then the progress (migration 0013).
+SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
+       created_at, ready_at, started_at, finished_at,
+       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key, parent_id, progress
+FROM runnerq_activities
+WHERE id = ?1;
+
+-- name: get_activity_before_0013
+-- get_activity on a file not migrated to 0013 yet (a read-only look: inspect, serve
+-- --read-only; no progress column): the snapshot's columns only.
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
        created_at, ready_at, started_at, finished_at,
        CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key, parent_id

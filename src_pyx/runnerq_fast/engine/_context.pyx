@@ -7,15 +7,17 @@ context's fields without a Python-level ``__init__`` call.
 """
 
 from runnerq_fast._codec import decode_json
+from runnerq_fast.progress import encode_progress
 
 cdef object _decode_json = decode_json
+cdef object _encode_progress = encode_progress
 
 
 cdef class ActivityContext:
     """Per-attempt context passed to every handler as its second argument (see the reference twin)."""
 
-    def __init__(self, activity, executor, cancellation):
-        _fill(self, activity, executor, cancellation)
+    def __init__(self, activity, executor, cancellation, progress=None):
+        _fill(self, activity, executor, cancellation, progress)
 
     @property
     def activity_id(self):
@@ -68,6 +70,20 @@ cdef class ActivityContext:
                 self._child_executor.inherited_metadata = self._metadata
         return self._metadata
 
+    def set_progress(self, value):
+        """Report how far this attempt got (see the reference twin)."""
+        raw = _encode_progress(value)
+        self._last_progress = value
+        sink = self._progress
+        if sink is not None:
+            activity = self._activity
+            sink.put(activity.id, activity.claim_token, raw)
+
+    @property
+    def progress(self):
+        """The last value this attempt passed to :meth:`set_progress` (``None`` before the first)."""
+        return self._last_progress
+
     @property
     def is_cancelled(self):
         """Whether the engine is shutting down."""
@@ -77,8 +93,9 @@ cdef class ActivityContext:
         return f"ActivityContext(id={self.activity_id!r}, type={self.activity_type!r}, retry={self.retry_count})"
 
 
-cdef inline void _fill(ActivityContext ctx, activity, executor, cancellation) except *:
+cdef inline void _fill(ActivityContext ctx, activity, executor, cancellation, progress) except *:
     ctx._activity = activity
+    ctx._progress = progress
     ctx._executor = executor
     ctx._child_executor = None
     ctx.cancellation = cancellation
@@ -89,8 +106,10 @@ cdef inline void _fill(ActivityContext ctx, activity, executor, cancellation) ex
     ctx._metadata = None
 
 
-cdef ActivityContext new_context(object activity, object executor, object cancellation):
-    """A new context of ``activity``, as ``ActivityContext(activity, executor, cancellation)`` makes it."""
+cdef ActivityContext new_context(object activity, object executor, object cancellation, object progress):
+    """A new context of ``activity``, as ``ActivityContext(activity, executor, cancellation, progress)`` makes it.
+
+    ``_last_progress`` is not set: a new object's fields start ``None``."""
     cdef ActivityContext ctx = ActivityContext.__new__(ActivityContext)
-    _fill(ctx, activity, executor, cancellation)
+    _fill(ctx, activity, executor, cancellation, progress)
     return ctx

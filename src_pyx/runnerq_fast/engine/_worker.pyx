@@ -226,7 +226,7 @@ async def run_one(out, a, task=None):
     except Exception as exc:
         out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
         return
-    ctx = new_context(a, out.executor, out.cancellation)
+    ctx = new_context(a, out.executor, out.cancellation, out.progress)
     hooks = out.hooks
     if hooks:
         await _call_hooks(hooks, "on_processing", a)
@@ -284,6 +284,7 @@ async def worker_loop(out, Handoff local):
     cdef _Entry entry
     executor = out.executor
     cancellation = out.cancellation
+    progress = out.progress
     cdef dict running = out.running
     cdef set cancel_ids = out.cancel_ids
     cdef bint inline = not out.hooks
@@ -313,7 +314,7 @@ async def worker_loop(out, Handoff local):
                 except Exception as exc:
                     out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
                 else:
-                    ctx = new_context(a, executor, cancellation)
+                    ctx = new_context(a, executor, cancellation, progress)
                     started = _perf_counter()
                     timeout_ms = a.timeout_ms
                     ctx.task = me

@@ -33,6 +33,7 @@
 --   k the claim, "<claim token>\31<started ms>\31<lease deadline ms>" (written by a claim, kept after it),
 --   fa finished ms, da dead-lettered ms, e last error, res result, cr cancel requested ("1"),
 --   su suspect ("1": its lease expired while claimed beside others, uncounted; an ack removes it),
+--   pg the last progress a handler reported (JSON text; progress.lua, under the claim; kept after it),
 --   and one field per event:
 --   "x:<stream id>" = "<kind>[\31<detail>]" (at most EVENTS_PER_ACTIVITY; then only the stream).
 -- (Until this layout the numbers and the claim were fields of their own: pr, rc, mr, to, c, r and

@@ -7,6 +7,15 @@ import { Refresher, follow } from "./live.js";
 
 const REFRESH_MS = 500; // re-read when an event names this activity, at most twice a second
 
+// ctx.set_progress's last value: a fraction as a bar and a percentage, an object as JSON.
+function progressCell(p) {
+  if (p === null || p === undefined) return "–";
+  if (typeof p === "number") {
+    return h("span#progress", null, h("progress", { max: 1, value: p }), ` ${(p * 100).toFixed(1).replace(/\.0$/, "")} %`);
+  }
+  return h("pre#progress", null, pretty(p));
+}
+
 export function mount(el, ctx) {
   const { queue, id, info } = ctx;
   const link = (aid) => `#/q/${encodeURIComponent(queue)}/activity/${aid}`;
@@ -48,6 +57,7 @@ export function mount(el, ctx) {
       ["attempt", fmtAttempt(a)], ["timeout", a.timeout ? fmtDuration(a.timeout) : "none"],
       ["created", fmtTime(a.created_at)], ["ready at", fmtTime(a.ready_at)], ["started", fmtTime(a.started_at)],
       ["finished", fmtTime(a.finished_at)], ["lease expires", fmtTime(a.lease_expires_at)],
+      ["progress", progressCell(a.progress)],
       ["idempotency key", a.idempotency_key ?? "–"],
       ["parent", a.parent_id ? h("a#parent", { href: link(a.parent_id) }, a.parent_id) : "–"],
     ];
