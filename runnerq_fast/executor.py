@@ -39,15 +39,18 @@ from runnerq_fast.models import (
     NewActivity,
     OnDuplicate,
     Priority,
+    TypeDefaults,
 )
 from runnerq_fast.resilience import busy_attempts, busy_limit
 from runnerq_fast.storage import Backend
 
 __all__ = [
+    "TYPE_DEFAULTS_TTL",
     "ActivityBuilder",
     "ActivityExecutor",
     "ActivityFuture",
     "PieceSize",
+    "check_type_options",
     "enqueue_in_pieces",
     "validate_activity_type",
     "validate_queue_name",
@@ -66,6 +69,11 @@ _NOTHING: Any = object()
 """No payload seen yet (a batch's first item)."""
 _GROW_AFTER = 4
 """Pieces in a row that must land before a reduced piece size doubles (as the engine's batches)."""
+
+TYPE_DEFAULTS_TTL = 5.0
+"""Seconds a producer keeps the per-type enqueue defaults it read from the store
+(:meth:`~runnerq_fast.storage.Backend.get_type_defaults`) before reading them again: a worker started
+with new ``@engine.activity(..., max_retries=...)`` options reaches every producer within this time."""
 
 
 class PieceSize:
@@ -208,6 +216,27 @@ def _seconds(value: object, what: str, maximum: float, note: str = "") -> float:
     return float(value)
 
 
+def check_type_options(max_retries: object, timeout: object, priority: object) -> None:
+    """Validate options as :class:`ActivityBuilder`'s setters do; ``None`` is "not set" and passes.
+
+    Raises
+    ------
+    InvalidActivityError
+        ``max_retries`` not an int in [0, 1000000], ``timeout`` not seconds in
+        [0, ``MAX_TIMEOUT_SECONDS``], ``priority`` not 1-4.
+    """
+    if max_retries is not None and (
+        isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= 1_000_000
+    ):
+        raise InvalidActivityError(f"max_retries must be an int in [0, 1000000], got {max_retries!r}")
+    if timeout is not None:
+        _seconds(timeout, "timeout", MAX_TIMEOUT_SECONDS, " (0 = none)")
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= int(priority) <= 4
+    ):
+        raise InvalidActivityError(f"priority must be 1-4 (Priority.LOW..CRITICAL), got {priority!r}")
+
+
 def validate_queue_name(queue_name: object) -> str:
     """Return ``queue_name`` if it is usable.
 
@@ -348,7 +377,7 @@ class ActivityBuilder:
         self._executor = executor
         self.activity_type = validate_activity_type(activity_type)
         self._payload: Any = None
-        self._priority = int(Priority.NORMAL)
+        self._priority: int | None = None  # None: the type's default, else NORMAL
         self._delay: float = 0.0
         self._run_at: float | None = None
         self._max_retries: int | None = None
@@ -364,7 +393,8 @@ class ActivityBuilder:
         return self
 
     def priority(self, priority: Priority | int) -> ActivityBuilder:
-        """Set the priority, 1 (LOW) to 4 (CRITICAL); default NORMAL."""
+        """Set the priority, 1 (LOW) to 4 (CRITICAL); default the type's (``@engine.activity(priority=...)``),
+        else NORMAL."""
         if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= int(priority) <= 4:
             raise InvalidActivityError(f"priority must be 1-4 (Priority.LOW..CRITICAL), got {priority!r}")
         self._priority = int(priority)
@@ -393,14 +423,14 @@ class ActivityBuilder:
         return self
 
     def max_retries(self, retries: int) -> ActivityBuilder:
-        """Set retries after the first attempt (0 = never retried)."""
+        """Set retries after the first attempt (0 = never retried); default the type's, else the config's."""
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 1_000_000:
             raise InvalidActivityError(f"max_retries must be an int in [0, 1000000], got {retries!r}")
         self._max_retries = retries
         return self
 
     def timeout(self, seconds: float) -> ActivityBuilder:
-        """Set the handler timeout in seconds (0 = none)."""
+        """Set the handler timeout in seconds (0 = none); default the type's, else the config's."""
         self._timeout = _seconds(seconds, "timeout", MAX_TIMEOUT_SECONDS, " (0 = none)")
         return self
 
@@ -459,6 +489,12 @@ class ActivityBuilder:
     def build(self) -> NewActivity:
         """Validate and encode into a :class:`NewActivity` without enqueueing it.
 
+        An option not set here takes the type's default
+        (``@engine.activity(..., max_retries=, timeout=, priority=)``) as this
+        executor last read it (:meth:`ActivityExecutor.type_defaults`; the
+        async :meth:`execute` reads it first when it is older than
+        :data:`TYPE_DEFAULTS_TTL`), else the config's.
+
         Raises
         ------
         InvalidActivityError
@@ -479,13 +515,23 @@ class ActivityBuilder:
         else:
             run_at_ms = 0
         max_bytes = cfg.max_payload_bytes
+        priority, retries, timeout = self._priority, self._max_retries, self._timeout
+        if priority is None or retries is None or timeout is None:
+            typed = ex._type_defaults_of(self.activity_type)
+            if typed is not None:
+                if priority is None:
+                    priority = typed.priority
+                if retries is None:
+                    retries = typed.max_retries
+                if timeout is None and typed.timeout_ms is not None:
+                    timeout = typed.timeout_ms / 1000
         return NewActivity(
             activity_id,
             self.activity_type,
             encode_json(self._payload, max_bytes),
-            self._priority,
-            cfg.default_max_retries if self._max_retries is None else self._max_retries,
-            round((cfg.default_timeout if self._timeout is None else self._timeout) * 1000),
+            _NORMAL if priority is None else priority,
+            cfg.default_max_retries if retries is None else retries,
+            round((cfg.default_timeout if timeout is None else timeout) * 1000),
             run_at_ms,
             _ENCODED_EMPTY
             if self._metadata is None and (ex.inherited_metadata is None or not self._inherit)
@@ -529,8 +575,10 @@ class ActivityBuilder:
             connection lost mid-request is not retried and the activity may
             have been stored (README, "When the store fails").
         """
-        item = self.build()
         ex = self._executor
+        if ex._defaults_stale():
+            await ex.type_defaults()
+        item = self.build()
         (res,) = await ex.backend.enqueue(ex.queue_name, [item], connection=connection)
         if ex.metrics is not None:
             ex._count((item,), (res,))
@@ -564,6 +612,9 @@ class ActivityExecutor:
     inherited_metadata : mapping, bytes, str or None
         Metadata every activity this executor enqueues starts from (the
         parent's; a mapping, or JSON as stored), else ``None``.
+    local_defaults : dict of str to TypeDefaults
+        Per-type defaults known here, used before the store's (an engine's
+        executor holds its own handlers' options); empty by default.
     """
 
     parent_id: str | None = None
@@ -581,6 +632,48 @@ class ActivityExecutor:
         self.config = config or WorkerConfig()
         self.queue_name = validate_queue_name(self.config.queue_name if queue_name is None else queue_name)
         self.metrics = metrics
+        self.local_defaults: dict[str, TypeDefaults] = {}
+        # the store's per-type defaults as last read, shared by every executor of this backend:
+        # queue -> (monotonic time they go stale, defaults by type)
+        cache = backend._type_defaults_cache
+        if cache is None:
+            cache = backend._type_defaults_cache = {}
+        self._typedefs = cache
+
+    # ------------------------------------------------------------- per-type defaults
+    def _defaults_stale(self) -> bool:
+        """Whether the store's per-type defaults of this queue are unread or older than :data:`TYPE_DEFAULTS_TTL`."""
+        entry = self._typedefs.get(self.queue_name)
+        return entry is None or entry[0] <= time.monotonic()
+
+    def _type_defaults_of(self, activity_type: str) -> TypeDefaults | None:
+        """The defaults of ``activity_type``: this executor's own, else the store's as last read, else ``None``."""
+        local = self.local_defaults
+        if local:
+            own = local.get(activity_type)
+            if own is not None:
+                return own
+        entry = self._typedefs.get(self.queue_name)
+        return None if entry is None else entry[1].get(activity_type)
+
+    async def type_defaults(self) -> dict[str, TypeDefaults]:
+        """The per-type enqueue defaults this executor applies, by type; read from the store when stale.
+
+        The store's entries (written by each started engine for its handlers:
+        ``@engine.activity(..., max_retries=, timeout=, priority=)``) are read
+        at most once per :data:`TYPE_DEFAULTS_TTL` seconds per backend and
+        queue; :attr:`local_defaults` are laid over them. Every enqueue of a
+        type applies them to the options it does not set itself.
+
+        Raises
+        ------
+        BackendError
+            The store is unreachable or failed.
+        """
+        if self._defaults_stale():
+            stored = await self.backend.get_type_defaults(self.queue_name)
+            self._typedefs[self.queue_name] = (time.monotonic() + TYPE_DEFAULTS_TTL, stored)
+        return {**self._typedefs[self.queue_name][1], **self.local_defaults}
 
     def _count(self, items: Sequence[NewActivity], results: Sequence[EnqueueResult]) -> None:
         """Count the created activities of a stored batch by type (metrics on only)."""
@@ -681,6 +774,8 @@ class ActivityExecutor:
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], connection: object | None
     ) -> tuple[list[NewActivity], list[EnqueueResult]]:
         """Build a batch, store it in one backend call and count it: (built items, their results), empty for none."""
+        if self._defaults_stale():
+            await self.type_defaults()
         built = self._build_all(items)
         if not built:
             return [], []
@@ -715,6 +810,8 @@ class ActivityExecutor:
         types: set[str] = set()
         last_payload: Any = _NOTHING
         data = b""
+        entry = self._typedefs.get(self.queue_name)
+        typed = bool(self.local_defaults) or (entry is not None and bool(entry[1]))  # any type has defaults
         for i, it in enumerate(seq):
             if isinstance(it, ActivityBuilder):
                 append(it._build(ids[i]))
@@ -728,9 +825,17 @@ class ActivityExecutor:
                 if defaults is None:
                     defaults = self._tuple_defaults()
                 retries, timeout_ms, metadata, ttl_ms, parent_id = defaults
+                priority = _NORMAL
+                if typed and (own := self._type_defaults_of(activity_type)) is not None:
+                    if own.priority is not None:
+                        priority = own.priority
+                    if own.max_retries is not None:
+                        retries = own.max_retries
+                    if own.timeout_ms is not None:
+                        timeout_ms = own.timeout_ms
                 append(
                     NewActivity(
-                        ids[i], activity_type, data, _NORMAL, retries, timeout_ms, 0, metadata, None,
+                        ids[i], activity_type, data, priority, retries, timeout_ms, 0, metadata, None,
                         _RETURN_EXISTING, ttl_ms, parent_id,
                     )
                 )

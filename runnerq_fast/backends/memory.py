@@ -45,6 +45,7 @@ from runnerq_fast.models import (
     QueueSummary,
     ReadyWork,
     ReapReport,
+    TypeDefaults,
     WorkerInfo,
 )
 from runnerq_fast.storage import (
@@ -102,6 +103,8 @@ class MemoryBackend(StoreCore, Backend):
         self._holds: dict[tuple[str, str], tuple[str, int]] = {}  # (queue, purpose) -> (holder, expiry ms)
         # worker registry: (queue, worker_id) -> (entry, expiry epoch ms)
         self._workers: dict[tuple[str, str], tuple[WorkerInfo, int]] = {}
+        # per-type enqueue defaults: queue -> activity type -> its entry
+        self._type_defaults: dict[str, dict[str, TypeDefaults]] = {}
         self._closed = False
 
     async def close(self) -> None:
@@ -419,6 +422,14 @@ class MemoryBackend(StoreCore, Backend):
             for key, (info, expires) in sorted(self._workers.items())
             if expires > now and (queue is None or key[0] == queue)
         ]
+
+    async def set_type_defaults(self, queue: str, defaults: Sequence[TypeDefaults]) -> None:
+        known = self._type_defaults.setdefault(queue, {})
+        for d in defaults:
+            known[d.activity_type] = d
+
+    async def get_type_defaults(self, queue: str) -> dict[str, TypeDefaults]:
+        return dict(self._type_defaults.get(queue, {}))
 
     async def ready_work(self, queue: str) -> ReadyWork:
         q = self._queues.get(queue)

@@ -149,13 +149,13 @@ cdef bint _failed(out, a, exc, double started, timeout) except -1:
     elif isinstance(exc, TimeoutError):
         elapsed = _perf_counter() - started
         msg = _describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran)
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran, exc)  # the type's retry_on / no_retry_on
     elif isinstance(exc, _RetryableError):
         out.retry_or_dead(a, _describe_error(exc), exc.retry_after, ran)
     else:
         # any other failure is retryable; KeyboardInterrupt, SystemExit or any other BaseException
         # raised by a handler must end neither this worker nor the process
-        out.retry_or_dead(a, _describe_error(exc), None, ran)
+        out.retry_or_dead(a, _describe_error(exc), None, ran, exc)
     return False
 
 
