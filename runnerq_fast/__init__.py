@@ -55,6 +55,7 @@ from runnerq_fast.models import (
     QueueStats,
     QueueSummary,
     ReadyWork,
+    TypeDefaults,
     WorkerInfo,
 )
 from runnerq_fast.observability import PruneReport, QueueAdmin, QueueInspector, prune
@@ -123,6 +124,7 @@ __all__ = [
     "StoreBusyError",
     "SyncActivityBuilder",
     "SyncExecutor",
+    "TypeDefaults",
     "UnhandledType",
     "WorkerConfig",
     "WorkerEngine",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import logging
 import math
@@ -49,6 +50,8 @@ __all__ = [
     "ActivityBuilder",
     "ActivityExecutor",
     "ActivityFuture",
+    "BlockingBuilder",
+    "BlockingExecutor",
     "PieceSize",
     "check_type_options",
     "enqueue_in_pieces",
@@ -585,6 +588,13 @@ class ActivityBuilder:
         return ex._future(item, res)
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class ActivityExecutor:
     """Enqueues activities on one queue of one backend.
 
@@ -699,11 +709,18 @@ class ActivityExecutor:
         Returns
         -------
         ActivityExecutor
-            A copy sharing the backend, queue and config.
+            A copy sharing the backend, queue and config. Called outside any
+            running event loop (the thread of a plain ``def`` handler) while
+            the backend's own loop runs in another thread, a
+            :class:`BlockingExecutor`: its ``execute()`` enqueues without
+            ``await``.
         """
         ex = copy.copy(self)
         ex.parent_id = parent_id
         ex.inherited_metadata = metadata
+        home = self.backend._home_loop
+        if home is not None and _running_loop() is None and home.is_running():
+            return BlockingExecutor(ex, home)
         return ex
 
     def activity(self, activity_type: str) -> ActivityBuilder:
@@ -886,3 +903,106 @@ class ActivityExecutor:
     async def get_result(self, activity_id: str) -> ActivityResult | None:
         """The stored outcome of an activity, or ``None`` if it is not finished."""
         return await self.backend.get_result(activity_id)
+
+
+class BlockingBuilder(ActivityBuilder):
+    """The builder of a :class:`BlockingExecutor`: :meth:`execute` enqueues and returns without ``await``."""
+
+    __slots__ = ()
+
+    _executor: BlockingExecutor
+
+    def execute(self, *, connection: object | None = None) -> str:  # type: ignore[override]
+        """Enqueue the activity, blocking until the store has it; return its id.
+
+        The same parent link, metadata inheritance, per-type defaults and
+        errors as :meth:`ActivityBuilder.execute` (the enqueue runs on the
+        engine's event loop while this thread waits).
+
+        Returns
+        -------
+        str
+            The activity id (the existing one when an idempotency key matched).
+
+        Raises
+        ------
+        RuntimeError
+            Called from a running event loop (use ``await`` and the async executor there).
+        """
+        return self._executor._block(ActivityBuilder.execute(self, connection=connection)).activity_id
+
+
+class BlockingExecutor(ActivityExecutor):
+    """``ctx.executor`` in a plain ``def`` handler: enqueues without ``await`` (the sync client's shape).
+
+    A plain ``def`` handler runs in the engine's thread pool, where an
+    ``async`` executor's ``execute()`` would only make a coroutine that nobody
+    awaits (the child silently never created). This executor runs each call
+    on the engine's event loop (:func:`asyncio.run_coroutine_threadsafe`) and
+    blocks the handler's thread until the store answered: the child records
+    the running activity as its parent and inherits its metadata as from an
+    ``async def`` handler.
+
+    Parameters
+    ----------
+    executor : ActivityExecutor
+        The handler's executor (parent link and metadata already set).
+    loop : asyncio.AbstractEventLoop
+        The loop the backend lives in (running in another thread).
+
+    Examples
+    --------
+    >>> @engine.activity("report")
+    ... def report(payload, ctx):
+    ...     child_id = ctx.executor.activity("send").payload({"to": "a@b.c"}).execute()
+    """
+
+    def __init__(self, executor: ActivityExecutor, loop: asyncio.AbstractEventLoop) -> None:
+        self.__dict__.update(executor.__dict__)
+        self._loop = loop
+
+    def _block(self, coro: Any) -> Any:
+        """Run ``coro`` on the backend's loop and wait for it here (never from a running loop)."""
+        if _running_loop() is not None:
+            coro.close()
+            raise RuntimeError(
+                "a BlockingExecutor (ctx.executor of a plain def handler) cannot be called from a running event "
+                "loop; use an async def handler and await its executor"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def child(self, parent_id: str, metadata: Mapping[str, str] | bytes | str | None = None) -> ActivityExecutor:
+        """See :meth:`ActivityExecutor.child` (a blocking one again)."""
+        ex = copy.copy(self)
+        ex.parent_id = parent_id
+        ex.inherited_metadata = metadata
+        return ex
+
+    def activity(self, activity_type: str) -> BlockingBuilder:
+        """Start describing an activity of ``activity_type``; finish with a blocking ``.execute()``."""
+        return BlockingBuilder(self, activity_type)
+
+    def enqueue_many(  # type: ignore[override]
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
+    ) -> list[str]:
+        """Blocking :meth:`ActivityExecutor.enqueue_many`: the ids, in input order."""
+        result: list[str] = self._block(ActivityExecutor.enqueue_many(self, items, connection=connection))
+        return result
+
+    def enqueue_many_futures(  # type: ignore[override]
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
+    ) -> list[ActivityFuture]:
+        """Blocking :meth:`ActivityExecutor.enqueue_many_futures` (their ``result()`` is awaited from async code)."""
+        result: list[ActivityFuture] = self._block(
+            ActivityExecutor.enqueue_many_futures(self, items, connection=connection))
+        return result
+
+    def cancel(self, activity_id: str) -> bool:  # type: ignore[override]
+        """Blocking :meth:`ActivityExecutor.cancel`."""
+        done: bool = self._block(ActivityExecutor.cancel(self, activity_id))
+        return done
+
+    def get_result(self, activity_id: str) -> ActivityResult | None:  # type: ignore[override]
+        """Blocking :meth:`ActivityExecutor.get_result`."""
+        res: ActivityResult | None = self._block(ActivityExecutor.get_result(self, activity_id))
+        return res
