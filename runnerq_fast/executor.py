@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import logging
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -545,8 +546,12 @@ class ActivityBuilder:
             ex.parent_id,
         )
 
-    async def execute(self, *, connection: object | None = None) -> ActivityFuture:
-        """Enqueue the activity.
+    def execute(self, *, connection: object | None = None) -> Coroutine[Any, Any, ActivityFuture]:
+        """Enqueue the activity (``await`` it).
+
+        Through ``ctx.executor`` of an ``async def`` handler, a call whose
+        coroutine is never awaited (nor handed to a task) fails the attempt
+        once the handler returns, instead of silently creating no child.
 
         Parameters
         ----------
@@ -578,6 +583,14 @@ class ActivityBuilder:
             connection lost mid-request is not retried and the activity may
             have been stored (README, "When the store fails").
         """
+        coro = self._execute(connection)
+        issued = self._executor._issued
+        if issued is not None:
+            issued.append((coro, f"activity {self.activity_type!r}"))
+        return coro
+
+    async def _execute(self, connection: object | None) -> ActivityFuture:
+        """The enqueue of :meth:`execute`."""
         ex = self._executor
         if ex._defaults_stale():
             await ex.type_defaults()
@@ -629,6 +642,9 @@ class ActivityExecutor:
 
     parent_id: str | None = None
     inherited_metadata: Mapping[str, str] | bytes | str | None = None
+    #: the enqueue coroutines made through this executor, kept to find those never awaited: a list on the
+    #: executor of an ``async def`` handler's context (:meth:`child`, :meth:`unawaited`), else ``None``
+    _issued: list[tuple[Coroutine[Any, Any, Any], str]] | None = None
 
     def __init__(
         self,
@@ -721,7 +737,24 @@ class ActivityExecutor:
         home = self.backend._home_loop
         if home is not None and _running_loop() is None and home.is_running():
             return BlockingExecutor(ex, home)
+        ex._issued = []
         return ex
+
+    def unawaited(self) -> list[tuple[Coroutine[Any, Any, Any], str]]:
+        """The enqueues made through this (child) executor whose coroutine has not started: never awaited.
+
+        Each as (its coroutine, what it enqueues: ``activity 'type'`` or ``enqueue_many``).
+
+        A coroutine handed to a task that has not run yet counts too: the
+        engine lets the loop run once before it asks (see
+        :meth:`~runnerq_fast.engine.outcomes.Outcomes.dropped`).
+        """
+        issued = self._issued
+        if not issued:
+            return []
+        left = [c for c in issued if inspect.getcoroutinestate(c[0]) == inspect.CORO_CREATED]
+        issued[:] = left
+        return left
 
     def activity(self, activity_type: str) -> ActivityBuilder:
         """Start describing an activity of ``activity_type``.
@@ -738,10 +771,13 @@ class ActivityExecutor:
             raise DuplicateActivityError(item.idempotency_key or "", res.activity_id)
         return ActivityFuture(self.backend, res.activity_id, res.outcome == EnqueueOutcome.CREATED)
 
-    async def enqueue_many(
+    def enqueue_many(
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
-    ) -> list[str]:
-        """Enqueue a batch in one backend round trip (in order, in smaller ones if the store cancels it).
+    ) -> Coroutine[Any, Any, list[str]]:
+        """Enqueue a batch in one backend round trip (in order, in smaller ones if the store cancels it); ``await`` it.
+
+        Never awaited through ``ctx.executor`` of an ``async def`` handler, it
+        fails the attempt as :meth:`ActivityBuilder.execute` does.
 
         A batch the store cancels (PostgreSQL's ``statement_timeout``, a SQLite
         database locked past its busy timeout; nothing of it was applied) is
@@ -780,6 +816,15 @@ class ActivityExecutor:
             (a prefix of the input). :class:`~runnerq_fast.errors.StoreBusyError`
             if even one activity was cancelled for the backend's ``retry_timeout``.
         """
+        coro = self._enqueue_many(items, connection)
+        if self._issued is not None:
+            self._issued.append((coro, "enqueue_many"))
+        return coro
+
+    async def _enqueue_many(
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], connection: object | None
+    ) -> list[str]:
+        """The enqueue of :meth:`enqueue_many`."""
         built, results = await self._enqueue_all(items, connection)
         rejected = EnqueueOutcome.REJECTED
         for item, res in zip(built, results, strict=True):
@@ -929,7 +974,8 @@ class BlockingBuilder(ActivityBuilder):
         RuntimeError
             Called from a running event loop (use ``await`` and the async executor there).
         """
-        return self._executor._block(ActivityBuilder.execute(self, connection=connection)).activity_id
+        future: ActivityFuture = self._executor._block(self._execute(connection))
+        return future.activity_id
 
 
 class BlockingExecutor(ActivityExecutor):
@@ -960,6 +1006,7 @@ class BlockingExecutor(ActivityExecutor):
     def __init__(self, executor: ActivityExecutor, loop: asyncio.AbstractEventLoop) -> None:
         self.__dict__.update(executor.__dict__)
         self._loop = loop
+        self._issued = None  # every call blocks until done: nothing can be left unawaited
 
     def _block(self, coro: Any) -> Any:
         """Run ``coro`` on the backend's loop and wait for it here (never from a running loop)."""
@@ -986,7 +1033,7 @@ class BlockingExecutor(ActivityExecutor):
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
     ) -> list[str]:
         """Blocking :meth:`ActivityExecutor.enqueue_many`: the ids, in input order."""
-        result: list[str] = self._block(ActivityExecutor.enqueue_many(self, items, connection=connection))
+        result: list[str] = self._block(self._enqueue_many(items, connection))
         return result
 
     def enqueue_many_futures(  # type: ignore[override]

@@ -552,7 +552,9 @@ class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TypeDefaults(msgspec.Struct, frozen=True, kw_only=True):
-    """The enqueue defaults of one activity type, as a worker registered them (:meth:`~runnerq_fast.storage.Backend.set_type_defaults`).
+    """The enqueue defaults of one activity type, as a worker recorded them.
+
+    See :meth:`~runnerq_fast.storage.Backend.set_type_defaults`.
 
     A field left ``None`` is not set by the type: an enqueue that does not set
     it either gets the producer's engine-wide default

@@ -217,6 +217,9 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         out.cancelled(a, ctx)  # it returned (or swallowed the cancellation) after the request
         return
     duration = time.perf_counter() - started
+    child = ctx._child_executor
+    if child is not None and child._issued and await out.dropped(a, ctx, duration if out.metrics_on else None):
+        return  # it left enqueues through ctx.executor unawaited: failed
     if result is None:
         data = None
     else:

@@ -43,6 +43,7 @@ from runnerq_fast.engine.backoff import backoff_seconds
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.deadline import Deadlines
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
+from runnerq_fast.errors import NonRetryableError
 from runnerq_fast.metrics import (
     ACTIVITIES_COMPLETED,
     ACTIVITIES_DEAD_LETTERED,
@@ -52,7 +53,6 @@ from runnerq_fast.metrics import (
     LabelledMetricsSink,
     NoopMetrics,
 )
-from runnerq_fast.errors import NonRetryableError
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef, TypeDefaults
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class Registered:
         self.rules = bool(retry_on or no_retry_on or backoff is not None)
 
     def retryable(self, exc: BaseException) -> bool:
-        """Whether the type's rules let ``exc`` (neither a ``RetryableError`` nor a ``NonRetryableError``) be retried."""
+        """Whether the type's rules let ``exc`` be retried (not a ``RetryableError`` / ``NonRetryableError``)."""
         if self.no_retry_on and isinstance(exc, self.no_retry_on):
             return False
         return not self.retry_on or isinstance(exc, self.retry_on)
@@ -538,6 +538,37 @@ class Outcomes:
         if ctx is not None and not (sent and isinstance(exc, asyncio.CancelledError)):
             return False
         log.info("activity %s (%s): attempt abandoned, its lease was lost", a.id, a.activity_type)
+        return True
+
+    async def dropped(self, a: ClaimedActivity, ctx: ActivityContext, duration: float | None = None) -> bool:
+        """Fail ``a`` if its ``async def`` handler returned leaving enqueues through ``ctx.executor`` unawaited.
+
+        Called only when the handler used ``ctx.executor`` and returned. A
+        coroutine of ``ctx.executor.activity(...).execute()`` (or
+        ``enqueue_many``) that never started was never awaited: its child
+        was never created. The loop runs once first, so that a task the
+        handler made of one starts; those still not started are closed and
+        the attempt fails (not retried: the code must ``await`` them). The
+        activity ends ``failed`` with an error naming the types.
+
+        Returns
+        -------
+        bool
+            Whether the attempt was failed here (no ack to add).
+        """
+        child = ctx._child_executor
+        if child is None or not child.unawaited():
+            return False
+        await asyncio.sleep(0)  # a task made of one starts now
+        left = child.unawaited()
+        if not left:
+            return False
+        for coro, _ in left:
+            coro.close()
+        names = ", ".join(sorted({what for _, what in left}))
+        self.fail(a, f"the handler returned leaving {len(left)} enqueue(s) through ctx.executor never awaited "
+                     f"({names}): nothing was enqueued by them; `await` each (or use a plain def handler, whose "
+                     "ctx.executor enqueues without await)", duration)
         return True
 
     def spawn_hook(self, name: str, *args: Any) -> None:

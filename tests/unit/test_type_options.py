@@ -112,7 +112,7 @@ async def test_a_plain_def_handler_returning_a_coroutine_fails_loudly_and_is_not
         warnings.simplefilter("error", RuntimeWarning)  # closed, not dropped: no "never awaited" warning
         async with engine:
             fut = await engine.executor.activity("bad").max_retries(3).execute()
-            with pytest.raises(rq.ActivityFailed, match="returned coroutine .* an awaitable nobody awaits") as err:
+            with pytest.raises(rq.ActivityFailed, match=r"returned coroutine .* an awaitable nobody awaits") as err:
                 await fut.result(timeout=5)
         gc.collect()
     assert err.value.status == "failed"
@@ -272,3 +272,99 @@ async def test_a_producer_reads_the_store_at_most_once_per_ttl(monkeypatch: pyte
     await rq.ActivityExecutor(backend, "u").activity("t").execute()  # another executor of the backend shares it
     assert reads == 1
     assert {s.max_retries for s in await rq.QueueInspector(backend, "u").list_activities(limit=20)} == {4}
+
+
+# ------------------------------------------------------------------ HTTP and CLI enqueues
+async def test_an_http_enqueue_gets_the_types_defaults_a_worker_registered() -> None:
+    from runnerq_fast.web import create_app
+    from tests.web_helpers import asgi_client
+
+    backend = rq.MemoryBackend()
+    engine = rq.WorkerEngine(backend, **FAST)  # the default queue
+
+    @engine.activity("email", max_retries=8, timeout=4, priority=rq.Priority.HIGH)
+    async def email(payload: Any, ctx: rq.ActivityContext) -> None:
+        return None
+
+    await engine.start()  # records the defaults
+    await engine.stop()
+    q = "/api/v1/queues/default/activities"
+    async with asgi_client(create_app(backend)) as c:
+        plain = (await c.post(q, json={"type": "email"})).json()["id"]
+        own = (await c.post(q, json={"type": "email", "max_retries": 0, "priority": "low", "timeout": 1})).json()["id"]
+        batch = await c.post(f"{q}/batch", json={"activities": [{"type": "email"}]})
+        [in_batch] = [item["id"] for item in batch.json()["activities"]]
+    got = [await backend.get_activity(i) for i in (plain, own, in_batch)]
+    assert [(s.max_retries, s.timeout_ms, s.priority) for s in got if s is not None] == [
+        (8, 4000, 3), (0, 1000, 1), (8, 4000, 3)]
+
+
+def test_a_cli_enqueue_gets_the_types_defaults_a_worker_registered(tmp_path: Path) -> None:
+    from tests.acceptance.helpers import run_cli
+
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+
+    async def register() -> None:
+        backend = await rq.connect(url)
+        try:
+            engine = rq.WorkerEngine(backend, queue_name="cli", **FAST)
+            engine.register_activity("report", lambda p, c: None, max_retries=6, timeout=2.5, priority=4)
+            await engine.start()
+            await engine.stop()
+        finally:
+            await backend.close()
+
+    asyncio.run(register())
+    plain = run_cli("enqueue", "report", "--queue", "cli", "--backend", url)
+    own = run_cli("enqueue", "report", "--queue", "cli", "--max-retries", "1", "--priority", "low", "--backend", url)
+    assert plain.returncode == 0 and own.returncode == 0, plain.stderr + own.stderr
+
+    async def read() -> list[tuple[int, int, int]]:
+        backend = await rq.connect(url)
+        try:
+            out = []
+            for res in (plain, own):
+                snap = await backend.get_activity(res.stdout.strip())
+                assert snap is not None
+                out.append((snap.max_retries, snap.timeout_ms, snap.priority))
+            return out
+        finally:
+            await backend.close()
+
+    assert asyncio.run(read()) == [(6, 2500, 4), (1, 2500, 1)]
+
+
+async def test_an_async_handler_leaving_an_enqueue_unawaited_fails_loudly_and_an_awaited_or_tasked_one_does_not(
+) -> None:
+    backend = rq.MemoryBackend()
+    engine = make(backend)
+    tasks: list[asyncio.Task[Any]] = []
+
+    @engine.activity("forgets")
+    async def forgets(payload: Any, ctx: rq.ActivityContext) -> None:
+        ctx.executor.activity("child").execute()  # type: ignore[unused-coroutine]  # the bug: no await
+        ctx.executor.enqueue_many([("child", None)])  # type: ignore[unused-coroutine]
+
+    @engine.activity("fine")
+    async def fine(payload: Any, ctx: rq.ActivityContext) -> None:
+        await ctx.executor.activity("child").execute()
+        tasks.append(asyncio.create_task(ctx.executor.activity("child").execute()))  # started by the loop
+
+    @engine.activity("child")
+    async def child(payload: Any, ctx: rq.ActivityContext) -> None:
+        return None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # closed by the engine: no "never awaited" warning
+        async with engine:
+            bad = await engine.executor.activity("forgets").max_retries(3).execute()
+            with pytest.raises(rq.ActivityFailed, match="never awaited") as err:
+                await bad.result(timeout=5)
+            good = await engine.executor.activity("fine").execute()
+            await good.result(timeout=5)
+            await asyncio.gather(*tasks)
+        gc.collect()
+    assert err.value.status == "failed"
+    assert "activity 'child'" in (err.value.error or "") and "enqueue_many" in (err.value.error or "")
+    assert (await engine.inspector().children(bad.activity_id)).items == []
+    assert len((await engine.inspector().children(good.activity_id)).items) == 2

@@ -71,7 +71,7 @@ class RedisRegistry:
     async def get_type_defaults(self, queue: str) -> dict[str, TypeDefaults]:
         raw = await guarded(self._r.hgetall(keys.type_defaults(self._ns, queue)))
         out: dict[str, TypeDefaults] = {}
-        for field, value in raw.items():
+        for value in raw.values():
             d = _decode_defaults(value)
             out[d.activity_type] = d
         return out

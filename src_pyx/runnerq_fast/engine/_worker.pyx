@@ -259,6 +259,9 @@ async def run_one(out, a, task=None):
         out.cancelled(a, ctx)  # it returned (or swallowed the cancellation) after the request
         return
     cdef double duration = _perf_counter() - started
+    child = ctx._child_executor
+    if child is not None and child._issued and await out.dropped(a, ctx, duration if out.metrics_on else None):
+        return  # it left enqueues through ctx.executor unawaited: failed
     if _completed(out, _Fixed(out), a, result, duration) and hooks:
         await _call_hooks(hooks, "on_processed", a, duration)
 
@@ -355,6 +358,9 @@ async def worker_loop(out, Handoff local):
                             out.abandoned(a, ctx)  # its ack is rejected by the store
                         if ctx.cancel_requested:
                             out.cancelled(a, ctx)
+                        elif (ctx._child_executor is not None and ctx._child_executor._issued
+                              and await out.dropped(a, ctx, _perf_counter() - started if fixed.metrics_on else None)):
+                            pass  # it left enqueues through ctx.executor unawaited: failed
                         else:
                             _completed(out, fixed, a, result,
                                        _perf_counter() - started if fixed.metrics_on else 0.0)
