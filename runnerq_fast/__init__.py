@@ -35,7 +35,7 @@ from runnerq_fast.errors import (
     RunnerQError,
     StoreBusyError,
 )
-from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture
+from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture, BlockingBuilder, BlockingExecutor
 from runnerq_fast.metrics import LabelledMetricsSink, MetricsSink, NoopMetrics
 from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.models import (
@@ -95,6 +95,8 @@ __all__ = [
     "ActivityStatus",
     "Backend",
     "BackendError",
+    "BlockingBuilder",
+    "BlockingExecutor",
     "ConfigError",
     "CorruptResultError",
     "DeadLetterRecord",
