@@ -546,8 +546,8 @@ class ActivityBuilder:
             ex.parent_id,
         )
 
-    def execute(self, *, connection: object | None = None) -> Coroutine[Any, Any, ActivityFuture]:
-        """Enqueue the activity (``await`` it).
+    async def execute(self, *, connection: object | None = None) -> ActivityFuture:
+        """Enqueue the activity.
 
         Through ``ctx.executor`` of an ``async def`` handler, a call whose
         coroutine is never awaited (nor handed to a task) fails the attempt
@@ -583,16 +583,9 @@ class ActivityBuilder:
             connection lost mid-request is not retried and the activity may
             have been stored (README, "When the store fails").
         """
-        coro = self._execute(connection)
-        issued = self._executor._issued
-        if issued is not None:
-            issued.append((coro, f"activity {self.activity_type!r}"))
-        return coro
-
-    async def _execute(self, connection: object | None) -> ActivityFuture:
-        """The enqueue of :meth:`execute`."""
         ex = self._executor
-        if ex._defaults_stale():
+        entry = ex._typedefs.get(ex.queue_name)
+        if entry is None or entry[0] <= time.monotonic():
             await ex.type_defaults()
         item = self.build()
         (res,) = await ex.backend.enqueue(ex.queue_name, [item], connection=connection)
@@ -643,7 +636,7 @@ class ActivityExecutor:
     parent_id: str | None = None
     inherited_metadata: Mapping[str, str] | bytes | str | None = None
     #: the enqueue coroutines made through this executor, kept to find those never awaited: a list on the
-    #: executor of an ``async def`` handler's context (:meth:`child`, :meth:`unawaited`), else ``None``
+    #: executor of an ``async def`` handler's context (a :class:`_HandlerExecutor`), else ``None``
     _issued: list[tuple[Coroutine[Any, Any, Any], str]] | None = None
 
     def __init__(
@@ -737,7 +730,8 @@ class ActivityExecutor:
         home = self.backend._home_loop
         if home is not None and _running_loop() is None and home.is_running():
             return BlockingExecutor(ex, home)
-        ex._issued = []
+        if type(ex) is ActivityExecutor:
+            return _HandlerExecutor(ex)
         return ex
 
     def unawaited(self) -> list[tuple[Coroutine[Any, Any, Any], str]]:
@@ -771,10 +765,10 @@ class ActivityExecutor:
             raise DuplicateActivityError(item.idempotency_key or "", res.activity_id)
         return ActivityFuture(self.backend, res.activity_id, res.outcome == EnqueueOutcome.CREATED)
 
-    def enqueue_many(
+    async def enqueue_many(
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
-    ) -> Coroutine[Any, Any, list[str]]:
-        """Enqueue a batch in one backend round trip (in order, in smaller ones if the store cancels it); ``await`` it.
+    ) -> list[str]:
+        """Enqueue a batch in one backend round trip (in order, in smaller ones if the store cancels it).
 
         Never awaited through ``ctx.executor`` of an ``async def`` handler, it
         fails the attempt as :meth:`ActivityBuilder.execute` does.
@@ -816,15 +810,6 @@ class ActivityExecutor:
             (a prefix of the input). :class:`~runnerq_fast.errors.StoreBusyError`
             if even one activity was cancelled for the backend's ``retry_timeout``.
         """
-        coro = self._enqueue_many(items, connection)
-        if self._issued is not None:
-            self._issued.append((coro, "enqueue_many"))
-        return coro
-
-    async def _enqueue_many(
-        self, items: Iterable[ActivityBuilder | tuple[str, Any]], connection: object | None
-    ) -> list[str]:
-        """The enqueue of :meth:`enqueue_many`."""
         built, results = await self._enqueue_all(items, connection)
         rejected = EnqueueOutcome.REJECTED
         for item, res in zip(built, results, strict=True):
@@ -974,7 +959,7 @@ class BlockingBuilder(ActivityBuilder):
         RuntimeError
             Called from a running event loop (use ``await`` and the async executor there).
         """
-        future: ActivityFuture = self._executor._block(self._execute(connection))
+        future: ActivityFuture = self._executor._block(ActivityBuilder.execute(self, connection=connection))
         return future.activity_id
 
 
@@ -1033,7 +1018,7 @@ class BlockingExecutor(ActivityExecutor):
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
     ) -> list[str]:
         """Blocking :meth:`ActivityExecutor.enqueue_many`: the ids, in input order."""
-        result: list[str] = self._block(self._enqueue_many(items, connection))
+        result: list[str] = self._block(ActivityExecutor.enqueue_many(self, items, connection=connection))
         return result
 
     def enqueue_many_futures(  # type: ignore[override]
@@ -1053,3 +1038,51 @@ class BlockingExecutor(ActivityExecutor):
         """Blocking :meth:`ActivityExecutor.get_result`."""
         res: ActivityResult | None = self._block(ActivityExecutor.get_result(self, activity_id))
         return res
+
+
+class _TrackedBuilder(ActivityBuilder):
+    """The builder of an ``async def`` handler's ``ctx.executor``: records each :meth:`execute` coroutine."""
+
+    __slots__ = ()
+
+    _executor: _HandlerExecutor
+
+    def execute(self, *, connection: object | None = None) -> Coroutine[Any, Any, ActivityFuture]:
+        """See :meth:`ActivityBuilder.execute` (kept until the handler returns, to find it if never awaited)."""
+        coro = ActivityBuilder.execute(self, connection=connection)
+        self._executor._issued.append((coro, f"activity {self.activity_type!r}"))
+        return coro
+
+
+class _HandlerExecutor(ActivityExecutor):
+    """``ctx.executor`` of an ``async def`` handler: the enqueue coroutines it makes are kept.
+
+    When the handler returns, the engine asks :meth:`unawaited` for those that
+    never started (:meth:`~runnerq_fast.engine.outcomes.Outcomes.dropped`):
+    the attempt then fails instead of silently creating no child.
+    """
+
+    _issued: list[tuple[Coroutine[Any, Any, Any], str]]
+
+    def __init__(self, executor: ActivityExecutor) -> None:
+        self.__dict__.update(executor.__dict__)
+        self._issued = []
+
+    def child(self, parent_id: str, metadata: Mapping[str, str] | bytes | str | None = None) -> ActivityExecutor:
+        """See :meth:`ActivityExecutor.child`."""
+        ex = _HandlerExecutor(self)
+        ex.parent_id = parent_id
+        ex.inherited_metadata = metadata
+        return ex
+
+    def activity(self, activity_type: str) -> ActivityBuilder:
+        """See :meth:`ActivityExecutor.activity`."""
+        return _TrackedBuilder(self, activity_type)
+
+    def enqueue_many(
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
+    ) -> Coroutine[Any, Any, list[str]]:
+        """See :meth:`ActivityExecutor.enqueue_many` (kept until the handler returns, to find it if never awaited)."""
+        coro = ActivityExecutor.enqueue_many(self, items, connection=connection)
+        self._issued.append((coro, "enqueue_many"))
+        return coro
