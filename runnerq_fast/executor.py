@@ -10,7 +10,7 @@ import math
 import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
@@ -391,12 +391,12 @@ class ActivityBuilder:
         self._idem_key: str | None = None
         self._on_duplicate = OnDuplicate.RETURN_EXISTING
 
-    def payload(self, payload: Any) -> ActivityBuilder:
+    def payload(self, payload: Any) -> Self:
         """Set the JSON-encodable payload passed to the handler."""
         self._payload = payload
         return self
 
-    def priority(self, priority: Priority | int) -> ActivityBuilder:
+    def priority(self, priority: Priority | int) -> Self:
         """Set the priority, 1 (LOW) to 4 (CRITICAL); default the type's (``@engine.activity(priority=...)``),
         else NORMAL."""
         if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= int(priority) <= 4:
@@ -404,13 +404,13 @@ class ActivityBuilder:
         self._priority = int(priority)
         return self
 
-    def delay(self, seconds: float) -> ActivityBuilder:
+    def delay(self, seconds: float) -> Self:
         """Make the activity ready ``seconds`` (>= 0) from now."""
         self._delay = _seconds(seconds, "delay", MAX_DELAY_SECONDS)
         self._run_at = None
         return self
 
-    def run_at(self, when: datetime | float) -> ActivityBuilder:
+    def run_at(self, when: datetime | float) -> Self:
         """Make the activity ready at ``when`` (aware datetime or epoch seconds)."""
         if isinstance(when, datetime):
             if when.tzinfo is None:
@@ -426,19 +426,19 @@ class ActivityBuilder:
         self._delay = 0.0
         return self
 
-    def max_retries(self, retries: int) -> ActivityBuilder:
+    def max_retries(self, retries: int) -> Self:
         """Set retries after the first attempt (0 = never retried); default the type's, else the config's."""
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 1_000_000:
             raise InvalidActivityError(f"max_retries must be an int in [0, 1000000], got {retries!r}")
         self._max_retries = retries
         return self
 
-    def timeout(self, seconds: float) -> ActivityBuilder:
+    def timeout(self, seconds: float) -> Self:
         """Set the handler timeout in seconds (0 = none); default the type's, else the config's."""
         self._timeout = _seconds(seconds, "timeout", MAX_TIMEOUT_SECONDS, " (0 = none)")
         return self
 
-    def metadata(self, metadata: dict[str, str], *, inherit: bool = True) -> ActivityBuilder:
+    def metadata(self, metadata: dict[str, str], *, inherit: bool = True) -> Self:
         """Attach string key/value metadata, visible to the handler and inspector.
 
         Keys and values must be strings that encode to UTF-8; the encoded
@@ -474,7 +474,7 @@ class ActivityBuilder:
         parent = decode_json(inherited) if inherited not in (b"{}", "{}", b"", "") else {}
         return encode_metadata({**parent, **own} if isinstance(parent, dict) else own, max_bytes)
 
-    def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> ActivityBuilder:
+    def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> Self:
         """Deduplicate on ``key`` within (queue, activity type), see :class:`OnDuplicate`."""
         if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
             raise InvalidActivityError(
