@@ -368,3 +368,42 @@ async def test_an_async_handler_leaving_an_enqueue_unawaited_fails_loudly_and_an
     assert "activity 'child'" in (err.value.error or "") and "enqueue_many" in (err.value.error or "")
     assert (await engine.inspector().children(bad.activity_id)).items == []
     assert len((await engine.inspector().children(good.activity_id)).items) == 2
+
+
+async def test_run_eagerly_gives_a_plain_def_handler_the_blocking_executor_too() -> None:
+    engine = rq.WorkerEngine(rq.MemoryBackend(), queue_name="u")
+
+    @engine.activity("p")
+    def p(payload: Any, ctx: rq.ActivityContext) -> str:
+        ex = ctx.executor
+        assert isinstance(ex, rq.BlockingExecutor)
+        return ex.activity("c").payload(payload).execute()
+
+    child_id = await rq.testing.run_eagerly(engine, "p", 5)
+    assert isinstance(child_id, str) and len(child_id) == 32
+
+
+def test_the_sync_client_applies_the_types_defaults(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+
+    async def register() -> None:
+        backend = await rq.connect(url)
+        try:
+            engine = rq.WorkerEngine(backend, queue_name="s", **FAST)
+            engine.register_activity("t", lambda p, c: None, max_retries=9, priority=1)
+            await engine.start()
+            await engine.stop()
+        finally:
+            await backend.close()
+
+    asyncio.run(register())
+    with rq.SyncExecutor(url, "s") as client:
+        plain = client.activity("t").execute()
+        own = client.activity("t").priority(4).execute()
+        [many] = client.enqueue_many([("t", None)])
+
+        async def fields(ex: rq.ActivityExecutor) -> list[tuple[int, int]]:
+            snaps = [await ex.backend.get_activity(i) for i in (plain, own, many)]
+            return [(s.max_retries, s.priority) for s in snaps if s is not None]
+
+        assert client.run(fields) == [(9, 1), (9, 4), (9, 1)]
