@@ -520,8 +520,13 @@ class ActivityBuilder:
             run_at_ms = 0
         max_bytes = cfg.max_payload_bytes
         priority, retries, timeout = self._priority, self._max_retries, self._timeout
-        if priority is None or retries is None or timeout is None:
-            typed = ex._type_defaults_of(self.activity_type)
+        if priority is None or retries is None or timeout is None:  # the type's defaults (_type_defaults_of, inlined)
+            local = ex.local_defaults
+            typed = local.get(self.activity_type) if local else None
+            if typed is None:
+                entry = ex._typedefs.get(ex.queue_name)
+                if entry is not None and entry[1]:
+                    typed = entry[1].get(self.activity_type)
             if typed is not None:
                 if priority is None:
                     priority = typed.priority
