@@ -85,8 +85,9 @@ class Registered:
     Attributes
     ----------
     defaults : TypeDefaults or None
-        The enqueue defaults (max retries, timeout, priority) the engine publishes; ``None`` for a type
-        registered without any.
+        The enqueue defaults (max retries, timeout, priority; each ``None`` when not set) the engine
+        records in the store at start; ``None``: nothing to record (a ``Registered`` made outside
+        :meth:`~runnerq_fast.engine.WorkerEngine.register_activity`).
     retry_on : tuple of exception types
         When not empty, only these exceptions (and subclasses) are retried; others fail the activity.
     no_retry_on : tuple of exception types
