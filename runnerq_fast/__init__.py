@@ -35,7 +35,7 @@ from runnerq_fast.errors import (
     RunnerQError,
     StoreBusyError,
 )
-from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture
+from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, ActivityFuture, BlockingBuilder, BlockingExecutor
 from runnerq_fast.metrics import LabelledMetricsSink, MetricsSink, NoopMetrics
 from runnerq_fast.metrics.prometheus import PrometheusMetrics
 from runnerq_fast.models import (
@@ -55,6 +55,7 @@ from runnerq_fast.models import (
     QueueStats,
     QueueSummary,
     ReadyWork,
+    TypeDefaults,
     WorkerInfo,
 )
 from runnerq_fast.observability import PruneReport, QueueAdmin, QueueInspector, prune
@@ -94,6 +95,8 @@ __all__ = [
     "ActivityStatus",
     "Backend",
     "BackendError",
+    "BlockingBuilder",
+    "BlockingExecutor",
     "ConfigError",
     "CorruptResultError",
     "DeadLetterRecord",
@@ -123,6 +126,7 @@ __all__ = [
     "StoreBusyError",
     "SyncActivityBuilder",
     "SyncExecutor",
+    "TypeDefaults",
     "UnhandledType",
     "WorkerConfig",
     "WorkerEngine",

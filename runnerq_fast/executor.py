@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import inspect
 import logging
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
@@ -39,16 +41,21 @@ from runnerq_fast.models import (
     NewActivity,
     OnDuplicate,
     Priority,
+    TypeDefaults,
 )
 from runnerq_fast.progress import Progress, decode_progress
 from runnerq_fast.resilience import busy_attempts, busy_limit
 from runnerq_fast.storage import Backend
 
 __all__ = [
+    "TYPE_DEFAULTS_TTL",
     "ActivityBuilder",
     "ActivityExecutor",
     "ActivityFuture",
+    "BlockingBuilder",
+    "BlockingExecutor",
     "PieceSize",
+    "check_type_options",
     "enqueue_in_pieces",
     "validate_activity_type",
     "validate_queue_name",
@@ -67,6 +74,11 @@ _NOTHING: Any = object()
 """No payload seen yet (a batch's first item)."""
 _GROW_AFTER = 4
 """Pieces in a row that must land before a reduced piece size doubles (as the engine's batches)."""
+
+TYPE_DEFAULTS_TTL = 5.0
+"""Seconds a producer keeps the per-type enqueue defaults it read from the store
+(:meth:`~runnerq_fast.storage.Backend.get_type_defaults`) before reading them again: a worker started
+with new ``@engine.activity(..., max_retries=...)`` options reaches every producer within this time."""
 
 
 class PieceSize:
@@ -207,6 +219,27 @@ def _seconds(value: object, what: str, maximum: float, note: str = "") -> float:
     if not 0 <= value <= maximum:
         raise InvalidActivityError(f"{what} must be within [0, {maximum:.0f}] seconds{note}, got {value!r}")
     return float(value)
+
+
+def check_type_options(max_retries: object, timeout: object, priority: object) -> None:
+    """Validate options as :class:`ActivityBuilder`'s setters do; ``None`` is "not set" and passes.
+
+    Raises
+    ------
+    InvalidActivityError
+        ``max_retries`` not an int in [0, 1000000], ``timeout`` not seconds in
+        [0, ``MAX_TIMEOUT_SECONDS``], ``priority`` not 1-4.
+    """
+    if max_retries is not None and (
+        isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= 1_000_000
+    ):
+        raise InvalidActivityError(f"max_retries must be an int in [0, 1000000], got {max_retries!r}")
+    if timeout is not None:
+        _seconds(timeout, "timeout", MAX_TIMEOUT_SECONDS, " (0 = none)")
+    if priority is not None and (
+        isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= int(priority) <= 4
+    ):
+        raise InvalidActivityError(f"priority must be 1-4 (Priority.LOW..CRITICAL), got {priority!r}")
 
 
 def validate_queue_name(queue_name: object) -> str:
@@ -355,7 +388,7 @@ class ActivityBuilder:
         self._executor = executor
         self.activity_type = validate_activity_type(activity_type)
         self._payload: Any = None
-        self._priority = int(Priority.NORMAL)
+        self._priority: int | None = None  # None: the type's default, else NORMAL
         self._delay: float = 0.0
         self._run_at: float | None = None
         self._max_retries: int | None = None
@@ -365,25 +398,26 @@ class ActivityBuilder:
         self._idem_key: str | None = None
         self._on_duplicate = OnDuplicate.RETURN_EXISTING
 
-    def payload(self, payload: Any) -> ActivityBuilder:
+    def payload(self, payload: Any) -> Self:
         """Set the JSON-encodable payload passed to the handler."""
         self._payload = payload
         return self
 
-    def priority(self, priority: Priority | int) -> ActivityBuilder:
-        """Set the priority, 1 (LOW) to 4 (CRITICAL); default NORMAL."""
+    def priority(self, priority: Priority | int) -> Self:
+        """Set the priority, 1 (LOW) to 4 (CRITICAL); default the type's (``@engine.activity(priority=...)``),
+        else NORMAL."""
         if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= int(priority) <= 4:
             raise InvalidActivityError(f"priority must be 1-4 (Priority.LOW..CRITICAL), got {priority!r}")
         self._priority = int(priority)
         return self
 
-    def delay(self, seconds: float) -> ActivityBuilder:
+    def delay(self, seconds: float) -> Self:
         """Make the activity ready ``seconds`` (>= 0) from now."""
         self._delay = _seconds(seconds, "delay", MAX_DELAY_SECONDS)
         self._run_at = None
         return self
 
-    def run_at(self, when: datetime | float) -> ActivityBuilder:
+    def run_at(self, when: datetime | float) -> Self:
         """Make the activity ready at ``when`` (aware datetime or epoch seconds)."""
         if isinstance(when, datetime):
             if when.tzinfo is None:
@@ -399,19 +433,19 @@ class ActivityBuilder:
         self._delay = 0.0
         return self
 
-    def max_retries(self, retries: int) -> ActivityBuilder:
-        """Set retries after the first attempt (0 = never retried)."""
+    def max_retries(self, retries: int) -> Self:
+        """Set retries after the first attempt (0 = never retried); default the type's, else the config's."""
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 1_000_000:
             raise InvalidActivityError(f"max_retries must be an int in [0, 1000000], got {retries!r}")
         self._max_retries = retries
         return self
 
-    def timeout(self, seconds: float) -> ActivityBuilder:
-        """Set the handler timeout in seconds (0 = none)."""
+    def timeout(self, seconds: float) -> Self:
+        """Set the handler timeout in seconds (0 = none); default the type's, else the config's."""
         self._timeout = _seconds(seconds, "timeout", MAX_TIMEOUT_SECONDS, " (0 = none)")
         return self
 
-    def metadata(self, metadata: dict[str, str], *, inherit: bool = True) -> ActivityBuilder:
+    def metadata(self, metadata: dict[str, str], *, inherit: bool = True) -> Self:
         """Attach string key/value metadata, visible to the handler and inspector.
 
         Keys and values must be strings that encode to UTF-8; the encoded
@@ -447,7 +481,7 @@ class ActivityBuilder:
         parent = decode_json(inherited) if inherited not in (b"{}", "{}", b"", "") else {}
         return encode_metadata({**parent, **own} if isinstance(parent, dict) else own, max_bytes)
 
-    def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> ActivityBuilder:
+    def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> Self:
         """Deduplicate on ``key`` within (queue, activity type), see :class:`OnDuplicate`."""
         if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
             raise InvalidActivityError(
@@ -465,6 +499,12 @@ class ActivityBuilder:
 
     def build(self) -> NewActivity:
         """Validate and encode into a :class:`NewActivity` without enqueueing it.
+
+        An option not set here takes the type's default
+        (``@engine.activity(..., max_retries=, timeout=, priority=)``) as this
+        executor last read it (:meth:`ActivityExecutor.type_defaults`; the
+        async :meth:`execute` reads it first when it is older than
+        :data:`TYPE_DEFAULTS_TTL`), else the config's.
 
         Raises
         ------
@@ -486,13 +526,28 @@ class ActivityBuilder:
         else:
             run_at_ms = 0
         max_bytes = cfg.max_payload_bytes
+        priority, retries, timeout = self._priority, self._max_retries, self._timeout
+        if priority is None or retries is None or timeout is None:  # the type's defaults (_type_defaults_of, inlined)
+            local = ex.local_defaults
+            typed = local.get(self.activity_type) if local else None
+            if typed is None:
+                entry = ex._typedefs.get(ex.queue_name)
+                if entry is not None and entry[1]:
+                    typed = entry[1].get(self.activity_type)
+            if typed is not None:
+                if priority is None:
+                    priority = typed.priority
+                if retries is None:
+                    retries = typed.max_retries
+                if timeout is None and typed.timeout_ms is not None:
+                    timeout = typed.timeout_ms / 1000
         return NewActivity(
             activity_id,
             self.activity_type,
             encode_json(self._payload, max_bytes),
-            self._priority,
-            cfg.default_max_retries if self._max_retries is None else self._max_retries,
-            round((cfg.default_timeout if self._timeout is None else self._timeout) * 1000),
+            _NORMAL if priority is None else priority,
+            cfg.default_max_retries if retries is None else retries,
+            round((cfg.default_timeout if timeout is None else timeout) * 1000),
             run_at_ms,
             _ENCODED_EMPTY
             if self._metadata is None and (ex.inherited_metadata is None or not self._inherit)
@@ -505,6 +560,10 @@ class ActivityBuilder:
 
     async def execute(self, *, connection: object | None = None) -> ActivityFuture:
         """Enqueue the activity.
+
+        Through ``ctx.executor`` of an ``async def`` handler, a call whose
+        coroutine is never awaited (nor handed to a task) fails the attempt
+        once the handler returns, instead of silently creating no child.
 
         Parameters
         ----------
@@ -536,12 +595,22 @@ class ActivityBuilder:
             connection lost mid-request is not retried and the activity may
             have been stored (README, "When the store fails").
         """
-        item = self.build()
         ex = self._executor
+        entry = ex._typedefs.get(ex.queue_name)
+        if entry is None or entry[0] <= time.monotonic():
+            await ex.type_defaults()
+        item = self.build()
         (res,) = await ex.backend.enqueue(ex.queue_name, [item], connection=connection)
         if ex.metrics is not None:
             ex._count((item,), (res,))
         return ex._future(item, res)
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class ActivityExecutor:
@@ -571,10 +640,16 @@ class ActivityExecutor:
     inherited_metadata : mapping, bytes, str or None
         Metadata every activity this executor enqueues starts from (the
         parent's; a mapping, or JSON as stored), else ``None``.
+    local_defaults : dict of str to TypeDefaults
+        Per-type defaults known here, used before the store's (an engine's
+        executor holds its own handlers' options); empty by default.
     """
 
     parent_id: str | None = None
     inherited_metadata: Mapping[str, str] | bytes | str | None = None
+    #: the enqueue coroutines made through this executor, kept to find those never awaited: a list on the
+    #: executor of an ``async def`` handler's context (a :class:`_HandlerExecutor`), else ``None``
+    _issued: list[tuple[Coroutine[Any, Any, Any], str]] | None = None
 
     def __init__(
         self,
@@ -588,6 +663,48 @@ class ActivityExecutor:
         self.config = config or WorkerConfig()
         self.queue_name = validate_queue_name(self.config.queue_name if queue_name is None else queue_name)
         self.metrics = metrics
+        self.local_defaults: dict[str, TypeDefaults] = {}
+        # the store's per-type defaults as last read, shared by every executor of this backend:
+        # queue -> (monotonic time they go stale, defaults by type)
+        cache = backend._type_defaults_cache
+        if cache is None:
+            cache = backend._type_defaults_cache = {}
+        self._typedefs = cache
+
+    # ------------------------------------------------------------- per-type defaults
+    def _defaults_stale(self) -> bool:
+        """Whether the store's per-type defaults of this queue are unread or older than :data:`TYPE_DEFAULTS_TTL`."""
+        entry = self._typedefs.get(self.queue_name)
+        return entry is None or entry[0] <= time.monotonic()
+
+    def _type_defaults_of(self, activity_type: str) -> TypeDefaults | None:
+        """The defaults of ``activity_type``: this executor's own, else the store's as last read, else ``None``."""
+        local = self.local_defaults
+        if local:
+            own = local.get(activity_type)
+            if own is not None:
+                return own
+        entry = self._typedefs.get(self.queue_name)
+        return None if entry is None else entry[1].get(activity_type)
+
+    async def type_defaults(self) -> dict[str, TypeDefaults]:
+        """The per-type enqueue defaults this executor applies, by type; read from the store when stale.
+
+        The store's entries (written by each started engine for its handlers:
+        ``@engine.activity(..., max_retries=, timeout=, priority=)``) are read
+        at most once per :data:`TYPE_DEFAULTS_TTL` seconds per backend and
+        queue; :attr:`local_defaults` are laid over them. Every enqueue of a
+        type applies them to the options it does not set itself.
+
+        Raises
+        ------
+        BackendError
+            The store is unreachable or failed.
+        """
+        if self._defaults_stale():
+            stored = await self.backend.get_type_defaults(self.queue_name)
+            self._typedefs[self.queue_name] = (time.monotonic() + TYPE_DEFAULTS_TTL, stored)
+        return {**self._typedefs[self.queue_name][1], **self.local_defaults}
 
     def _count(self, items: Sequence[NewActivity], results: Sequence[EnqueueResult]) -> None:
         """Count the created activities of a stored batch by type (metrics on only)."""
@@ -613,12 +730,37 @@ class ActivityExecutor:
         Returns
         -------
         ActivityExecutor
-            A copy sharing the backend, queue and config.
+            A copy sharing the backend, queue and config. Called outside any
+            running event loop (the thread of a plain ``def`` handler) while
+            the backend's own loop runs in another thread, a
+            :class:`BlockingExecutor`: its ``execute()`` enqueues without
+            ``await``.
         """
         ex = copy.copy(self)
         ex.parent_id = parent_id
         ex.inherited_metadata = metadata
+        home = self.backend._home_loop
+        if home is not None and _running_loop() is None and home.is_running():
+            return BlockingExecutor(ex, home)
+        if type(ex) is ActivityExecutor:
+            return _HandlerExecutor(ex)
         return ex
+
+    def unawaited(self) -> list[tuple[Coroutine[Any, Any, Any], str]]:
+        """The enqueues made through this (child) executor whose coroutine has not started: never awaited.
+
+        Each as (its coroutine, what it enqueues: ``activity 'type'`` or ``enqueue_many``).
+
+        A coroutine handed to a task that has not run yet counts too: the
+        engine lets the loop run once before it asks (see
+        :meth:`~runnerq_fast.engine.outcomes.Outcomes.dropped`).
+        """
+        issued = self._issued
+        if not issued:
+            return []
+        left = [c for c in issued if inspect.getcoroutinestate(c[0]) == inspect.CORO_CREATED]
+        issued[:] = left
+        return left
 
     def activity(self, activity_type: str) -> ActivityBuilder:
         """Start describing an activity of ``activity_type``.
@@ -639,6 +781,9 @@ class ActivityExecutor:
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
     ) -> list[str]:
         """Enqueue a batch in one backend round trip (in order, in smaller ones if the store cancels it).
+
+        Never awaited through ``ctx.executor`` of an ``async def`` handler, it
+        fails the attempt as :meth:`ActivityBuilder.execute` does.
 
         A batch the store cancels (PostgreSQL's ``statement_timeout``, a SQLite
         database locked past its busy timeout; nothing of it was applied) is
@@ -688,6 +833,8 @@ class ActivityExecutor:
         self, items: Iterable[ActivityBuilder | tuple[str, Any]], connection: object | None
     ) -> tuple[list[NewActivity], list[EnqueueResult]]:
         """Build a batch, store it in one backend call and count it: (built items, their results), empty for none."""
+        if self._defaults_stale():
+            await self.type_defaults()
         built = self._build_all(items)
         if not built:
             return [], []
@@ -722,6 +869,8 @@ class ActivityExecutor:
         types: set[str] = set()
         last_payload: Any = _NOTHING
         data = b""
+        entry = self._typedefs.get(self.queue_name)
+        typed = bool(self.local_defaults) or (entry is not None and bool(entry[1]))  # any type has defaults
         for i, it in enumerate(seq):
             if isinstance(it, ActivityBuilder):
                 append(it._build(ids[i]))
@@ -735,9 +884,17 @@ class ActivityExecutor:
                 if defaults is None:
                     defaults = self._tuple_defaults()
                 retries, timeout_ms, metadata, ttl_ms, parent_id = defaults
+                priority = _NORMAL
+                if typed and (own := self._type_defaults_of(activity_type)) is not None:
+                    if own.priority is not None:
+                        priority = own.priority
+                    if own.max_retries is not None:
+                        retries = own.max_retries
+                    if own.timeout_ms is not None:
+                        timeout_ms = own.timeout_ms
                 append(
                     NewActivity(
-                        ids[i], activity_type, data, _NORMAL, retries, timeout_ms, 0, metadata, None,
+                        ids[i], activity_type, data, priority, retries, timeout_ms, 0, metadata, None,
                         _RETURN_EXISTING, ttl_ms, parent_id,
                     )
                 )
@@ -788,3 +945,156 @@ class ActivityExecutor:
     async def get_result(self, activity_id: str) -> ActivityResult | None:
         """The stored outcome of an activity, or ``None`` if it is not finished."""
         return await self.backend.get_result(activity_id)
+
+
+class BlockingBuilder(ActivityBuilder):
+    """The builder of a :class:`BlockingExecutor`: :meth:`execute` enqueues and returns without ``await``."""
+
+    __slots__ = ()
+
+    _executor: BlockingExecutor
+
+    def execute(self, *, connection: object | None = None) -> str:  # type: ignore[override]
+        """Enqueue the activity, blocking until the store has it; return its id.
+
+        The same parent link, metadata inheritance, per-type defaults and
+        errors as :meth:`ActivityBuilder.execute` (the enqueue runs on the
+        engine's event loop while this thread waits).
+
+        Returns
+        -------
+        str
+            The activity id (the existing one when an idempotency key matched).
+
+        Raises
+        ------
+        RuntimeError
+            Called from a running event loop (use ``await`` and the async executor there).
+        """
+        future: ActivityFuture = self._executor._block(ActivityBuilder.execute(self, connection=connection))
+        return future.activity_id
+
+
+class BlockingExecutor(ActivityExecutor):
+    """``ctx.executor`` in a plain ``def`` handler: enqueues without ``await`` (the sync client's shape).
+
+    A plain ``def`` handler runs in the engine's thread pool, where an
+    ``async`` executor's ``execute()`` would only make a coroutine that nobody
+    awaits (the child silently never created). This executor runs each call
+    on the engine's event loop (:func:`asyncio.run_coroutine_threadsafe`) and
+    blocks the handler's thread until the store answered: the child records
+    the running activity as its parent and inherits its metadata as from an
+    ``async def`` handler.
+
+    Parameters
+    ----------
+    executor : ActivityExecutor
+        The handler's executor (parent link and metadata already set).
+    loop : asyncio.AbstractEventLoop
+        The loop the backend lives in (running in another thread).
+
+    Examples
+    --------
+    >>> @engine.activity("report")
+    ... def report(payload, ctx):
+    ...     child_id = ctx.executor.activity("send").payload({"to": "a@b.c"}).execute()
+    """
+
+    def __init__(self, executor: ActivityExecutor, loop: asyncio.AbstractEventLoop) -> None:
+        self.__dict__.update(executor.__dict__)
+        self._loop = loop
+        self._issued = None  # every call blocks until done: nothing can be left unawaited
+
+    def _block(self, coro: Any) -> Any:
+        """Run ``coro`` on the backend's loop and wait for it here (never from a running loop)."""
+        if _running_loop() is not None:
+            coro.close()
+            raise RuntimeError(
+                "a BlockingExecutor (ctx.executor of a plain def handler) cannot be called from a running event "
+                "loop; use an async def handler and await its executor"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def child(self, parent_id: str, metadata: Mapping[str, str] | bytes | str | None = None) -> ActivityExecutor:
+        """See :meth:`ActivityExecutor.child` (a blocking one again)."""
+        ex = copy.copy(self)
+        ex.parent_id = parent_id
+        ex.inherited_metadata = metadata
+        return ex
+
+    def activity(self, activity_type: str) -> BlockingBuilder:
+        """Start describing an activity of ``activity_type``; finish with a blocking ``.execute()``."""
+        return BlockingBuilder(self, activity_type)
+
+    def enqueue_many(  # type: ignore[override]
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
+    ) -> list[str]:
+        """Blocking :meth:`ActivityExecutor.enqueue_many`: the ids, in input order."""
+        result: list[str] = self._block(ActivityExecutor.enqueue_many(self, items, connection=connection))
+        return result
+
+    def enqueue_many_futures(  # type: ignore[override]
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
+    ) -> list[ActivityFuture]:
+        """Blocking :meth:`ActivityExecutor.enqueue_many_futures` (their ``result()`` is awaited from async code)."""
+        result: list[ActivityFuture] = self._block(
+            ActivityExecutor.enqueue_many_futures(self, items, connection=connection))
+        return result
+
+    def cancel(self, activity_id: str) -> bool:  # type: ignore[override]
+        """Blocking :meth:`ActivityExecutor.cancel`."""
+        done: bool = self._block(ActivityExecutor.cancel(self, activity_id))
+        return done
+
+    def get_result(self, activity_id: str) -> ActivityResult | None:  # type: ignore[override]
+        """Blocking :meth:`ActivityExecutor.get_result`."""
+        res: ActivityResult | None = self._block(ActivityExecutor.get_result(self, activity_id))
+        return res
+
+
+class _TrackedBuilder(ActivityBuilder):
+    """The builder of an ``async def`` handler's ``ctx.executor``: records each :meth:`execute` coroutine."""
+
+    __slots__ = ()
+
+    _executor: _HandlerExecutor
+
+    def execute(self, *, connection: object | None = None) -> Coroutine[Any, Any, ActivityFuture]:
+        """See :meth:`ActivityBuilder.execute` (kept until the handler returns, to find it if never awaited)."""
+        coro = ActivityBuilder.execute(self, connection=connection)
+        self._executor._issued.append((coro, f"activity {self.activity_type!r}"))
+        return coro
+
+
+class _HandlerExecutor(ActivityExecutor):
+    """``ctx.executor`` of an ``async def`` handler: the enqueue coroutines it makes are kept.
+
+    When the handler returns, the engine asks :meth:`unawaited` for those that
+    never started (:meth:`~runnerq_fast.engine.outcomes.Outcomes.dropped`):
+    the attempt then fails instead of silently creating no child.
+    """
+
+    _issued: list[tuple[Coroutine[Any, Any, Any], str]]
+
+    def __init__(self, executor: ActivityExecutor) -> None:
+        self.__dict__.update(executor.__dict__)
+        self._issued = []
+
+    def child(self, parent_id: str, metadata: Mapping[str, str] | bytes | str | None = None) -> ActivityExecutor:
+        """See :meth:`ActivityExecutor.child`."""
+        ex = _HandlerExecutor(self)
+        ex.parent_id = parent_id
+        ex.inherited_metadata = metadata
+        return ex
+
+    def activity(self, activity_type: str) -> ActivityBuilder:
+        """See :meth:`ActivityExecutor.activity`."""
+        return _TrackedBuilder(self, activity_type)
+
+    def enqueue_many(
+        self, items: Iterable[ActivityBuilder | tuple[str, Any]], *, connection: object | None = None
+    ) -> Coroutine[Any, Any, list[str]]:
+        """See :meth:`ActivityExecutor.enqueue_many` (kept until the handler returns, to find it if never awaited)."""
+        coro = ActivityExecutor.enqueue_many(self, items, connection=connection)
+        self._issued.append((coro, "enqueue_many"))
+        return coro

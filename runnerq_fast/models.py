@@ -41,6 +41,7 @@ __all__ = [
     "QueueSummary",
     "ReadyWork",
     "ReapReport",
+    "TypeDefaults",
     "WorkerInfo",
 ]
 
@@ -571,6 +572,33 @@ class WorkerInfo(msgspec.Struct, frozen=True, kw_only=True):
     concurrency: int
     started_at_ms: int
     last_seen_ms: int
+
+
+class TypeDefaults(msgspec.Struct, frozen=True, kw_only=True):
+    """The enqueue defaults of one activity type, as a worker recorded them.
+
+    See :meth:`~runnerq_fast.storage.Backend.set_type_defaults`.
+
+    A field left ``None`` is not set by the type: an enqueue that does not set
+    it either gets the producer's engine-wide default
+    (:class:`~runnerq_fast.config.WorkerConfig`).
+
+    Attributes
+    ----------
+    activity_type : str
+        The type.
+    max_retries : int or None
+        Retries after the first attempt.
+    timeout_ms : int or None
+        Handler timeout, milliseconds (0 = none).
+    priority : int or None
+        1 (LOW) to 4 (CRITICAL).
+    """
+
+    activity_type: str
+    max_retries: int | None = None
+    timeout_ms: int | None = None
+    priority: int | None = None
 
 
 class ReadyWork(msgspec.Struct, frozen=True):

@@ -84,6 +84,7 @@ from runnerq_fast.models import (
     QueueSummary,
     ReadyWork,
     ReapReport,
+    TypeDefaults,
     WorkerInfo,
 )
 from runnerq_fast.resilience import Fault, StoreHealth, guarded_call, store_error
@@ -240,6 +241,10 @@ class Backend(abc.ABC):
 
     _closed: bool = False
     __store_health: StoreHealth | None = None
+
+    #: The per-type enqueue defaults read from this store, shared by its executors:
+    #: queue -> (monotonic time they go stale, defaults by type); see :meth:`get_type_defaults`.
+    _type_defaults_cache: dict[str, tuple[float, dict[str, TypeDefaults]]] | None = None
 
     @property
     def _store_health(self) -> StoreHealth:
@@ -779,6 +784,29 @@ class Backend(abc.ABC):
         list of WorkerInfo
             Ordered by ``(queue, worker_id)``.
         """
+
+    # ------------------------------------------------- per-type enqueue defaults
+    @abc.abstractmethod
+    async def set_type_defaults(self, queue: str, defaults: Sequence[TypeDefaults]) -> None:
+        """Record the enqueue defaults of some activity types of ``queue``, in one round trip.
+
+        Each type's entry is replaced whole (the last writer wins; a ``None``
+        field clears what an earlier writer set). Types not named keep their
+        entry. A started engine calls this once, for the types it has
+        handlers for (:meth:`~runnerq_fast.engine.WorkerEngine.activity`'s
+        ``max_retries``, ``timeout``, ``priority``).
+
+        Parameters
+        ----------
+        queue : str
+            The queue.
+        defaults : sequence of TypeDefaults
+            One entry per type (a type named twice: the last one counts).
+        """
+
+    @abc.abstractmethod
+    async def get_type_defaults(self, queue: str) -> dict[str, TypeDefaults]:
+        """The enqueue defaults recorded for the activity types of ``queue``, by type (empty when none)."""
 
     @abc.abstractmethod
     async def ready_work(self, queue: str) -> ReadyWork:

@@ -137,6 +137,9 @@ class SyncActivityBuilder:
         ConfigError
             The client is closed.
         """
+        ex = self._builder._executor
+        if ex._defaults_stale():  # the type's defaults, read at most every TYPE_DEFAULTS_TTL seconds
+            self._client._call(ex.type_defaults(), timeout)
         item = self._builder.build()
         try:
             res = self._client._enqueue(item).result(timeout)

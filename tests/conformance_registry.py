@@ -154,3 +154,51 @@ class RegistryConformance:
         assert await insp.workers() == [mine]
         assert (await insp.ready_work()).by_type == {"a": 3, "b": 2, "f": 1}
         assert await insp.unhandled_types() == [rq.UnhandledType("a", 3), rq.UnhandledType("f", 1)]
+
+    async def test_type_defaults_round_trip_replace_whole_and_stay_per_queue(self, backend: Backend) -> None:
+        from runnerq_fast.models import TypeDefaults
+
+        assert await backend.get_type_defaults(Q) == {}
+        a = TypeDefaults(activity_type="a", max_retries=7, timeout_ms=1500, priority=3)
+        b = TypeDefaults(activity_type="b", timeout_ms=0)
+        await backend.set_type_defaults(Q, [a, b])
+        await backend.set_type_defaults("reg-other", [TypeDefaults(activity_type="a", max_retries=1)])
+        await backend.set_type_defaults(Q, [])
+        assert await backend.get_type_defaults(Q) == {"a": a, "b": b}
+        # the last writer wins, whole: a None field clears what the earlier one set; other types are kept
+        a2 = TypeDefaults(activity_type="a", priority=1)
+        await backend.set_type_defaults(Q, [a2])
+        assert await backend.get_type_defaults(Q) == {"a": a2, "b": b}
+        assert await backend.get_type_defaults("reg-other") == {"a": TypeDefaults(activity_type="a", max_retries=1)}
+        assert await backend.get_type_defaults("reg-nobody") == {}
+
+    async def test_an_engine_publishes_its_types_options_and_another_producer_applies_them(
+        self, backend: Backend
+    ) -> None:
+        engine = rq.WorkerEngine(backend, queue_name=Q, **FAST)
+
+        @engine.activity("opt", max_retries=9, timeout=2.5, priority=rq.Priority.HIGH)
+        async def opt(payload: Any, ctx: rq.ActivityContext) -> None:
+            return None
+
+        @engine.activity("plain")
+        async def plain(payload: Any, ctx: rq.ActivityContext) -> None:
+            return None
+
+        async with engine:
+            defaults = await backend.get_type_defaults(Q)
+            assert defaults["opt"].max_retries == 9 and defaults["opt"].timeout_ms == 2500
+            assert defaults["opt"].priority == 3
+            assert (defaults["plain"].max_retries, defaults["plain"].timeout_ms, defaults["plain"].priority) == (
+                None, None, None)
+            # a producer that knows nothing of the handler (another process, the HTTP API, the CLI)
+            producer = rq.ActivityExecutor(backend, Q, rq.WorkerConfig(default_max_retries=2, default_timeout=60))
+            got = await producer.activity("opt").execute()
+            set_here = await producer.activity("opt").max_retries(0).timeout(0).priority(1).execute()
+            other = await producer.activity("plain").execute()
+            snaps = {f.activity_id: await backend.get_activity(f.activity_id) for f in (got, set_here, other)}
+        g, s, o = (snaps[f.activity_id] for f in (got, set_here, other))
+        assert g is not None and s is not None and o is not None
+        assert (g.max_retries, g.timeout_ms, g.priority) == (9, 2500, 3)
+        assert (s.max_retries, s.timeout_ms, s.priority) == (0, 0, 1)  # an enqueue still overrides
+        assert (o.max_retries, o.timeout_ms, o.priority) == (2, 60_000, 2)  # the producer's own defaults

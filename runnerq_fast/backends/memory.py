@@ -46,6 +46,7 @@ from runnerq_fast.models import (
     QueueSummary,
     ReadyWork,
     ReapReport,
+    TypeDefaults,
     WorkerInfo,
 )
 from runnerq_fast.storage import (
@@ -106,6 +107,8 @@ class MemoryBackend(StoreCore, Backend):
         # the last progress of each activity that reported some (JSON text), kept beside the rows (which the
         # claim and ack loops of the store core build and read): only get_activity reads it
         self._progress: dict[str, str] = {}
+        # per-type enqueue defaults: queue -> activity type -> its entry
+        self._type_defaults: dict[str, dict[str, TypeDefaults]] = {}
         self._closed = False
 
     async def close(self) -> None:
@@ -439,6 +442,14 @@ class MemoryBackend(StoreCore, Backend):
             for key, (info, expires) in sorted(self._workers.items())
             if expires > now and (queue is None or key[0] == queue)
         ]
+
+    async def set_type_defaults(self, queue: str, defaults: Sequence[TypeDefaults]) -> None:
+        known = self._type_defaults.setdefault(queue, {})
+        for d in defaults:
+            known[d.activity_type] = d
+
+    async def get_type_defaults(self, queue: str) -> dict[str, TypeDefaults]:
+        return dict(self._type_defaults.get(queue, {}))
 
     async def ready_work(self, queue: str) -> ReadyWork:
         q = self._queues.get(queue)

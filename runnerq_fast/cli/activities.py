@@ -39,11 +39,13 @@ from runnerq_fast.cli._common import (
 @click.argument("activity_type", metavar="TYPE")
 @click.option("--payload", "payload_text", default="null", show_default=True, metavar="JSON",
               help="Payload as JSON; @FILE reads it from a file, @- from standard input.")
-@click.option("--priority", type=PriorityType(), default="normal", show_default=True,
-              help="low|normal|high|critical or 1-4.")
+@click.option("--priority", type=PriorityType(),
+              help="low|normal|high|critical or 1-4 (default the type's, else normal).")
 @click.option("--delay", type=float, default=0.0, metavar="SECONDS", help="Start no earlier than this from now.")
-@click.option("--max-retries", type=int, help="Retries after the first attempt (default 3).")
-@click.option("--timeout", type=float, metavar="SECONDS", help="Handler timeout (default 300, 0 = none).")
+@click.option("--max-retries", type=int,
+              help="Retries after the first attempt (default the type's, registered by its workers, else 3).")
+@click.option("--timeout", type=float, metavar="SECONDS",
+              help="Handler timeout (default the type's, else 300; 0 = none).")
 @click.option("--metadata", "metadata_text", metavar="JSON", help='String metadata, e.g. \'{"tenant": "t1"}\'.')
 @click.option("--idempotency-key", metavar="KEY", help="Deduplicate on KEY within (queue, type).")
 @click.option("--on-duplicate", type=click.Choice([o.name.lower() for o in rq.OnDuplicate]),
@@ -56,7 +58,7 @@ from runnerq_fast.cli._common import (
 def enqueue(
     activity_type: str,
     payload_text: str,
-    priority: rq.Priority,
+    priority: rq.Priority | None,
     delay: float,
     max_retries: int | None,
     timeout: float | None,
@@ -133,7 +135,7 @@ def _builder(
     executor: rq.ActivityExecutor,
     activity_type: str,
     payload: Any,
-    priority: rq.Priority,
+    priority: rq.Priority | None,
     delay: float,
     max_retries: int | None,
     timeout: float | None,
@@ -141,7 +143,9 @@ def _builder(
     idempotency_key: str | None,
     on_duplicate: str,
 ) -> rq.ActivityBuilder:
-    b = executor.activity(activity_type).payload(payload).priority(priority).delay(delay)
+    b = executor.activity(activity_type).payload(payload).delay(delay)
+    if priority is not None:
+        b = b.priority(priority)
     if max_retries is not None:
         b = b.max_retries(max_retries)
     if timeout is not None:

@@ -217,6 +217,9 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
         out.cancelled(a, ctx)  # it returned (or swallowed the cancellation) after the request
         return
     duration = time.perf_counter() - started
+    child = ctx._child_executor
+    if child is not None and child._issued and await out.dropped(a, ctx, duration if out.metrics_on else None):
+        return  # it left enqueues through ctx.executor unawaited: failed
     if result is None:
         data = None
     else:
@@ -250,14 +253,14 @@ def _failed(out: Outcomes, a: ClaimedActivity, exc: BaseException, started: floa
     elif isinstance(exc, TimeoutError):
         elapsed = time.perf_counter() - started
         msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran)
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran, exc)  # the type's retry_on / no_retry_on
     elif isinstance(exc, RetryableError):
         out.retry_or_dead(a, describe_error(exc), exc.retry_after, ran)
     else:
         # any other failure is retryable; KeyboardInterrupt, SystemExit, GeneratorExit or any other
         # BaseException raised by a handler must end neither this worker nor the process (a real
         # SIGINT reaches the engine through its signal handler, never through a handler's frame)
-        out.retry_or_dead(a, describe_error(exc), None, ran)
+        out.retry_or_dead(a, describe_error(exc), None, ran, exc)
     return False
 
 

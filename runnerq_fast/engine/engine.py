@@ -50,14 +50,14 @@ from runnerq_fast.config import WorkerConfig, WorkerSettings
 from runnerq_fast.engine.batching import AdaptiveBatch
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import LifecycleHooks
-from runnerq_fast.engine.outcomes import Handler, Outcomes, Registered, new_stats
+from runnerq_fast.engine.outcomes import Backoff, Handler, Outcomes, Registered, new_stats
 from runnerq_fast.engine.presence import Presence
 from runnerq_fast.engine.progress import PROGRESS_INTERVAL
 from runnerq_fast.engine.pruner import Pruner
 from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
-from runnerq_fast.errors import BackendError, ConfigError, StoreBusyError
-from runnerq_fast.executor import ActivityExecutor, validate_activity_type
+from runnerq_fast.errors import BackendError, ConfigError, InvalidActivityError, StoreBusyError
+from runnerq_fast.executor import ActivityExecutor, check_type_options, validate_activity_type
 from runnerq_fast.metrics import (
     ACKS_REJECTED,
     ACTIVITIES_CLAIMED,
@@ -68,7 +68,7 @@ from runnerq_fast.metrics import (
     NoopMetrics,
     labelled,
 )
-from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, Priority
+from runnerq_fast.models import Ack, ClaimedActivity, LeaseRef, Priority, TypeDefaults
 from runnerq_fast.observability.admin import QueueAdmin
 from runnerq_fast.observability.inspector import QueueInspector
 from runnerq_fast.resilience import busy_attempts
@@ -118,6 +118,32 @@ def _check_signature(activity_type: str, handler: Handler) -> None:
         f"handler {name}{sig} for activity type {activity_type!r} must take two positional parameters, "
         f"(payload, ctx) — e.g. `async def {getattr(handler, '__name__', 'handler')}(payload, ctx): ...`; {why}"
     )
+
+
+def _exception_types(
+    activity_type: str, what: str, value: type[BaseException] | tuple[type[BaseException], ...]
+) -> tuple[type[BaseException], ...]:
+    """``value`` as a tuple of exception classes, else :class:`ConfigError`."""
+    types = value if isinstance(value, tuple) else (value,)
+    for t in types:
+        if not (isinstance(t, type) and issubclass(t, BaseException)):
+            raise ConfigError(f"activity type {activity_type!r}: {what} takes exception classes, got {t!r}")
+    return types
+
+
+def _check_backoff(activity_type: str, backoff: object) -> Backoff | None:
+    """``backoff`` if it is ``None``, seconds >= 0, or ``(base, cap)`` seconds, else :class:`ConfigError`."""
+    if backoff is None:
+        return None
+    parts = backoff if isinstance(backoff, tuple) else (backoff,)
+    if len(parts) not in (1, 2) or not all(
+        isinstance(p, int | float) and not isinstance(p, bool) and 0 <= p < float("inf") for p in parts
+    ):
+        raise ConfigError(f"activity type {activity_type!r}: backoff is seconds (base) or (base, cap) seconds, "
+                          f"finite and >= 0, got {backoff!r}")
+    if len(parts) == 2:
+        return (float(parts[0]), float(parts[1]))
+    return float(parts[0])
 
 
 def _default_worker_id() -> str:
@@ -195,6 +221,8 @@ class WorkerEngine:
         self.hooks: tuple[LifecycleHooks, ...] = tuple(hooks)
         self.worker_id = worker_id or _default_worker_id()
         self._handlers: dict[str, Registered] = {}
+        #: the enqueue defaults of the types registered with any (shared with the executor's local_defaults)
+        self._type_defaults: dict[str, TypeDefaults] = {}
         self._schedules: dict[str, Schedule] = {}
         self._executor: ActivityExecutor | None = None
         self._started = False
@@ -205,30 +233,96 @@ class WorkerEngine:
         self._reset_runtime()
 
     # -------------------------------------------------------------- registry
-    def activity(self, activity_type: str) -> Callable[[H], H]:
-        """Decorator registering a handler for ``activity_type``.
+    def activity(
+        self,
+        activity_type: str,
+        *,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        priority: Priority | int | None = None,
+        backoff: Backoff | None = None,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        no_retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+    ) -> Callable[[H], H]:
+        """Decorator registering a handler for ``activity_type``, with the type's options.
 
         The handler is ``async def h(payload, ctx)`` or plain ``def h(payload, ctx)``
         (run in a thread pool); its return value must be JSON-encodable and is
         stored as the result.
 
+        ``max_retries``, ``timeout`` and ``priority`` are the type's enqueue
+        defaults: every enqueue of the type that does not set the option
+        itself gets them, wherever it is made (this engine's executor, the
+        sync client, another process, the HTTP API, the CLI), because the
+        engine records them in the store when it starts (the last engine
+        started wins) and producers read them (cached
+        :data:`~runnerq_fast.executor.TYPE_DEFAULTS_TTL` seconds). Before any
+        engine with the type has started, producers use their own
+        engine-wide defaults (``default_max_retries``, ``default_timeout``,
+        NORMAL). ``backoff``, ``retry_on`` and ``no_retry_on`` are applied by
+        the engine running the handler.
+
+        Parameters
+        ----------
+        activity_type : str
+            The type.
+        max_retries : int, optional
+            Retries after the first attempt (0: never retried).
+        timeout : float, optional
+            Handler timeout in **seconds** (0: none).
+        priority : Priority or int, optional
+            1 (LOW) to 4 (CRITICAL).
+        backoff : float or (float, float), optional
+            Seconds before a retry: ``base`` gives ``base * 2**retry_count``
+            capped by the engine's ``max_retry_delay`` (or by ``base`` when
+            larger); ``(base, cap)`` caps at ``cap``. The engine's
+            ``retry_jitter`` applies. Default: the engine's ``retry_delay``
+            and ``max_retry_delay``. A :class:`RetryableError`'s
+            ``retry_after`` still wins.
+        retry_on : exception type or tuple of them, optional
+            Retry only these (and their subclasses); any other exception
+            fails the activity at once. Default: every exception is retried.
+        no_retry_on : exception type or tuple of them, optional
+            Fail the activity at once on these (checked before ``retry_on``).
+
+        Notes
+        -----
+        Precedence: :class:`NonRetryableError` always fails and
+        :class:`RetryableError` is always retried (while retries are left),
+        whatever the type's rules; any other exception, the handler's own
+        timeout (``TimeoutError``) included, is checked against
+        ``no_retry_on``, then ``retry_on``.
+
         Raises
         ------
         ConfigError
-            If the type already has a handler, the engine has started, or the
-            handler cannot be called as ``handler(payload, ctx)``.
+            If the type already has a handler, the engine has started, an
+            option is out of range, or the handler cannot be called as
+            ``handler(payload, ctx)``.
         InvalidActivityError
             If the type name is empty or too long.
         """
 
         def register(fn: H) -> H:
-            self.register_activity(activity_type, fn)
+            self.register_activity(activity_type, fn, max_retries=max_retries, timeout=timeout, priority=priority,
+                                   backoff=backoff, retry_on=retry_on, no_retry_on=no_retry_on)
             return fn
 
         return register
 
-    def register_activity(self, activity_type: str, handler: Handler) -> None:
-        """Register ``handler`` for ``activity_type`` (see :meth:`activity`)."""
+    def register_activity(
+        self,
+        activity_type: str,
+        handler: Handler,
+        *,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        priority: Priority | int | None = None,
+        backoff: Backoff | None = None,
+        retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        no_retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+    ) -> None:
+        """Register ``handler`` for ``activity_type``, with the type's options (see :meth:`activity`)."""
         validate_activity_type(activity_type)
         if self._started:
             raise ConfigError("handlers must be registered before the engine starts")
@@ -237,7 +331,25 @@ class WorkerEngine:
         if not callable(handler):
             raise ConfigError(f"handler for {activity_type!r} is not callable")
         _check_signature(activity_type, handler)
-        self._handlers[activity_type] = Registered(handler)
+        try:
+            check_type_options(max_retries, timeout, priority)
+        except InvalidActivityError as exc:
+            raise ConfigError(f"activity type {activity_type!r}: {exc}") from None
+        defaults = TypeDefaults(
+            activity_type=activity_type,
+            max_retries=max_retries,
+            timeout_ms=None if timeout is None else round(timeout * 1000),
+            priority=None if priority is None else int(priority),
+        )
+        self._handlers[activity_type] = Registered(
+            handler,
+            defaults=defaults,
+            retry_on=_exception_types(activity_type, "retry_on", retry_on),
+            no_retry_on=_exception_types(activity_type, "no_retry_on", no_retry_on),
+            backoff=_check_backoff(activity_type, backoff),
+        )
+        if max_retries is not None or timeout is not None or priority is not None:
+            self._type_defaults[activity_type] = defaults
 
     def periodic(
         self,
@@ -249,8 +361,10 @@ class WorkerEngine:
         timezone: str | None = None,
         missed: str = "skip",
         catch_up: float = 86400.0,
-        priority: Priority | int = Priority.NORMAL,
+        priority: Priority | int | None = None,
         metadata: dict[str, str] | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
     ) -> Schedule:
         """Enqueue one ``activity_type`` activity per tick of a cron expression or an interval.
 
@@ -282,10 +396,17 @@ class WorkerEngine:
             most ``catch_up`` seconds old (and was not already enqueued).
         catch_up : float
             Seconds, default 86400 (one day); only used by ``"run_once"``.
-        priority : Priority or int
-            Priority of every activity (default NORMAL).
+        priority : Priority or int, optional
+            Priority of every activity (default: the type's, see
+            :meth:`activity`, else NORMAL).
         metadata : dict of str to str, optional
             Extra metadata; ``{"schedule": name}`` is always added.
+        max_retries : int, optional
+            Retries after the first attempt of every activity (default: the
+            type's, else the engine's ``default_max_retries``).
+        timeout : float, optional
+            Handler timeout of every activity in **seconds**, 0 = none
+            (default: the type's, else the engine's ``default_timeout``).
 
         Returns
         -------
@@ -304,7 +425,8 @@ class WorkerEngine:
         if self._started:
             raise ConfigError("schedules must be added before the engine starts")
         schedule = make_schedule(every_or_cron, activity_type, payload=payload, name=name, timezone=timezone,
-                                 missed=missed, catch_up=catch_up, priority=priority, metadata=metadata)
+                                 missed=missed, catch_up=catch_up, priority=priority, metadata=metadata,
+                                 max_retries=max_retries, timeout=timeout)
         if schedule.name in self._schedules:
             raise ConfigError(f"a schedule named {schedule.name!r} exists; give this one another name=")
         self._schedules[schedule.name] = schedule
@@ -353,6 +475,7 @@ class WorkerEngine:
             self._executor = ActivityExecutor(
                 self.backend, self.config.queue_name, self.config, metrics=self._sink if self._metrics_on else None
             )
+            self._executor.local_defaults = self._type_defaults
         return self._executor
 
     def inspector(self) -> QueueInspector:
@@ -444,6 +567,7 @@ class WorkerEngine:
             self._owns_backend = True
         self._backend.ensure_loop()  # a backend of another event loop fails here, not in every loop below
         await self._backend.check_server()  # server settings that hurt a worker: warned once per store
+        await self._publish_type_defaults()
         self._reset_runtime()
         self._started = True
         self._stopping = False
@@ -492,6 +616,25 @@ class WorkerEngine:
             self.worker_id, self.backend.name, cfg.queue_name, cfg.max_workers,
             "*" if self._types is None else ",".join(self._types),
         )
+
+    async def _publish_type_defaults(self) -> None:
+        """Record the enqueue defaults of the types this engine claims in the store (one call, at start).
+
+        Every such type is written, those without options too (clearing what
+        an older deployment set): the last engine started wins. A failure is
+        logged: the engine still runs its handlers with their rules, and
+        producers keep what they read (or their own defaults).
+        """
+        assert self._backend is not None
+        claimed = self._handlers if self._types is None else {t: self._handlers[t] for t in self._types}
+        entries = [r.defaults for r in claimed.values() if r.defaults is not None]
+        if not entries:
+            return
+        try:
+            await self._backend.set_type_defaults(self.config.queue_name, entries)
+        except Exception as exc:
+            log.warning("could not record the activity types' enqueue defaults in the store (%s); producers "
+                        "elsewhere use their own defaults for them until an engine records them", describe_error(exc))
 
     async def __aenter__(self) -> WorkerEngine:
         await self.start()

@@ -44,6 +44,7 @@ from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.deadline import Deadlines
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
 from runnerq_fast.engine.progress import ProgressBuffer
+from runnerq_fast.errors import NonRetryableError
 from runnerq_fast.metrics import (
     ACTIVITIES_COMPLETED,
     ACTIVITIES_DEAD_LETTERED,
@@ -53,12 +54,12 @@ from runnerq_fast.metrics import (
     LabelledMetricsSink,
     NoopMetrics,
 )
-from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
+from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef, TypeDefaults
 
 if TYPE_CHECKING:
     from runnerq_fast.executor import ActivityExecutor
 
-__all__ = ["Handler", "Outcomes", "Registered"]
+__all__ = ["Backoff", "Handler", "Outcomes", "Registered"]
 
 log = logging.getLogger("runnerq_fast.engine")
 
@@ -72,16 +73,72 @@ _DEAD = int(AckOutcome.DEAD_LETTER)
 _CANCELLED = int(AckOutcome.CANCELLED)
 
 
+Backoff = float | tuple[float, float]
+"""A type's retry backoff: base seconds (``base * 2**retry_count``, capped by the engine's
+``max_retry_delay``), or ``(base, cap)`` seconds."""
+
+
 class Registered:
-    """A registered handler and whether it is a coroutine function (awaited on the loop) or plain."""
+    """A registered handler, whether it is a coroutine function (awaited on the loop) or plain, and its
+    type's options (``@engine.activity(..., retry_on=, no_retry_on=, backoff=, max_retries=, timeout=,
+    priority=)``).
 
-    __slots__ = ("fn", "is_async")
+    Attributes
+    ----------
+    defaults : TypeDefaults or None
+        The enqueue defaults (max retries, timeout, priority; each ``None`` when not set) the engine
+        records in the store at start; ``None``: nothing to record (a ``Registered`` made outside
+        :meth:`~runnerq_fast.engine.WorkerEngine.register_activity`).
+    retry_on : tuple of exception types
+        When not empty, only these exceptions (and subclasses) are retried; others fail the activity.
+    no_retry_on : tuple of exception types
+        These exceptions fail the activity at once (checked before ``retry_on``).
+    backoff : float or (float, float) or None
+        The type's retry delay (see :data:`Backoff`); ``None``: the engine's.
+    """
 
-    def __init__(self, fn: Handler) -> None:
+    __slots__ = ("backoff", "defaults", "fn", "is_async", "no_retry_on", "retry_on", "rules")
+
+    def __init__(
+        self,
+        fn: Handler,
+        *,
+        defaults: TypeDefaults | None = None,
+        retry_on: tuple[type[BaseException], ...] = (),
+        no_retry_on: tuple[type[BaseException], ...] = (),
+        backoff: Backoff | None = None,
+    ) -> None:
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
         )
+        self.defaults = defaults
+        self.retry_on = retry_on
+        self.no_retry_on = no_retry_on
+        self.backoff = backoff
+        #: whether the type has retry rules of its own (the failure path checks this first)
+        self.rules = bool(retry_on or no_retry_on or backoff is not None)
+
+    def retryable(self, exc: BaseException) -> bool:
+        """Whether the type's rules let ``exc`` be retried (not a ``RetryableError`` / ``NonRetryableError``)."""
+        if self.no_retry_on and isinstance(exc, self.no_retry_on):
+            return False
+        return not self.retry_on or isinstance(exc, self.retry_on)
+
+    def delay(self, retry_count: int, config: WorkerConfig) -> float:
+        """Seconds before retry ``retry_count + 1``: the type's backoff, else the engine's, with its jitter."""
+        backoff = self.backoff
+        if backoff is None:
+            return backoff_seconds(retry_count, config.retry_delay, config.max_retry_delay, config.retry_jitter)
+        base, cap = backoff if isinstance(backoff, tuple) else (backoff, max(backoff, config.max_retry_delay))
+        return backoff_seconds(retry_count, base, cap, config.retry_jitter)
+
+
+def _rule_named(handler: Registered, exc: BaseException) -> str:
+    """Which rule of the type kept ``exc`` from a retry (for the error text)."""
+    if handler.no_retry_on and isinstance(exc, handler.no_retry_on):
+        return "no_retry_on"
+    return "retry_on does not name " + type(exc).__name__
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:
@@ -304,9 +361,16 @@ class Outcomes:
             self.spawn_hook("on_failed", a, err)
 
     def retry_or_dead(
-        self, a: ClaimedActivity, err: str, retry_after: float | None, duration: float | None = None
+        self, a: ClaimedActivity, err: str, retry_after: float | None, duration: float | None = None,
+        exc: BaseException | None = None,
     ) -> None:
         """Schedule a retry of ``a``, or dead-letter it once its retries are spent.
+
+        With ``exc`` (what the handler raised, when neither a
+        :class:`RetryableError` nor a :class:`NonRetryableError`), the
+        type's rules apply first: an exception its ``no_retry_on`` names,
+        or one its ``retry_on`` (when given) does not, fails the activity
+        at once (:meth:`fail`), as a :class:`NonRetryableError` does.
 
         Parameters
         ----------
@@ -316,20 +380,30 @@ class Outcomes:
             Error text stored with the attempt.
         retry_after : float or None
             Delay in seconds asked for by :class:`RetryableError`; ``None``
-            uses the backoff ``min(max_retry_delay, retry_delay * 2**retry_count)``
-            (SPEC §3), with the configured jitter.
+            uses the type's ``backoff``, else the engine's
+            ``min(max_retry_delay, retry_delay * 2**retry_count)`` (SPEC §3),
+            with the configured jitter.
         duration : float or None
             The attempt's run time in seconds, for the metrics (``None``: not measured).
+        exc : BaseException or None
+            The handler's exception, for the type's ``retry_on`` / ``no_retry_on``.
         """
+        handler = self.handlers.get(a.activity_type)
+        if handler is not None and not handler.rules:
+            handler = None  # the engine's rules (the common case: one lookup on the failure path)
+        if handler is not None and exc is not None and not handler.retryable(exc):
+            self.fail(a, f"{err} (not retried: the type's {_rule_named(handler, exc)})", duration)
+            return
         if a.retry_count >= a.max_retries:
             self.dead_letter(a, err, duration)
             return
         cfg = self.config
-        delay = (
-            retry_after
-            if retry_after is not None
-            else backoff_seconds(a.retry_count, cfg.retry_delay, cfg.max_retry_delay, cfg.retry_jitter)
-        )
+        if retry_after is not None:
+            delay = retry_after
+        elif handler is not None:
+            delay = handler.delay(a.retry_count, cfg)
+        else:
+            delay = backoff_seconds(a.retry_count, cfg.retry_delay, cfg.max_retry_delay, cfg.retry_jitter)
         retry_at = int((time.time() + delay) * 1000)
         # wake the fetcher when it is due (+2 ms: the store's clock has millisecond steps)
         self.loop.call_later(delay + 0.002, self.retry_wake.set)
@@ -471,6 +545,37 @@ class Outcomes:
         log.info("activity %s (%s): attempt abandoned, its lease was lost", a.id, a.activity_type)
         return True
 
+    async def dropped(self, a: ClaimedActivity, ctx: ActivityContext, duration: float | None = None) -> bool:
+        """Fail ``a`` if its ``async def`` handler returned leaving enqueues through ``ctx.executor`` unawaited.
+
+        Called only when the handler used ``ctx.executor`` and returned. A
+        coroutine of ``ctx.executor.activity(...).execute()`` (or
+        ``enqueue_many``) that never started was never awaited: its child
+        was never created. The loop runs once first, so that a task the
+        handler made of one starts; those still not started are closed and
+        the attempt fails (not retried: the code must ``await`` them). The
+        activity ends ``failed`` with an error naming the types.
+
+        Returns
+        -------
+        bool
+            Whether the attempt was failed here (no ack to add).
+        """
+        child = ctx._child_executor
+        if child is None or not child.unawaited():
+            return False
+        await asyncio.sleep(0)  # a task made of one starts now
+        left = child.unawaited()
+        if not left:
+            return False
+        for coro, _ in left:
+            coro.close()
+        names = ", ".join(sorted({what for _, what in left}))
+        self.fail(a, f"the handler returned leaving {len(left)} enqueue(s) through ctx.executor never awaited "
+                     f"({names}): nothing was enqueued by them; `await` each (or use a plain def handler, whose "
+                     "ctx.executor enqueues without await)", duration)
+        return True
+
     def spawn_hook(self, name: str, *args: Any) -> None:
         """Run lifecycle hook ``name`` in the background (failures are logged by :func:`call_hooks`)."""
         task = asyncio.ensure_future(call_hooks(self.hooks, name, *args))
@@ -506,7 +611,10 @@ class Outcomes:
 
         def run() -> Any:
             loop.call_soon_threadsafe(_resolve, started)
-            return context.run(fn, payload, ctx)
+            result = context.run(fn, payload, ctx)
+            if inspect.isawaitable(result):
+                raise _returned_awaitable(fn, result)
+            return result
 
         call = self.threads.submit(run)
         done = asyncio.wrap_future(call)
@@ -543,3 +651,20 @@ class Outcomes:
                 _uncancel()
             except BaseException:
                 return
+
+
+def _returned_awaitable(fn: Handler, result: Any) -> NonRetryableError:
+    """The error of a plain ``def`` handler that returned an awaitable (closed here, never run).
+
+    Nothing would ever await it: what it was meant to do (say, enqueue a child
+    through an async executor) would silently not happen. The attempt fails
+    (not retried: the code must change).
+    """
+    close = getattr(result, "close", None)
+    if inspect.iscoroutine(result) and close is not None:
+        close()  # no "never awaited" warning: this error says it
+    name = getattr(fn, "__qualname__", type(fn).__name__)
+    return NonRetryableError(
+        f"plain def handler {name} returned {type(result).__name__} {result!r}, an awaitable nobody awaits; "
+        "declare the handler `async def` to await it (a plain def handler's ctx.executor enqueues without await)"
+    )

@@ -50,6 +50,7 @@ from cronsim import CronSim, CronSimError
 
 from runnerq_fast.codec import encode_json
 from runnerq_fast.errors import ConfigError, InvalidActivityError
+from runnerq_fast.executor import check_type_options
 from runnerq_fast.models import OnDuplicate, Priority
 
 if TYPE_CHECKING:
@@ -90,8 +91,12 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
         IANA name the cron expression is evaluated in (``"UTC"`` for intervals).
     payload : Any
         JSON-encodable payload of every tick's activity.
-    priority : int
-        1-4.
+    priority : int or None
+        1-4; ``None``: the type's default (``@engine.activity(priority=...)``), else NORMAL.
+    max_retries : int or None
+        Retries after the first attempt; ``None``: the type's default, else the engine's.
+    timeout : float or None
+        Handler timeout in **seconds** (0 = none); ``None``: the type's default, else the engine's.
     missed : str
         ``"skip"`` or ``"run_once"`` (see the module docstring).
     catch_up : float
@@ -108,7 +113,9 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     every: float | None = None
     timezone: str = "UTC"
     payload: Any = None
-    priority: int = int(Priority.NORMAL)
+    priority: int | None = None
+    max_retries: int | None = None
+    timeout: float | None = None
     missed: str = "skip"
     catch_up: float = 86400.0
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
@@ -168,8 +175,10 @@ def make_schedule(
     timezone: str | None = None,
     missed: str = "skip",
     catch_up: float = 86400.0,
-    priority: Priority | int = Priority.NORMAL,
+    priority: Priority | int | None = None,
     metadata: dict[str, str] | None = None,
+    max_retries: int | None = None,
+    timeout: float | None = None,
 ) -> Schedule:
     """Validate the arguments of :meth:`WorkerEngine.periodic` into a :class:`Schedule`.
 
@@ -208,8 +217,10 @@ def make_schedule(
     schedule_name = activity_type if name is None else name
     if not isinstance(schedule_name, str) or not schedule_name.strip() or len(schedule_name) > 200:
         raise ConfigError(f"schedule name must be a non-empty string of at most 200 characters, got {name!r}")
-    if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= int(priority) <= 4:
-        raise ConfigError(f"priority must be 1-4, got {priority!r}")
+    try:
+        check_type_options(max_retries, timeout, priority)
+    except InvalidActivityError as exc:
+        raise ConfigError(f"schedule {schedule_name!r}: {exc}") from None
     meta = dict(metadata or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
         raise ConfigError("metadata must be a dict of str to str")
@@ -220,7 +231,8 @@ def make_schedule(
         raise ConfigError(f"schedule {schedule_name!r}: {exc}") from None
     return Schedule(
         name=schedule_name, activity_type=activity_type, cron=cron, every=every, timezone=tz, payload=payload,
-        priority=int(priority), missed=missed, catch_up=float(catch_up), metadata=meta,
+        priority=None if priority is None else int(priority), max_retries=max_retries,
+        timeout=None if timeout is None else float(timeout), missed=missed, catch_up=float(catch_up), metadata=meta,
     )
 
 
@@ -232,15 +244,22 @@ async def enqueue_tick(executor: ActivityExecutor, schedule: Schedule, tick: flo
     Exception
         Whatever the backend raises; the caller retries.
     """
-    item = (
+    builder = (
         executor.activity(schedule.activity_type)
         .payload(schedule.payload)
-        .priority(schedule.priority)
         .run_at(tick)
         .metadata({**schedule.metadata, "tick": _iso(tick)})
         .idempotency_key(tick_key(schedule, tick), OnDuplicate.RETURN_EXISTING)
-        .build()
     )
+    if schedule.priority is not None:
+        builder.priority(schedule.priority)
+    if schedule.max_retries is not None:
+        builder.max_retries(schedule.max_retries)
+    if schedule.timeout is not None:
+        builder.timeout(schedule.timeout)
+    if executor._defaults_stale():
+        await executor.type_defaults()  # the type's own defaults, for the options the schedule leaves unset
+    item = builder.build()
     item = msgspec.structs.replace(item, idempotency_ttl_ms=key_ttl_ms(schedule, executor.config.idempotency_ttl))
     (res,) = await executor.backend.enqueue(executor.queue_name, [item])
     return res.activity_id

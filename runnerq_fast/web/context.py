@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from starlette.requests import Request
 
 from runnerq_fast.config import WorkerConfig
-from runnerq_fast.errors import InvalidActivityError
+from runnerq_fast.errors import InvalidActivityError, RunnerQError
 from runnerq_fast.executor import ActivityExecutor, validate_queue_name
 from runnerq_fast.storage import Backend, open_backend
 from runnerq_fast.web.auth import check_token, check_write, require_write
@@ -192,10 +192,22 @@ class WebContext:
         return name
 
     async def executor(self, queue: str) -> ActivityExecutor:
-        """An executor for ``queue`` (validation and defaults of the Python API)."""
+        """An executor for ``queue`` (validation and defaults of the Python API), with the per-type
+        defaults the workers registered read (at most every ``TYPE_DEFAULTS_TTL`` seconds).
+
+        Raises
+        ------
+        ProblemError
+            503 when the store cannot be read.
+        """
         ex = self._executors.get(queue)
         if ex is None:
             ex = self._executors[queue] = ActivityExecutor(await self.backend(), queue, self.config)
+        if ex._defaults_stale():
+            try:
+                await ex.type_defaults()
+            except RunnerQError as exc:
+                raise ProblemError(503, f"the backend failed: {type(exc).__name__}: {exc}") from None
         return ex
 
     async def buffer(self, queue: str) -> EnqueueBuffer:

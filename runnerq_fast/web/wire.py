@@ -347,16 +347,17 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         Passed to the handler. Default ``null``. At most ``max_payload_bytes``
         (1 MiB by default) once encoded.
     priority : int or str
-        1-4 or ``low``, ``normal``, ``high``, ``critical``. Default ``normal``.
+        1-4 or ``low``, ``normal``, ``high``, ``critical``. Default: the type's
+        (registered by its workers), else ``normal``.
     delay : float
         Seconds from now before the activity may start, in [0, 100 years].
     run_at : str
         RFC 3339 time with an offset before which the activity may not start.
         At most one of ``delay`` and ``run_at``.
     max_retries : int
-        Retries after the first attempt (0 = never retried). Default 3.
+        Retries after the first attempt (0 = never retried). Default: the type's, else 3.
     timeout : float
-        Handler timeout in seconds (0 = none). Default 300.
+        Handler timeout in seconds (0 = none). Default: the type's, else 300.
     metadata : object of str
         String key/value pairs, visible to the handler and filterable.
     idempotency_key : str
@@ -370,7 +371,7 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         description="Any JSON value, passed to the handler; at most max_payload_bytes (1 MiB) encoded.",
         extra_json_schema={"$ref": "#/components/schemas/JsonValue"})] = None
     priority: Annotated[
-        PriorityValue | None, Meta(description="1-4, or low|normal|high|critical. Default normal.")
+        PriorityValue | None, Meta(description="1-4, or low|normal|high|critical. Default: the type's, else normal.")
     ] = None
     delay: Annotated[
         Annotated[float, Meta(extra_json_schema={"minimum": 0, "maximum": MAX_DELAY_SECONDS})] | None,
@@ -382,11 +383,11 @@ class EnqueueRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     ] = None
     max_retries: Annotated[
         RetriesInt | None,
-        Meta(description="Retries after the first attempt; 0 = never."),
+        Meta(description="Retries after the first attempt; 0 = never. Default: the type's, else 3."),
     ] = None
     timeout: Annotated[
         Annotated[float, Meta(extra_json_schema={"minimum": 0, "maximum": MAX_TIMEOUT_SECONDS})] | None,
-        Meta(description="Handler timeout in seconds, at most a year; 0 = none."),
+        Meta(description="Handler timeout in seconds, at most a year; 0 = none. Default: the type's, else 300."),
     ] = None
     metadata: Annotated[dict[NoNul, NoNul] | None, Meta(description="String key/value pairs.")] = None
     idempotency_key: Annotated[

@@ -22,7 +22,7 @@ import runnerq_fast as rq
 from runnerq_fast.backends.redis import RedisBackend, keys
 from runnerq_fast.backends.redis.cluster import RedisClusterBackend
 from runnerq_fast.errors import BackendError
-from runnerq_fast.models import Ack, AckOutcome, ActivityFilter, ClaimedActivity, WorkerInfo
+from runnerq_fast.models import Ack, AckOutcome, ActivityFilter, ClaimedActivity, TypeDefaults, WorkerInfo
 from tests.conformance import new, now_ms
 from tests.faults.servers import RedisServer, have_redis_server
 
@@ -91,6 +91,7 @@ async def build(b: RedisBackend) -> Built:
     info = WorkerInfo(worker_id="w1", queue=QUEUE, host="h", pid=1, activity_types=("t",), in_flight=0,
                       concurrency=1, started_at_ms=now_ms(), last_seen_ms=now_ms())
     await b.register_worker(info, 60_000)
+    await b.set_type_defaults(QUEUE, [TypeDefaults(activity_type="t", max_retries=5)])
     return out
 
 
@@ -116,6 +117,7 @@ async def read_everything(b: RedisBackend, ids: list[str]) -> None:
     await b.count_activities(QUEUE, ActivityFilter(activity_types=("t",)))
     await b.list_queues()
     await b.list_workers(QUEUE)
+    await b.get_type_defaults(QUEUE)
     await b.list_dead_letter(QUEUE)
     await b.ready_work(QUEUE)
     await b.suspects_ready(QUEUE, None)

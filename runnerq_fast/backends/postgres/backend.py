@@ -60,6 +60,7 @@ from runnerq_fast.models import (
     QueueSummary,
     ReadyWork,
     ReapReport,
+    TypeDefaults,
     WorkerInfo,
 )
 from runnerq_fast.resilience import Fault
@@ -1058,6 +1059,18 @@ class PostgresBackend(Backend):
             )
             for r in await self._pool.fetch(Q["list_workers"], queue)
         ]
+
+    async def set_type_defaults(self, queue: str, defaults: Sequence[TypeDefaults]) -> None:
+        if defaults:
+            last = {d.activity_type: d for d in defaults}  # a type named twice: the last one
+            await self._pool.execute(
+                Q["set_type_defaults"], queue, list(last), [d.max_retries for d in last.values()],
+                [d.timeout_ms for d in last.values()], [d.priority for d in last.values()],
+            )
+
+    async def get_type_defaults(self, queue: str) -> dict[str, TypeDefaults]:
+        rows = await self._pool.fetch(Q["get_type_defaults"], queue)
+        return {r[0]: TypeDefaults(activity_type=r[0], max_retries=r[1], timeout_ms=r[2], priority=r[3]) for r in rows}
 
     async def ready_work(self, queue: str) -> ReadyWork:
         rows = await self._pool.fetch(Q["ready_by_type"], queue)

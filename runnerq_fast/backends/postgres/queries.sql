@@ -1759,3 +1759,17 @@ SELECT activity_type, count(*), floor(extract(epoch FROM min(ready_at)) * 1000):
 FROM runnerq_activities
 WHERE queue_name = $1::text AND status IN ('pending', 'scheduled', 'retrying') AND ready_at <= now()
 GROUP BY activity_type;
+
+-- name: set_type_defaults
+-- Replace the enqueue defaults of some types of queue $1: $2 types, $3 max retries,
+-- $4 timeouts (ms), $5 priorities (arrays of one length; NULL: not set by the type).
+INSERT INTO runnerq_type_defaults (queue_name, activity_type, max_retries, timeout_ms, priority)
+SELECT $1::text, t, r, tm, p
+FROM unnest($2::text[], $3::integer[], $4::bigint[], $5::smallint[]) AS u(t, r, tm, p)
+ON CONFLICT (queue_name, activity_type) DO UPDATE SET
+    max_retries = excluded.max_retries, timeout_ms = excluded.timeout_ms, priority = excluded.priority,
+    updated_at = now();
+
+-- name: get_type_defaults
+-- The enqueue defaults recorded for the types of queue $1.
+SELECT activity_type, max_retries, timeout_ms, priority FROM runnerq_type_defaults WHERE queue_name = $1::text;

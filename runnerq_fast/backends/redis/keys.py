@@ -51,6 +51,7 @@ key (``P = rq:{<queue>}:``)    type    contents
 ``P done``                     PUBSUB  comma-separated ids that reached a terminal status
 ``P workers``                  HASH    worker registry: worker id -> its ``WorkerInfo`` (JSON)
 ``P workers:exp``              ZSET    worker ids, score = when the entry expires (ms, server clock)
+``P typedefs``                 HASH    per-type enqueue defaults: activity type -> its ``TypeDefaults`` (JSON)
 ``rq:queues``                  SET     every queue name seen (outside any hash tag)
 ``rq:wqueues``                 SET     every queue that had a registry entry (outside any hash tag)
 =============================  ======  ==================================================
@@ -124,6 +125,7 @@ QUEUE_KEYS = (
     ("idem:<n>:<type>:<key>", "string"),
     ("workers", "hash"),
     ("workers:exp", "zset"),
+    ("typedefs", "hash"),
 )
 """Every key of one queue, as ``(name after the prefix P, Redis type)``, in the order of the table above.
 
@@ -259,6 +261,11 @@ def done_pattern(ns: str) -> str:
 def queue_of_channel(ns: str, channel: str) -> str:
     """Inverse of :func:`done_channel` (the tag between the braces, unescaped)."""
     return untag(channel[len(ns) + 2 : -6])
+
+
+def type_defaults(ns: str, queue: str) -> str:
+    """HASH of ``queue``'s per-type enqueue defaults: activity type -> its ``TypeDefaults`` as JSON."""
+    return f"{prefix(ns, queue)}typedefs"
 
 
 def worker_queues(ns: str) -> str:

@@ -16,7 +16,7 @@ import msgspec
 
 from runnerq_fast.backends.redis import keys
 from runnerq_fast.backends.redis.guard import guarded
-from runnerq_fast.models import ReadyWork, WorkerInfo
+from runnerq_fast.models import ReadyWork, TypeDefaults, WorkerInfo
 from runnerq_fast.storage import check_worker_ttl
 
 __all__ = ["DUE_SCAN", "RedisRegistry"]
@@ -27,6 +27,7 @@ DUE_SCAN = 1000
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(WorkerInfo).decode
+_decode_defaults = msgspec.json.Decoder(TypeDefaults).decode
 
 
 class RedisRegistry:
@@ -60,6 +61,19 @@ class RedisRegistry:
         out: list[WorkerInfo] = []
         for name in names:
             out += [_decode(v) for v in await self._run("workers", name, ["list"]) if v is not None]
+        return out
+
+    async def set_type_defaults(self, queue: str, defaults: Sequence[TypeDefaults]) -> None:
+        if defaults:
+            mapping = {d.activity_type: _encode(d) for d in defaults}
+            await guarded(self._r.hset(keys.type_defaults(self._ns, queue), mapping=mapping))
+
+    async def get_type_defaults(self, queue: str) -> dict[str, TypeDefaults]:
+        raw = await guarded(self._r.hgetall(keys.type_defaults(self._ns, queue)))
+        out: dict[str, TypeDefaults] = {}
+        for value in raw.values():
+            d = _decode_defaults(value)
+            out[d.activity_type] = d
         return out
 
     async def ready_work(self, queue: str) -> ReadyWork:

@@ -72,6 +72,7 @@ from runnerq_fast.models import (
     QueueSummary,
     ReadyWork,
     ReapReport,
+    TypeDefaults,
     WorkerInfo,
 )
 from runnerq_fast.resilience import Fault
@@ -938,6 +939,16 @@ class SqliteBackend(Backend):
         rows = await self._call(self._fetchall, Q["list_workers"], (_now_ms(), queue))
         return [_worker(r) for r in rows]
 
+    async def set_type_defaults(self, queue: str, defaults: Sequence[TypeDefaults]) -> None:
+        if defaults:
+            now = _now_ms()
+            rows = [(queue, d.activity_type, d.max_retries, d.timeout_ms, d.priority, now) for d in defaults]
+            await self._write(_execute_many, Q["set_type_defaults"], rows)
+
+    async def get_type_defaults(self, queue: str) -> dict[str, TypeDefaults]:
+        rows = await self._call(self._fetchall, Q["get_type_defaults"], (queue,))
+        return {r[0]: TypeDefaults(activity_type=r[0], max_retries=r[1], timeout_ms=r[2], priority=r[3]) for r in rows}
+
     async def ready_work(self, queue: str) -> ReadyWork:
         rows = await self._call(self._fetchall, Q["ready_by_type"], (queue, _now_ms()))
         return ReadyWork({r[0]: r[1] for r in rows}, min((r[2] for r in rows), default=None))
@@ -1572,6 +1583,10 @@ def _register_worker(conn: sqlite3.Connection, params: tuple[Any, ...], now: int
 
 def _execute(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> None:
     conn.execute(sql, params)
+
+
+def _execute_many(conn: sqlite3.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+    conn.executemany(sql, rows)
 
 
 def _worker(r: Sequence[Any]) -> WorkerInfo:

@@ -601,3 +601,16 @@ ORDER BY queue_name, worker_id;
 SELECT activity_type, count(*), min(ready_at) FROM runnerq_activities
 WHERE queue_name = ?1 AND (status = 'pending' OR status = 'scheduled' OR status = 'retrying') AND ready_at <= ?2
 GROUP BY activity_type;
+
+-- name: set_type_defaults
+-- Replace the enqueue defaults of one type: ?1 queue, ?2 type, ?3 max retries, ?4 timeout (ms),
+-- ?5 priority (NULL: not set by the type), ?6 now (epoch ms).
+INSERT INTO runnerq_type_defaults (queue_name, activity_type, max_retries, timeout_ms, priority, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+ON CONFLICT (queue_name, activity_type) DO UPDATE SET
+    max_retries = excluded.max_retries, timeout_ms = excluded.timeout_ms, priority = excluded.priority,
+    updated_at = excluded.updated_at;
+
+-- name: get_type_defaults
+-- The enqueue defaults recorded for the types of queue ?1.
+SELECT activity_type, max_retries, timeout_ms, priority FROM runnerq_type_defaults WHERE queue_name = ?1;

@@ -149,13 +149,13 @@ cdef bint _failed(out, a, exc, double started, timeout) except -1:
     elif isinstance(exc, TimeoutError):
         elapsed = _perf_counter() - started
         msg = _describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
-        out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran)
+        out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran, exc)  # the type's retry_on / no_retry_on
     elif isinstance(exc, _RetryableError):
         out.retry_or_dead(a, _describe_error(exc), exc.retry_after, ran)
     else:
         # any other failure is retryable; KeyboardInterrupt, SystemExit or any other BaseException
         # raised by a handler must end neither this worker nor the process
-        out.retry_or_dead(a, _describe_error(exc), None, ran)
+        out.retry_or_dead(a, _describe_error(exc), None, ran, exc)
     return False
 
 
@@ -259,6 +259,9 @@ async def run_one(out, a, task=None):
         out.cancelled(a, ctx)  # it returned (or swallowed the cancellation) after the request
         return
     cdef double duration = _perf_counter() - started
+    child = ctx._child_executor
+    if child is not None and child._issued and await out.dropped(a, ctx, duration if out.metrics_on else None):
+        return  # it left enqueues through ctx.executor unawaited: failed
     if _completed(out, _Fixed(out), a, result, duration) and hooks:
         await _call_hooks(hooks, "on_processed", a, duration)
 
@@ -356,6 +359,9 @@ async def worker_loop(out, Handoff local):
                             out.abandoned(a, ctx)  # its ack is rejected by the store
                         if ctx.cancel_requested:
                             out.cancelled(a, ctx)
+                        elif (ctx._child_executor is not None and ctx._child_executor._issued
+                              and await out.dropped(a, ctx, _perf_counter() - started if fixed.metrics_on else None)):
+                            pass  # it left enqueues through ctx.executor unawaited: failed
                         else:
                             _completed(out, fixed, a, result,
                                        _perf_counter() - started if fixed.metrics_on else 0.0)
