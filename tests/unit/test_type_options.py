@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 import runnerq_fast as rq
@@ -155,7 +154,7 @@ async def test_periodic_takes_retries_a_timeout_and_the_types_defaults() -> None
     with pytest.raises(rq.ConfigError, match="timeout must be"):
         engine.periodic(1, "tick", name="bad", timeout=-1)
     def schedule_of(s: rq.ActivitySnapshot) -> Any:
-        return msgspec.json.decode(s.metadata).get("schedule")
+        return s.metadata.get("schedule")
 
     async with engine:
         insp = engine.inspector()
