@@ -234,6 +234,12 @@ class Ack(msgspec.Struct, frozen=True, gc=False):
         Error text (RETRY, FAILED, DEAD_LETTER; ignored for CANCELLED).
     retry_at_ms : int
         When the retry becomes ready, epoch milliseconds (RETRY only).
+    traceback : str or None
+        The traceback of what the handler raised (RETRY, FAILED, DEAD_LETTER;
+        see :func:`~runnerq_fast.engine.errtext.format_traceback`); ``None``
+        when no handler raised (a completion, an unknown type, a payload that
+        does not decode). The store keeps it as the activity's
+        :attr:`ActivitySnapshot.traceback`.
     """
 
     id: str
@@ -242,6 +248,7 @@ class Ack(msgspec.Struct, frozen=True, gc=False):
     result: bytes | None = None
     error: str | None = None
     retry_at_ms: int = 0
+    traceback: str | None = None
 
 
 class LeaseRef(msgspec.Struct, frozen=True, gc=False):
@@ -303,6 +310,11 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
     """Why the stored row cannot be decoded (``"corrupt row: priority is 'high', not an integer"``), else
     ``None``. A corrupt row's undecodable fields show placeholders (``0``, ``None``, text with replacement
     characters); a claim or the reaper dead-letters it with this reason as its last error."""
+    traceback: str | None = None
+    """The traceback of the last attempt whose handler raised (bounded, from the handler's frame down), kept
+    after a later retry, lease expiry or operator action until another attempt raises; ``None`` when no
+    handler of it ever raised. Filled by :meth:`~runnerq_fast.storage.Backend.get_activity` only: listings
+    leave it ``None`` (a page of rows would carry up to 16,000 characters each)."""
 
 
 class ActivityEvent(msgspec.Struct, frozen=True, gc=False):

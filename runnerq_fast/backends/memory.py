@@ -369,7 +369,10 @@ class MemoryBackend(StoreCore, Backend):
 
     async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
         row = self._rows.get(activity_id)
-        return None if row is None else row.snapshot()
+        if row is None:
+            return None
+        snap = row.snapshot()
+        return snap if row.traceback is None else msgspec.structs.replace(snap, traceback=row.traceback)
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         row = self._rows.get(activity_id)

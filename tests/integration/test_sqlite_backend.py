@@ -663,7 +663,7 @@ def test_no_status_test_of_the_table_is_an_in_list_of_three_or_more() -> None:
         schema = conn.execute(
             "SELECT name, sql FROM sqlite_master WHERE tbl_name = 'runnerq_activities' AND sql IS NOT NULL"
         ).fetchall()
-        ack_program = conn.execute("EXPLAIN " + Q["ack"], (1, "null", None, 0, 1, "a", "t")).fetchall()
+        ack_program = conn.execute("EXPLAIN " + Q["ack"], (1, "null", None, 0, 1, "a", "t", None)).fetchall()
     finally:
         conn.close()
     assert any(" WHERE " in sql for _, sql in schema)

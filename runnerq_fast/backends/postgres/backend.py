@@ -820,7 +820,9 @@ class PostgresBackend(Backend):
         if all(o == _COMPLETED for o in outcomes) and all(e is None for e in errors):
             # the usual flush: three arrays to encode and no per-row CASEs (queries.sql, ack_completed)
             return await self._pool.fetchrow(Q["ack_completed"], queue, ids, tokens, results)
-        return await self._pool.fetchrow(Q["ack"], queue, ids, tokens, outcomes, results, errors, retry_at)
+        tracebacks = [a.traceback for a in acks]  # failed attempts only reach this statement
+        return await self._pool.fetchrow(Q["ack"], queue, ids, tokens, outcomes, results, errors, retry_at,
+                                         tracebacks)
 
     async def _lease_statement(self, query: str, leases: Sequence[LeaseRef], *extra: Any) -> list[asyncpg.Record]:
         refs = list(leases)
@@ -973,7 +975,10 @@ class PostgresBackend(Backend):
         if key is None:
             return None
         row = await self._pool.fetchrow(Q["get_activity"], key)
-        return None if row is None else _snapshot(row)
+        if row is None:
+            return None
+        snap = _snapshot(row)
+        return snap if row[18] is None else msgspec.structs.replace(snap, traceback=row[18])
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         key = _uuid_or_none(activity_id)

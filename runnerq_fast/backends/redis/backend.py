@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import hiredis
+import msgspec
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -693,12 +694,16 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
                 n_plain += 1
                 continue
             flags = (1 if a.result is not None else 0) | (2 if a.error is not None else 0)
+            error = a.error if a.error is not None else ""
+            if a.traceback is not None:  # a failed attempt's: after the error and a NUL (no error text holds one)
+                flags |= 4
+                error = f"{error}\x00{a.traceback}"
             other += (
                 a.id,
                 a.claim_token,
                 int(a.outcome),  # int(): redis-py would send an IntEnum's repr
                 a.result if a.result is not None else b"",
-                a.error if a.error is not None else "",
+                error,
                 int(a.retry_at_ms),
                 flags,
             )
@@ -963,7 +968,11 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
         if found is None:
             return None
         h = await _guarded(self._r.hgetall(keys.activity(self._ns, found[0], activity_id)))
-        return _snapshot(found[0], activity_id, h) if h else None
+        if not h:
+            return None
+        snap = _snapshot(found[0], activity_id, h)
+        tb = h.get(b"tb")
+        return snap if tb is None else msgspec.structs.replace(snap, traceback=tb.decode(errors="replace"))
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         found = await self._locate(activity_id)

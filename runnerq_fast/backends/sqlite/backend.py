@@ -251,6 +251,7 @@ def _apply_migrations(conn: sqlite3.Connection, store: str) -> MigrationReport:
 
 
 _SNAPSHOT_FIELDS = ActivitySnapshot.__struct_fields__[:18]  # all but `corrupt`, in the order of the row
+_DETAIL_FIELDS = (*_SNAPSHOT_FIELDS, "traceback")  # get_activity's row
 
 
 def _snapshot(r: Sequence[Any]) -> ActivitySnapshot:
@@ -867,7 +868,9 @@ class SqliteBackend(Backend):
 
     async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
         row = await self._call(self._fetchone, Q["get_activity"], (_norm_id(activity_id),))
-        return None if row is None else _snapshot(row)
+        if row is None:
+            return None
+        return rowcheck.snapshot(dict(zip(_DETAIL_FIELDS, row, strict=False)))
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         rows = await self._call(self._fetchall, Q["get_events"], (_norm_id(activity_id),))
@@ -1296,7 +1299,7 @@ def _ack_each(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: in
         o = a.outcome
         if o == AckOutcome.RETRY and h[1]:
             o = AckOutcome.CANCELLED  # an operator asked to cancel it: it is not retried
-        updates.append((o, _text(a.result), a.error, a.retry_at_ms, now, a.id, a.claim_token))
+        updates.append((o, _text(a.result), a.error, a.retry_at_ms, now, a.id, a.claim_token, a.traceback))
         if o == AckOutcome.COMPLETED:
             events.append((a.id, "completed", None))
             finished = True
