@@ -492,6 +492,9 @@ class ActivityView(msgspec.Struct):
     parent_id: str | None = None
     corrupt: str | None = None
     """Why the stored row cannot be decoded, else ``None``; a damaged payload or metadata shows as ``null``."""
+    traceback: str | None = None
+    """The traceback of the last attempt whose handler raised (at most 16,000 characters, from the handler's frame
+    down), in the view of one activity; ``null`` in listings and when no handler of it raised."""
 
 
 def _checked_json(data: bytes | str | None, name: str, bad: list[str]) -> Raw:
@@ -540,6 +543,7 @@ def activity_view(snap: ActivitySnapshot) -> ActivityView:
         idempotency_key=snap.idempotency_key,
         parent_id=getattr(snap, "parent_id", None),
         corrupt=corrupt,
+        traceback=snap.traceback,
     )
 
 
