@@ -333,13 +333,16 @@ class ActivityResult(msgspec.Struct, frozen=True, gc=False):
     """The stored outcome of a finished activity.
 
     ``status`` is a terminal :class:`ActivityStatus` value; ``data`` is the
-    JSON-encoded return value (completed only); ``error`` the failure text.
+    JSON-encoded return value (completed only); ``error`` the failure text;
+    ``traceback`` (failed and dead_letter only) that of the last attempt whose
+    handler raised, as :attr:`ActivitySnapshot.traceback`.
     """
 
     activity_id: str
     status: str
     data: bytes | str | None
     error: str | None
+    traceback: str | None = None
 
 
 class DeadLetterRecord(msgspec.Struct, frozen=True):

@@ -944,10 +944,15 @@ class ErrorTextConformance:
         failing = await engine.executor.activity("parse").payload({}).max_retries(3).execute()
         fine = await engine.executor.activity("ok").execute()
         async with engine:
-            with pytest.raises(rq.ActivityFailed):
+            with pytest.raises(rq.ActivityFailed) as info:
                 await failing.result(timeout=5)
             assert await fine.result(timeout=5) == "fine"
         snap = await backend.get_activity(failing.activity_id)
+        assert snap is not None and info.value.traceback == snap.traceback  # the future's exception carries it
+        res = await backend.get_result(failing.activity_id)
+        assert res is not None and res.traceback == snap.traceback
+        res = await backend.get_result(fine.activity_id)
+        assert res is not None and res.traceback is None
         assert snap is not None and snap.status == "failed" and snap.traceback is not None
         tb = snap.traceback
         assert tb.startswith("Traceback (most recent call last):\n")
@@ -980,6 +985,8 @@ class ErrorTextConformance:
         assert await backend.ack(q, [Ack(c.id, c.claim_token, AckOutcome.DEAD_LETTER, None, "E: b", 0, "tb 2")]) == []
         snap = await backend.get_activity(aid)
         assert snap is not None and snap.status == "dead_letter" and snap.traceback == "tb 2"
+        outcome = await backend.get_result(aid)
+        assert outcome is not None and outcome.error == "E: b" and outcome.traceback == "tb 2"
         (dead,) = await backend.list_dead_letter(q)
         assert dead.activity.traceback is None and dead.error == "E: b"
 

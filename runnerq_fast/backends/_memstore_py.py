@@ -292,7 +292,9 @@ class StoreCore:
         row.lease_expires_at_ms = None
         if error is not None:
             row.last_error = error
-        res = ActivityResult(row.id, status, data, error)
+        # as the SQL backends' result: a failure's carries the last traceback (a completion's error is None)
+        tb = row.traceback if error is not None and (status == "failed" or status == "dead_letter") else None
+        res = ActivityResult(row.id, status, data, error, tb)
         row.result = res
         waiters = self._waiters.pop(row.id, None)
         if waiters:

@@ -51,3 +51,13 @@ def test_inspect_prints_the_traceback_and_json_carries_it(tmp_path: Path) -> Non
     assert as_json.returncode == 0, as_json.stderr
     tb = json.loads(as_json.stdout)["activity"]["traceback"]
     assert tb.startswith("Traceback (most recent call last):\n") and tb.endswith("KeyError: 'missing'\n")
+
+
+def test_the_sync_client_s_activity_failed_carries_the_traceback(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+    assert run_cli("migrate", "--backend", url).returncode == 0
+    aid = asyncio.run(_fail_one(url))
+    with rq.SyncExecutor(url, "cli-tb") as client, pytest.raises(rq.ActivityFailed) as info:
+        client.result(aid, timeout=5)
+    assert info.value.traceback is not None and "in _lookup\n" in info.value.traceback
+    assert info.value.error == "KeyError: 'missing'"

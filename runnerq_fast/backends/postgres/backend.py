@@ -184,7 +184,7 @@ def _event(r: asyncpg.Record) -> ActivityEvent:
 
 
 def _result(r: asyncpg.Record) -> ActivityResult:
-    return ActivityResult(_hex(r[0]), r[1], r[2], r[3])
+    return ActivityResult(_hex(r[0]), r[1], r[2], r[3], r[4])
 
 
 async def _no_reset(conn: asyncpg.Connection) -> None:

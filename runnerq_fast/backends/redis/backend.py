@@ -152,15 +152,19 @@ def _s(value: bytes | str | None) -> str | None:
 _ERROR_STATUSES = frozenset({"failed", "dead_letter"})
 
 
-def _result(activity_id: str, status: str, data: bytes | None, error: bytes | None) -> ActivityResult:
-    """The result of a finished activity from its hash fields ``res`` and ``e``.
+def _result(
+    activity_id: str, status: str, data: bytes | None, error: bytes | None, tb: bytes | None = None
+) -> ActivityResult:
+    """The result of a finished activity from its hash fields ``res``, ``e`` and ``tb``.
 
     ``e`` holds the last error of any attempt (a retried attempt's, a
-    requeued lease's): like the SQL backends, a result carries it only when
-    the activity failed or was dead-lettered, never for a completed or
-    cancelled one.
+    requeued lease's) and ``tb`` the last traceback: like the SQL backends, a
+    result carries them only when the activity failed or was dead-lettered,
+    never for a completed or cancelled one.
     """
-    return ActivityResult(activity_id, status, data, _s(error) if status in _ERROR_STATUSES else None)
+    if status not in _ERROR_STATUSES:
+        return ActivityResult(activity_id, status, data, None)
+    return ActivityResult(activity_id, status, data, _s(error), None if tb is None else _s(tb))
 
 
 
@@ -799,13 +803,13 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:
-        found = await self._locate(activity_id, "res", "e")
+        found = await self._locate(activity_id, "res", "e", "tb")
         if found is None:
             return None
         status = found[1][0].decode()
         if status not in TERMINAL_STATUSES:
             return None
-        return _result(activity_id, status, found[1][1], found[1][2])
+        return _result(activity_id, status, found[1][1], found[1][2], found[1][3])
 
     async def wait_for_result(self, activity_id: str, timeout: float | None) -> ActivityResult | None:
         """Wait for the ``done`` notification of ``activity_id`` (``timeout`` in seconds).
@@ -891,10 +895,10 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
             else:
                 async with self._r.pipeline(transaction=False) as pipe:
                     for i in ids:
-                        pipe.hmget(keys.activity(self._ns, queue, i), ["s", "res", "e"])
+                        pipe.hmget(keys.activity(self._ns, queue, i), ["s", "res", "e", "tb"])
                     replies = await _guarded(pipe.execute())
                 results = [
-                    _result(i, v[0].decode(), v[1], v[2]) if v[0] is not None else None
+                    _result(i, v[0].decode(), v[1], v[2], v[3]) if v[0] is not None else None
                     for i, v in zip(ids, replies, strict=True)
                 ]
         except (RedisError, OSError, BackendError) as exc:

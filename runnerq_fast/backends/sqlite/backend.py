@@ -264,7 +264,7 @@ def _event(r: Sequence[Any]) -> ActivityEvent:
 
 
 def _result(r: Sequence[Any]) -> ActivityResult:
-    return ActivityResult(r[0], r[1], r[2], r[3])
+    return ActivityResult(r[0], r[1], r[2], r[3], r[4])
 
 
 def _text(data: bytes | None) -> str | None:

@@ -262,14 +262,16 @@ RETURNING queue_name;
 
 -- name: get_result
 -- A result is the terminal state of the activity row: completed keeps the
--- handler's return value, failed and dead_letter the last error.
-SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+-- handler's return value, failed and dead_letter the last error and traceback.
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END,
+       CASE WHEN status IN ('failed', 'dead_letter') THEN traceback END
 FROM runnerq_activities
 WHERE id = ?1 AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: get_results
 -- The results among ?1 ids (a JSON array: the ids awaited in this process).
-SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END,
+       CASE WHEN status IN ('failed', 'dead_letter') THEN traceback END
 FROM runnerq_activities
 WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
