@@ -65,9 +65,7 @@ def _strip(te: traceback.TracebackException, seen: set[int]) -> None:
     first = 0
     while first < len(stack) and _engine_frame(stack[first].filename):
         first += 1
-    if first == len(stack):  # the engine's frames alone (a timeout's own): keep the innermost one
-        first = max(0, len(stack) - 1)
-    del stack[:first]
+    del stack[:first]  # the engine's frames alone (a timeout's own): none left, its error line stays
     for chained in (te.__cause__, te.__context__):
         if chained is not None:
             _strip(chained, seen)
