@@ -720,7 +720,8 @@ async def test_a_file_at_migration_7_is_rebuilt_by_0009_with_its_rows_and_indexe
     finally:
         conn.close()
     assert [r[0] for r in after] == [r[0] for r in before] == [7, 9, 12]
-    assert after[0] == before[0]  # a1, untouched since
+    assert after[0][: len(before[0])] == before[0]  # a1, untouched since
+    assert set(after[0][len(before[0]):]) <= {None}  # the columns of later migrations (0012: traceback)
 
 
 @pytest.mark.parametrize(
