@@ -67,13 +67,18 @@ class ActivityFailed(RunnerQError):
         ``"failed"`` or ``"dead_letter"``.
     error : str or None
         The last error the handler (or the engine) recorded.
+    traceback : str or None
+        The traceback of the last attempt whose handler raised (see
+        :attr:`~runnerq_fast.models.ActivitySnapshot.traceback`); ``None`` when
+        no handler of it raised.
     """
 
-    def __init__(self, activity_id: str, status: str, error: str | None) -> None:
+    def __init__(self, activity_id: str, status: str, error: str | None, traceback: str | None = None) -> None:
         super().__init__(f"activity {activity_id} ended as {status}: {error}")
         self.activity_id = activity_id
         self.status = status
         self.error = error
+        self.traceback = traceback
 
 
 class ActivityCancelled(RunnerQError):

@@ -359,7 +359,7 @@ def unwrap_result(res: ActivityResult) -> Any:
             raise CorruptResultError(res.activity_id, str(exc)) from None
     if res.status == "cancelled":
         raise ActivityCancelled(res.activity_id)
-    raise ActivityFailed(res.activity_id, res.status, res.error)
+    raise ActivityFailed(res.activity_id, res.status, res.error, res.traceback)
 
 
 class ActivityBuilder:

@@ -238,6 +238,12 @@ class Ack(msgspec.Struct, frozen=True, gc=False):
         Error text (RETRY, FAILED, DEAD_LETTER; ignored for CANCELLED).
     retry_at_ms : int
         When the retry becomes ready, epoch milliseconds (RETRY only).
+    traceback : str or None
+        The traceback of what the handler raised (RETRY, FAILED, DEAD_LETTER;
+        see :func:`~runnerq_fast.engine.errtext.format_traceback`); ``None``
+        when no handler raised (a completion, an unknown type, a payload that
+        does not decode). The store keeps it as the activity's
+        :attr:`ActivitySnapshot.traceback`.
     """
 
     id: str
@@ -246,6 +252,7 @@ class Ack(msgspec.Struct, frozen=True, gc=False):
     result: bytes | None = None
     error: str | None = None
     retry_at_ms: int = 0
+    traceback: str | None = None
 
 
 class LeaseRef(msgspec.Struct, frozen=True, gc=False):
@@ -322,6 +329,11 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
     """Why the stored row cannot be decoded (``"corrupt row: priority is 'high', not an integer"``), else
     ``None``. A corrupt row's undecodable fields show placeholders (``0``, ``None``, text with replacement
     characters); a claim or the reaper dead-letters it with this reason as its last error."""
+    traceback: str | None = None
+    """The traceback of the last attempt whose handler raised (bounded, from the handler's frame down), kept
+    after a later retry, lease expiry or operator action until another attempt raises; ``None`` when no
+    handler of it ever raised. Filled by :meth:`~runnerq_fast.storage.Backend.get_activity` only: listings
+    leave it ``None`` (a page of rows would carry up to 16,000 characters each)."""
     progress: str | None = None
     """The last progress a handler reported (``ctx.set_progress``), as JSON text: a fraction from 0 to 1
     (``"0.25"``) or an object; ``None`` if none was. Kept after the attempt ends, and across a retry until
@@ -345,13 +357,16 @@ class ActivityResult(msgspec.Struct, frozen=True, gc=False):
     """The stored outcome of a finished activity.
 
     ``status`` is a terminal :class:`ActivityStatus` value; ``data`` is the
-    JSON-encoded return value (completed only); ``error`` the failure text.
+    JSON-encoded return value (completed only); ``error`` the failure text;
+    ``traceback`` (failed and dead_letter only) that of the last attempt whose
+    handler raised, as :attr:`ActivitySnapshot.traceback`.
     """
 
     activity_id: str
     status: str
     data: bytes | str | None
     error: str | None
+    traceback: str | None = None
 
 
 class DeadLetterRecord(msgspec.Struct, frozen=True):

@@ -923,6 +923,126 @@ class ErrorTextConformance:
             assert await fut.result(timeout=5) == 1
         assert 0.18 <= starts[1] - starts[0] < 1.0
 
+    # ------------------------------------------------------------ tracebacks (issue 27)
+    async def test_a_failed_attempt_stores_its_traceback_from_the_handler_frame_down(self, backend: Backend) -> None:
+        engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": self.queue})
+
+        def parse(payload: Any) -> Any:
+            return payload["missing"]
+
+        @engine.activity("parse")
+        async def handler(payload: Any, ctx: rq.ActivityContext) -> None:
+            try:
+                parse(payload)
+            except KeyError as exc:
+                if ctx.retry_count == 0:
+                    raise
+                raise rq.NonRetryableError("cannot parse") from exc
+
+        @engine.activity("ok")
+        async def ok(payload: Any, ctx: rq.ActivityContext) -> str:
+            return "fine"
+
+        failing = await engine.executor.activity("parse").payload({}).max_retries(3).execute()
+        fine = await engine.executor.activity("ok").execute()
+        async with engine:
+            with pytest.raises(rq.ActivityFailed) as info:
+                await failing.result(timeout=5)
+            assert await fine.result(timeout=5) == "fine"
+        snap = await backend.get_activity(failing.activity_id)
+        assert snap is not None and info.value.traceback == snap.traceback  # the future's exception carries it
+        res = await backend.get_result(failing.activity_id)
+        assert res is not None and res.traceback == snap.traceback
+        res = await backend.get_result(fine.activity_id)
+        assert res is not None and res.traceback is None
+        assert snap is not None and snap.status == "failed" and snap.traceback is not None
+        tb = snap.traceback
+        assert tb.startswith("Traceback (most recent call last):\n")
+        assert "in parse\n    return payload[\"missing\"]" in tb and "in handler\n" in tb
+        assert "KeyError: 'missing'" in tb
+        assert "The above exception was the direct cause of the following exception:" in tb
+        assert tb.rstrip().endswith("NonRetryableError: cannot parse")
+        files = [line for line in tb.splitlines() if line.startswith("  File ")]
+        assert len(files) == 3 and all("conformance.py" in f for f in files)  # the engine's frames left out
+        done = await backend.get_activity(fine.activity_id)
+        assert done is not None and done.traceback is None
+        listed = await backend.list_activities(self.queue, "failed")
+        assert [s.traceback for s in listed] == [None]  # listings leave it out
+
+    async def test_the_traceback_is_kept_until_another_attempt_raises(self, backend: Backend) -> None:
+        q = self.queue
+        (res,) = await backend.enqueue(q, [new("t", max_retries=5)])
+        aid = res.activity_id
+        (c,) = await backend.claim(q, "w", 1, None, 5000)
+        first = "Traceback (most recent call last):\n  File \"x.py\", line 1, in f\nKeyError: 'a'\n" + "é" * 5000
+        assert await backend.ack(q, [Ack(c.id, c.claim_token, AckOutcome.RETRY, None, "KeyError: 'a'", 0,
+                                         first)]) == []
+        snap = await backend.get_activity(aid)
+        assert snap is not None and snap.status == "retrying" and snap.traceback == first
+        (c,) = await backend.claim(q, "w", 1, None, 5000)
+        assert await backend.ack(q, [Ack(c.id, c.claim_token, AckOutcome.RETRY, None, "no handler raised")]) == []
+        snap = await backend.get_activity(aid)
+        assert snap is not None and snap.last_error == "no handler raised" and snap.traceback == first
+        (c,) = await backend.claim(q, "w", 1, None, 5000)
+        assert await backend.ack(q, [Ack(c.id, c.claim_token, AckOutcome.DEAD_LETTER, None, "E: b", 0, "tb 2")]) == []
+        snap = await backend.get_activity(aid)
+        assert snap is not None and snap.status == "dead_letter" and snap.traceback == "tb 2"
+        outcome = await backend.get_result(aid)
+        assert outcome is not None and outcome.error == "E: b" and outcome.traceback == "tb 2"
+        (dead,) = await backend.list_dead_letter(q)
+        assert dead.activity.traceback is None and dead.error == "E: b"
+
+    async def test_hooks_get_the_result_and_the_exception(self, backend: Backend) -> None:
+        seen: dict[str, Any] = {}
+
+        class Hooks(rq.LifecycleHooks):
+            def on_processed(self, activity: rq.ActivityInfo, duration: float) -> None:
+                seen["processed"] = activity.result
+
+            def on_released(self, activity: rq.ActivityInfo, delay: float, error: str) -> None:
+                seen["released"] = (activity.exception, activity.traceback)
+
+            async def on_dead_letter(self, activity: rq.ActivityInfo, error: str) -> None:
+                seen["dead"] = (activity.exception, activity.traceback)
+
+            def on_failed(self, activity: rq.ActivityInfo, error: str) -> None:  # the old signature still works
+                seen["failed"] = (activity.exception, error)
+
+        engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": self.queue}, hooks=[Hooks()])
+        marker = object()
+
+        @engine.activity("ok")
+        async def ok(payload: Any, ctx: rq.ActivityContext) -> dict[str, Any]:
+            return {"n": 1, "when": marker is not None}
+
+        @engine.activity("boom")
+        def boom(payload: Any, ctx: rq.ActivityContext) -> None:  # a plain def: run in a thread
+            raise ValueError(f"boom {ctx.retry_count}")
+
+        @engine.activity("fatal")
+        async def fatal(payload: Any, ctx: rq.ActivityContext) -> None:
+            raise rq.NonRetryableError("fatal")
+
+        good = await engine.executor.activity("ok").execute()
+        bad = await engine.executor.activity("boom").max_retries(1).execute()
+        nope = await engine.executor.activity("fatal").execute()
+        async with engine:
+            assert await good.result(timeout=5) == {"n": 1, "when": True}
+            for fut in (bad, nope):
+                with pytest.raises(rq.ActivityFailed):
+                    await fut.result(timeout=5)
+            await _until(lambda: len(seen) == 4, 5.0, "the four hooks")
+        assert seen["processed"] == {"n": 1, "when": True}
+        exc, tb = seen["released"]
+        assert isinstance(exc, ValueError) and str(exc) == "boom 0" and exc.__traceback__ is not None
+        assert tb.rstrip().endswith("ValueError: boom 0") and "in boom\n" in tb and "concurrent" not in tb
+        exc, tb = seen["dead"]
+        assert isinstance(exc, ValueError) and str(exc) == "boom 1"
+        snap = await backend.get_activity(bad.activity_id)
+        assert snap is not None and snap.traceback == tb
+        exc, error = seen["failed"]
+        assert isinstance(exc, rq.NonRetryableError) and error == "NonRetryableError: fatal"
+
 
 class _Fatal(BaseException):
     """Neither an Exception nor a cancellation: what a handler must never use to end its worker."""

@@ -114,6 +114,14 @@ async def check_v1_and_actions(c: httpx.AsyncClient, backend: rq.Backend, queue:
         r = await c.get(f"{base}/activities", params=bad)
         assert r.status_code == 422, (bad, r.text)
     assert (await c.get(f"{base}/activities/{'0' * 32}")).status_code == 404
+    # the traceback of the failed attempt (issue 27): in the view of one activity, not in listings
+    assert detail["activity"]["traceback"] is None
+    broken = (await c.get(f"{base}/activities/{ids['broken']}")).json()["activity"]
+    assert broken["traceback"].startswith("Traceback (most recent call last):\n")
+    assert "in broken\n" in broken["traceback"] and broken["traceback"].rstrip().endswith("NonRetryableError: no")
+    assert all(a["traceback"] is None for a in several)
+    old = (await c.get(f"/api/observability/activities/{ids['broken']}", params={"queue": queue})).json()
+    assert old["traceback"] == broken["traceback"]
 
     # ------------------------------------------------------ actions by id
     broken = ids["broken"]

@@ -130,6 +130,7 @@ class Row:
         "status",
         "suspect",
         "timeout_ms",
+        "traceback",
     )
 
     def __init__(self, queue: str, item: NewActivity, now: int) -> None:
@@ -152,6 +153,8 @@ class Row:
         self.finished_at_ms: int | None = None
         self.dead_lettered_at_ms: int | None = None
         self.last_error: str | None = None
+        #: the traceback of the last attempt whose handler raised (get_activity shows it)
+        self.traceback: str | None = None
         self.heap_seq = 0
         #: its creation order: the seq of its first push (StoreCore), kept when it is pushed again
         self.ordinal = 0
@@ -290,7 +293,9 @@ class StoreCore:
         row.lease_expires_at_ms = None
         if error is not None:
             row.last_error = error
-        res = ActivityResult(row.id, status, data, error)
+        # as the SQL backends' result: a failure's carries the last traceback (a completion's error is None)
+        tb = row.traceback if error is not None and (status == "failed" or status == "dead_letter") else None
+        res = ActivityResult(row.id, status, data, error, tb)
         row.result = res
         waiters = self._waiters.pop(row.id, None)
         if waiters:
@@ -365,6 +370,8 @@ class StoreCore:
                 self._finish(row, "completed", now, a.result, None)
             elif outcome == AckOutcome.CANCELLED or (outcome == AckOutcome.RETRY and row.cancel_requested):
                 # a retry of an activity an operator asked to cancel ends it instead
+                if a.traceback is not None:
+                    row.traceback = a.traceback
                 self._event(row, "cancelled", now)
                 self._finish(row, "cancelled", now, None, None)
             elif outcome == AckOutcome.RETRY:
@@ -373,14 +380,20 @@ class StoreCore:
                 row.claim_token = None
                 row.lease_expires_at_ms = None
                 row.last_error = a.error
+                if a.traceback is not None:
+                    row.traceback = a.traceback
                 self._move(q, row, "retrying")
                 self._event(row, "retrying", now, a.error)
                 self._make_ready(q, row, now)
             elif outcome == AckOutcome.FAILED:
+                if a.traceback is not None:
+                    row.traceback = a.traceback
                 self._event(row, "failed", now, a.error)
                 self._finish(row, "failed", now, None, a.error)
             else:
                 row.dead_lettered_at_ms = now
+                if a.traceback is not None:
+                    row.traceback = a.traceback
                 self._event(row, "dead_letter", now, a.error)
                 self._finish(row, "dead_letter", now, None, a.error)
         return rejected

@@ -392,7 +392,9 @@ class MemoryBackend(StoreCore, Backend):
             return None
         snap = row.snapshot()
         progress = self._progress.get(activity_id)
-        return snap if progress is None else msgspec.structs.replace(snap, progress=progress)
+        if row.traceback is None and progress is None:
+            return snap
+        return msgspec.structs.replace(snap, traceback=row.traceback, progress=progress)
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         row = self._rows.get(activity_id)

@@ -38,7 +38,7 @@ INT_FIELDS = ("priority", "retry_count", "max_retries", "timeout_ms", "created_a
 
 _OPTIONAL_INT_FIELDS = ("started_at_ms", "finished_at_ms", "lease_expires_at_ms")
 _TEXT_FIELDS = ("id", "queue", "activity_type", "status")
-_OPTIONAL_TEXT_FIELDS = ("last_error", "idempotency_key", "parent_id")
+_OPTIONAL_TEXT_FIELDS = ("last_error", "idempotency_key", "parent_id", "traceback")
 _STATUSES = frozenset(s.value for s in ActivityStatus)
 _SHOWN = 40  # characters of a bad value quoted in a reason
 

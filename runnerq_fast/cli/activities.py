@@ -193,6 +193,8 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
     table.add_column("field", style="bold")
     table.add_column("value")
     for field, value in msgspec.structs.asdict(snap).items():
+        if field == "traceback":
+            continue  # printed below the table, as Python prints it
         if field in ("payload", "progress"):
             shown = json_text(value)
         elif field == "metadata":
@@ -201,6 +203,9 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
             shown = _fmt(value, field)
         table.add_row(field, shown)
     out.print(table)
+    if snap.traceback is not None:
+        out.print("traceback (the last attempt whose handler raised):", style="bold")
+        out.print(snap.traceback.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
     ev = Table(title="events")
     for col in ("id", "at", "event", "detail"):
         ev.add_column(col)

@@ -233,7 +233,7 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
     if out.metrics_on:
         out.done_metrics.append((a.activity_type, duration))
     if hooks:
-        await call_hooks(hooks, "on_processed", a, duration)
+        await call_hooks(hooks, "on_processed", a, duration, result=result)
 
 
 def _failed(out: Outcomes, a: ClaimedActivity, exc: BaseException, started: float, timeout: float | None) -> bool:
@@ -247,15 +247,15 @@ def _failed(out: Outcomes, a: ClaimedActivity, exc: BaseException, started: floa
                 out.release.append(LeaseRef(a.id, a.claim_token))
             return True
         # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        out.retry_or_dead(a, describe_error(exc), None, ran)
+        out.retry_or_dead(a, describe_error(exc), None, ran, exc)
     elif isinstance(exc, NonRetryableError):
-        out.fail(a, describe_error(exc), ran)
+        out.fail(a, describe_error(exc), ran, exc)
     elif isinstance(exc, TimeoutError):
         elapsed = time.perf_counter() - started
         msg = describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
         out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran, exc)  # the type's retry_on / no_retry_on
     elif isinstance(exc, RetryableError):
-        out.retry_or_dead(a, describe_error(exc), exc.retry_after, ran)
+        out.retry_or_dead(a, describe_error(exc), exc.retry_after, ran, exc)
     else:
         # any other failure is retryable; KeyboardInterrupt, SystemExit, GeneratorExit or any other
         # BaseException raised by a handler must end neither this worker nor the process (a real

@@ -40,6 +40,19 @@ class ActivityInfo(msgspec.Struct, frozen=True):
         Creation time, epoch **seconds**.
     metadata : dict of str to str
         The activity's metadata.
+    result : object
+        ``on_processed`` only: what the handler returned, the Python object
+        itself (before it is encoded to JSON); ``None`` elsewhere.
+    exception : BaseException or None
+        ``on_released``, ``on_failed`` and ``on_dead_letter``: what the
+        handler raised, with its ``__traceback__`` (and ``__cause__``,
+        ``__context__``); ``None`` when no handler raised (an unknown type, a
+        payload that does not decode, a result that cannot be encoded) and
+        in the other hooks.
+    traceback : str or None
+        The traceback text stored with the attempt (the same hooks, when
+        ``exception`` is set): bounded, from the handler's frame down (see
+        :attr:`~runnerq_fast.models.ActivitySnapshot.traceback`).
     """
 
     id: str
@@ -50,6 +63,9 @@ class ActivityInfo(msgspec.Struct, frozen=True):
     timeout: float
     enqueued_at: float
     metadata: dict[str, str]
+    result: Any = None
+    exception: BaseException | None = None
+    traceback: str | None = None
 
     @property
     def attempt(self) -> int:
@@ -67,8 +83,10 @@ def _metadata(raw: bytes | str) -> dict[str, str]:
     return decoded if isinstance(decoded, dict) else {}
 
 
-def activity_info(a: ClaimedActivity) -> ActivityInfo:
-    """The public description of the claimed activity ``a``."""
+def activity_info(
+    a: ClaimedActivity, result: Any = None, exception: BaseException | None = None, traceback: str | None = None
+) -> ActivityInfo:
+    """The public description of the claimed activity ``a`` (with a hook's outcome: see :class:`ActivityInfo`)."""
     return ActivityInfo(
         a.id,
         a.activity_type,
@@ -78,6 +96,9 @@ def activity_info(a: ClaimedActivity) -> ActivityInfo:
         a.timeout_ms / 1000.0,
         a.created_at_ms / 1000.0,
         _metadata(a.metadata),
+        result,
+        exception,
+        traceback,
     )
 
 
@@ -87,7 +108,13 @@ class LifecycleHooks:
     A hook that raises is logged and ignored: it never fails the activity.
     ``on_processing`` and ``on_processed`` run on the worker task around the
     handler, before the ack is flushed; the others run in a task of their own
-    once the outcome is buffered. Each is given an :class:`ActivityInfo`.
+    once the outcome is buffered. Each is given an :class:`ActivityInfo`:
+    ``on_processed`` finds the handler's return value in its ``result``, the
+    failure hooks (``on_released``, ``on_failed``, ``on_dead_letter``) the
+    exception the handler raised in its ``exception`` (with
+    ``__traceback__``) and the stored traceback text in its ``traceback``.
+    (Fields rather than new parameters: the overrides written for these
+    signatures keep working and type-checking.)
     """
 
     def on_processing(self, activity: ActivityInfo) -> Any:
@@ -106,9 +133,20 @@ class LifecycleHooks:
         """After the last allowed attempt failed (status ``dead_letter``)."""
 
 
-async def call_hooks(hooks: tuple[LifecycleHooks, ...], name: str, a: ClaimedActivity, *args: Any) -> None:
-    """Call hook ``name`` on each of ``hooks`` with ``a`` as an :class:`ActivityInfo`, logging and swallowing errors."""
-    info = activity_info(a)
+async def call_hooks(
+    hooks: tuple[LifecycleHooks, ...],
+    name: str,
+    a: ClaimedActivity,
+    *args: Any,
+    result: Any = None,
+    exception: BaseException | None = None,
+    traceback: str | None = None,
+) -> None:
+    """Call hook ``name`` on each of ``hooks`` with ``a`` as an :class:`ActivityInfo`, logging and swallowing errors.
+
+    ``result``, ``exception`` and ``traceback`` go into the :class:`ActivityInfo`.
+    """
+    info = activity_info(a, result, exception, traceback)
     for h in hooks:
         try:
             res = getattr(h, name)(info, *args)

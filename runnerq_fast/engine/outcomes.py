@@ -42,6 +42,7 @@ from runnerq_fast.config import WorkerConfig
 from runnerq_fast.engine.backoff import backoff_seconds
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.deadline import Deadlines
+from runnerq_fast.engine.errtext import format_traceback
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
 from runnerq_fast.engine.progress import ProgressBuffer
 from runnerq_fast.errors import NonRetryableError
@@ -346,22 +347,36 @@ class Outcomes:
         if len(acks) >= self.ack_batch_size:
             self.ack_full.set()
 
-    def fail(self, a: ClaimedActivity, err: str, duration: float | None = None) -> None:
+    def fail(
+        self, a: ClaimedActivity, err: str, duration: float | None = None, exc: BaseException | None = None
+    ) -> None:
         """Record a final failure of ``a`` (not retried) with error text ``err``.
 
         ``duration`` is the attempt's run time in seconds, ``None`` when no
-        handler ran (unknown type, undecodable payload).
+        handler ran (unknown type, undecodable payload). ``exc`` is what the
+        handler raised, if it raised: its traceback is stored with the
+        attempt and logged (at error level, once), and the ``on_failed``
+        hooks get it.
         """
-        log.warning("activity %s (%s) failed: %s", a.id, a.activity_type, err)
-        self.push_ack(Ack(a.id, a.claim_token, _FAILED, None, err))
+        tb = None
+        if exc is None:
+            log.warning("activity %s (%s) failed: %s", a.id, a.activity_type, err)
+        else:
+            tb = format_traceback(exc)
+            log.error("activity %s (%s) failed: %s\n%s", a.id, a.activity_type, err, tb.rstrip("\n"))
+        self.push_ack(Ack(a.id, a.claim_token, _FAILED, None, err, 0, tb))
         self.stats["failed"] += 1
         if self.metrics_on:
             self._record(a.activity_type, ACTIVITIES_FAILED, 3, duration)
         if self.hooks:
-            self.spawn_hook("on_failed", a, err)
+            self.spawn_hook("on_failed", a, err, exception=exc, traceback=tb)
 
     def retry_or_dead(
-        self, a: ClaimedActivity, err: str, retry_after: float | None, duration: float | None = None,
+        self,
+        a: ClaimedActivity,
+        err: str,
+        retry_after: float | None,
+        duration: float | None = None,
         exc: BaseException | None = None,
     ) -> None:
         """Schedule a retry of ``a``, or dead-letter it once its retries are spent.
@@ -386,16 +401,18 @@ class Outcomes:
         duration : float or None
             The attempt's run time in seconds, for the metrics (``None``: not measured).
         exc : BaseException or None
-            The handler's exception, for the type's ``retry_on`` / ``no_retry_on``.
+            What the handler raised, if it raised: its traceback is stored
+            with the attempt (logged at debug level for a retry, at error
+            level for a dead letter) and the hooks get it.
         """
         handler = self.handlers.get(a.activity_type)
         if handler is not None and not handler.rules:
             handler = None  # the engine's rules (the common case: one lookup on the failure path)
         if handler is not None and exc is not None and not handler.retryable(exc):
-            self.fail(a, f"{err} (not retried: the type's {_rule_named(handler, exc)})", duration)
+            self.fail(a, f"{err} (not retried: the type's {_rule_named(handler, exc)})", duration, exc)
             return
         if a.retry_count >= a.max_retries:
-            self.dead_letter(a, err, duration)
+            self.dead_letter(a, err, duration, exc)
             return
         cfg = self.config
         if retry_after is not None:
@@ -407,26 +424,38 @@ class Outcomes:
         retry_at = int((time.time() + delay) * 1000)
         # wake the fetcher when it is due (+2 ms: the store's clock has millisecond steps)
         self.loop.call_later(delay + 0.002, self.retry_wake.set)
+        tb = None if exc is None else format_traceback(exc)
         log.info("activity %s (%s) attempt %d failed, retrying in %.3f s: %s",
                  a.id, a.activity_type, a.retry_count + 1, delay, err)
-        self.push_ack(Ack(a.id, a.claim_token, _RETRY, None, err, retry_at))
+        if tb is not None and log.isEnabledFor(logging.DEBUG):
+            log.debug("activity %s (%s) attempt %d: %s", a.id, a.activity_type, a.retry_count + 1, tb.rstrip("\n"))
+        self.push_ack(Ack(a.id, a.claim_token, _RETRY, None, err, retry_at, tb))
         self.stats["retried"] += 1
         if self.metrics_on:
             self._record(a.activity_type, ACTIVITIES_RETRIED, 2, duration)
         if self.hooks:
-            self.spawn_hook("on_released", a, delay, err)
+            self.spawn_hook("on_released", a, delay, err, exception=exc, traceback=tb)
 
-    def dead_letter(self, a: ClaimedActivity, err: str, duration: float | None = None) -> None:
-        """Move ``a`` to the dead letters with error text ``err`` (``duration``: run time in seconds, if one ran)."""
+    def dead_letter(
+        self, a: ClaimedActivity, err: str, duration: float | None = None, exc: BaseException | None = None
+    ) -> None:
+        """Move ``a`` to the dead letters with error text ``err``.
+
+        ``duration`` is the run time in seconds, if a handler ran; ``exc``
+        what it raised, if it raised (its traceback is stored, logged here and
+        given to the ``on_dead_letter`` hooks).
+        """
         attempts = a.retry_count + 1
-        log.error("activity %s (%s) dead-lettered after %d attempt%s: %s",
-                  a.id, a.activity_type, attempts, "" if attempts == 1 else "s", err)
-        self.push_ack(Ack(a.id, a.claim_token, _DEAD, None, err))
+        tb = None if exc is None else format_traceback(exc)
+        log.error("activity %s (%s) dead-lettered after %d attempt%s: %s%s",
+                  a.id, a.activity_type, attempts, "" if attempts == 1 else "s", err,
+                  "" if tb is None else "\n" + tb.rstrip("\n"))
+        self.push_ack(Ack(a.id, a.claim_token, _DEAD, None, err, 0, tb))
         self.stats["dead_letter"] += 1
         if self.metrics_on:
             self._record(a.activity_type, ACTIVITIES_DEAD_LETTERED, 4, duration)
         if self.hooks:
-            self.spawn_hook("on_dead_letter", a, err)
+            self.spawn_hook("on_dead_letter", a, err, exception=exc, traceback=tb)
 
     def request_cancel(self, ids: Iterable[str], inflight: Mapping[str, ClaimedActivity]) -> int:
         """Stop the handlers of ``ids``, which an operator asked to cancel.
@@ -576,9 +605,12 @@ class Outcomes:
                      "ctx.executor enqueues without await)", duration)
         return True
 
-    def spawn_hook(self, name: str, *args: Any) -> None:
-        """Run lifecycle hook ``name`` in the background (failures are logged by :func:`call_hooks`)."""
-        task = asyncio.ensure_future(call_hooks(self.hooks, name, *args))
+    def spawn_hook(self, name: str, *args: Any, **outcome: Any) -> None:
+        """Run lifecycle hook ``name`` in the background (failures are logged by :func:`call_hooks`).
+
+        ``outcome`` (``exception=``, ``traceback=``) goes to :func:`call_hooks`.
+        """
+        task = asyncio.ensure_future(call_hooks(self.hooks, name, *args, **outcome))
         self._hook_tasks.add(task)
         task.add_done_callback(self._hook_tasks.discard)
 

@@ -501,6 +501,9 @@ class ActivityView(msgspec.Struct):
     )] | None = None
     """The last progress its handler reported (``ctx.set_progress``): a fraction from 0 to 1 or an object;
     ``null`` if none was. Given for one activity (``/activities/{id}``), ``null`` in listings."""
+    traceback: str | None = None
+    """The traceback of the last attempt whose handler raised (at most 16,000 characters, from the handler's frame
+    down), in the view of one activity; ``null`` in listings and when no handler of it raised."""
 
 
 def _checked_json(data: bytes | str | None, name: str, bad: list[str]) -> Raw:
@@ -551,6 +554,7 @@ def activity_view(snap: ActivitySnapshot) -> ActivityView:
         parent_id=getattr(snap, "parent_id", None),
         corrupt=corrupt,
         progress=progress,
+        traceback=snap.traceback,
     )
 
 

@@ -262,6 +262,10 @@ def test_retry_dead_letters_one_selected_and_all_matching_and_see_them_complete(
     expect(page.locator("h1 .badge")).to_have_text("completed")
     kinds = page.locator("#timeline li.event").evaluate_all("els => els.map(e => e.dataset.type)")
     assert "dead_letter" in kinds and "retry_requested" in kinds and kinds[-1] == "completed", kinds
+    # with the traceback of the attempt that failed, kept after the retry completed (issue 27)
+    expect(page.locator("#traceback")).to_contain_text("Traceback (most recent call last):")
+    expect(page.locator("#traceback")).to_contain_text("in flaky")
+    expect(page.locator("#traceback")).to_contain_text("RuntimeError: the first run fails")
 
 
 def test_cancel_a_scheduled_activity_needs_the_token_and_asks_first(

@@ -578,7 +578,7 @@ async def test_an_all_completed_flush_leaves_what_the_general_ack_leaves(pg_back
     assert await b.ack("q", [stale, *fast_acks]) == [stale.id]
     gen = [Ack(c.id, c.claim_token, AckOutcome.COMPLETED, result=r) for c, r in zip(general, results, strict=True)]
     ids, tokens, outcomes, texts, errors, retry_at = ack_params(gen)
-    row = await b.pool.fetchrow(Q["ack"], "q", ids, tokens, outcomes, texts, errors, retry_at)
+    row = await b.pool.fetchrow(Q["ack"], "q", ids, tokens, outcomes, texts, errors, retry_at, [None] * len(ids))
     assert row is not None and len(row[0]) == 3
     for f, g in zip(fast, general, strict=True):
         fast_row, general_row = await b.pool.fetchrow(ROW_STATE, f.id), await b.pool.fetchrow(ROW_STATE, g.id)

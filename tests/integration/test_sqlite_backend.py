@@ -663,7 +663,7 @@ def test_no_status_test_of_the_table_is_an_in_list_of_three_or_more() -> None:
         schema = conn.execute(
             "SELECT name, sql FROM sqlite_master WHERE tbl_name = 'runnerq_activities' AND sql IS NOT NULL"
         ).fetchall()
-        ack_program = conn.execute("EXPLAIN " + Q["ack"], (1, "null", None, 0, 1, "a", "t")).fetchall()
+        ack_program = conn.execute("EXPLAIN " + Q["ack"], (1, "null", None, 0, 1, "a", "t", None)).fetchall()
     finally:
         conn.close()
     assert any(" WHERE " in sql for _, sql in schema)
@@ -720,8 +720,8 @@ async def test_a_file_at_migration_7_is_rebuilt_by_0009_with_its_rows_and_indexe
     finally:
         conn.close()
     assert [r[0] for r in after] == [r[0] for r in before] == [7, 9, 12]
-    # a1, untouched since (the columns later migrations add, such as 0013's progress, are NULL)
-    assert after[0][:len(before[0])] == before[0] and set(after[0][len(before[0]):]) <= {None}
+    assert after[0][: len(before[0])] == before[0]  # a1, untouched since
+    assert set(after[0][len(before[0]):]) <= {None}  # the columns of later migrations (0012 traceback, 0013 progress)
 
 
 @pytest.mark.parametrize(

@@ -189,7 +189,7 @@ def _event(r: asyncpg.Record) -> ActivityEvent:
 
 
 def _result(r: asyncpg.Record) -> ActivityResult:
-    return ActivityResult(_hex(r[0]), r[1], r[2], r[3])
+    return ActivityResult(_hex(r[0]), r[1], r[2], r[3], r[4])
 
 
 async def _no_reset(conn: asyncpg.Connection) -> None:
@@ -825,7 +825,9 @@ class PostgresBackend(Backend):
         if all(o == _COMPLETED for o in outcomes) and all(e is None for e in errors):
             # the usual flush: three arrays to encode and no per-row CASEs (queries.sql, ack_completed)
             return await self._pool.fetchrow(Q["ack_completed"], queue, ids, tokens, results)
-        return await self._pool.fetchrow(Q["ack"], queue, ids, tokens, outcomes, results, errors, retry_at)
+        tracebacks = [a.traceback for a in acks]  # failed attempts only reach this statement
+        return await self._pool.fetchrow(Q["ack"], queue, ids, tokens, outcomes, results, errors, retry_at,
+                                         tracebacks)
 
     async def _lease_statement(self, query: str, leases: Sequence[LeaseRef], *extra: Any) -> list[asyncpg.Record]:
         refs = list(leases)
@@ -989,12 +991,14 @@ class PostgresBackend(Backend):
             return None
         try:
             row = await self._pool.fetchrow(Q["get_activity"], key)
-        except asyncpg.UndefinedColumnError:  # not migrated to 0011 yet (opened without migrating): no progress
+        except asyncpg.UndefinedColumnError:  # not migrated to 0010/0011 yet (opened without migrating)
             row = await self._pool.fetchrow(Q["get_activity_before_0011"], key)
         if row is None:
             return None
         snap = _snapshot(row)
-        return snap if len(row) < 19 or row[18] is None else msgspec.structs.replace(snap, progress=row[18])
+        if len(row) < 20 or (row[18] is None and row[19] is None):
+            return snap
+        return msgspec.structs.replace(snap, traceback=row[18], progress=row[19])
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         key = _uuid_or_none(activity_id)

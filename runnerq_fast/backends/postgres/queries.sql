@@ -280,14 +280,15 @@ WHERE queue_name = $1::text AND suspect AND status IN ('pending', 'scheduled', '
 
 -- name: ack
 -- $1 queue (notification payload), then parallel arrays: ids, claim tokens,
--- outcomes, results, errors, retry times (epoch ms). Only rows still
+-- outcomes, results, errors, retry times (epoch ms), tracebacks (NULL where
+-- the handler did not raise: the row keeps its last one). Only rows still
 -- processing under the same claim token change; a retry (2) of a row whose
 -- cancellation was requested ends it cancelled. Returns one row: the
 -- accepted ids and how many notifications were sent.
 WITH input AS (
     SELECT *
-    FROM unnest($2::uuid[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::bigint[])
-        AS t(id, claim_token, outcome, result, error, retry_at_ms)
+    FROM unnest($2::uuid[], $3::text[], $4::smallint[], $5::text[], $6::text[], $7::bigint[], $8::text[])
+        AS t(id, claim_token, outcome, result, error, retry_at_ms, traceback)
 ), done AS (
     UPDATE runnerq_activities a
     SET status = CASE WHEN i.outcome = 5 OR (i.outcome = 2 AND a.cancel_requested_at IS NOT NULL) THEN 'cancelled'
@@ -302,6 +303,7 @@ WITH input AS (
         dead_lettered_at = CASE WHEN i.outcome = 4 THEN now() ELSE a.dead_lettered_at END,
         last_error = CASE WHEN i.outcome = 2 OR i.error IS NOT NULL THEN i.error ELSE a.last_error END,
         result = CASE WHEN i.outcome = 1 THEN i.result END,
+        traceback = coalesce(i.traceback, a.traceback),
         claim_token = NULL,
         lease_expires_at = NULL,
         cancel_requested_at = NULL,
@@ -486,14 +488,16 @@ SELECT id, (SELECT count(*) FROM notes) AS notified FROM c;
 
 -- name: get_result
 -- A result is the terminal state of the activity row: completed keeps the
--- handler's return value, failed and dead_letter the last error.
-SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+-- handler's return value, failed and dead_letter the last error and traceback.
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END,
+       CASE WHEN status IN ('failed', 'dead_letter') THEN traceback END
 FROM runnerq_activities
 WHERE id = $1::uuid AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: get_results
 -- The results among $1 ids (the ids currently awaited by this process).
-SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END,
+       CASE WHEN status IN ('failed', 'dead_letter') THEN traceback END
 FROM runnerq_activities
 WHERE id = ANY ($1::uuid[]) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
@@ -537,20 +541,20 @@ OFFSET $3::integer
 LIMIT $4::integer;
 
 -- name: get_activity
--- The snapshot's columns, then the progress (migration 0011).
+-- The snapshot's columns, then the traceback (migration 0010) and the progress (0011).
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
        floor(extract(epoch FROM created_at) * 1000)::bigint,
        floor(extract(epoch FROM ready_at) * 1000)::bigint,
        floor(extract(epoch FROM started_at) * 1000)::bigint,
        floor(extract(epoch FROM finished_at) * 1000)::bigint,
        CASE WHEN status = 'processing' THEN floor(extract(epoch FROM lease_expires_at) * 1000)::bigint END,
-       last_error, idempotency_key, parent_id, progress
+       last_error, idempotency_key, parent_id, traceback, progress
 FROM runnerq_activities
 WHERE id = $1::uuid;
 
 -- name: get_activity_before_0011
--- get_activity on a database not migrated to 0011 yet (a read-only look: inspect, serve
--- --read-only; no progress column): the snapshot's columns only.
+-- get_activity on a database not migrated to 0010 and 0011 yet (a read-only look: inspect, serve
+-- --read-only; no traceback or progress column): the snapshot's columns only.
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
        floor(extract(epoch FROM created_at) * 1000)::bigint,
        floor(extract(epoch FROM ready_at) * 1000)::bigint,

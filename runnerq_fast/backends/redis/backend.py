@@ -154,15 +154,19 @@ def _s(value: bytes | str | None) -> str | None:
 _ERROR_STATUSES = frozenset({"failed", "dead_letter"})
 
 
-def _result(activity_id: str, status: str, data: bytes | None, error: bytes | None) -> ActivityResult:
-    """The result of a finished activity from its hash fields ``res`` and ``e``.
+def _result(
+    activity_id: str, status: str, data: bytes | None, error: bytes | None, tb: bytes | None = None
+) -> ActivityResult:
+    """The result of a finished activity from its hash fields ``res``, ``e`` and ``tb``.
 
     ``e`` holds the last error of any attempt (a retried attempt's, a
-    requeued lease's): like the SQL backends, a result carries it only when
-    the activity failed or was dead-lettered, never for a completed or
-    cancelled one.
+    requeued lease's) and ``tb`` the last traceback: like the SQL backends, a
+    result carries them only when the activity failed or was dead-lettered,
+    never for a completed or cancelled one.
     """
-    return ActivityResult(activity_id, status, data, _s(error) if status in _ERROR_STATUSES else None)
+    if status not in _ERROR_STATUSES:
+        return ActivityResult(activity_id, status, data, None)
+    return ActivityResult(activity_id, status, data, _s(error), None if tb is None else _s(tb))
 
 
 
@@ -696,12 +700,16 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
                 n_plain += 1
                 continue
             flags = (1 if a.result is not None else 0) | (2 if a.error is not None else 0)
+            error = a.error if a.error is not None else ""
+            if a.traceback is not None:  # a failed attempt's: after the error and a NUL (no error text holds one)
+                flags |= 4
+                error = f"{error}\x00{a.traceback}"
             other += (
                 a.id,
                 a.claim_token,
                 int(a.outcome),  # int(): redis-py would send an IntEnum's repr
                 a.result if a.result is not None else b"",
-                a.error if a.error is not None else "",
+                error,
                 int(a.retry_at_ms),
                 flags,
             )
@@ -805,13 +813,13 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
 
     # --------------------------------------------------------------- results
     async def get_result(self, activity_id: str) -> ActivityResult | None:
-        found = await self._locate(activity_id, "res", "e")
+        found = await self._locate(activity_id, "res", "e", "tb")
         if found is None:
             return None
         status = found[1][0].decode()
         if status not in TERMINAL_STATUSES:
             return None
-        return _result(activity_id, status, found[1][1], found[1][2])
+        return _result(activity_id, status, found[1][1], found[1][2], found[1][3])
 
     async def wait_for_result(self, activity_id: str, timeout: float | None) -> ActivityResult | None:
         """Wait for the ``done`` notification of ``activity_id`` (``timeout`` in seconds).
@@ -897,10 +905,10 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
             else:
                 async with self._r.pipeline(transaction=False) as pipe:
                     for i in ids:
-                        pipe.hmget(keys.activity(self._ns, queue, i), ["s", "res", "e"])
+                        pipe.hmget(keys.activity(self._ns, queue, i), ["s", "res", "e", "tb"])
                     replies = await _guarded(pipe.execute())
                 results = [
-                    _result(i, v[0].decode(), v[1], v[2]) if v[0] is not None else None
+                    _result(i, v[0].decode(), v[1], v[2], v[3]) if v[0] is not None else None
                     for i, v in zip(ids, replies, strict=True)
                 ]
         except (RedisError, OSError, BackendError) as exc:
@@ -978,7 +986,14 @@ class RedisBackend(RedisRetention, RedisOperations, RedisRegistry, Backend):
             return None
         snap = _snapshot(found[0], activity_id, h)
         progress = h.get(b"pg")
-        return snap if progress is None else msgspec.structs.replace(snap, progress=progress.decode(errors="replace"))
+        tb = h.get(b"tb")
+        if progress is None and tb is None:
+            return snap
+        return msgspec.structs.replace(
+            snap,
+            traceback=None if tb is None else tb.decode(errors="replace"),
+            progress=None if progress is None else progress.decode(errors="replace"),
+        )
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
         found = await self._locate(activity_id)

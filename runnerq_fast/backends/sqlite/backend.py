@@ -253,6 +253,7 @@ def _apply_migrations(conn: sqlite3.Connection, store: str) -> MigrationReport:
 
 
 _SNAPSHOT_FIELDS = ActivitySnapshot.__struct_fields__[:18]  # all but `corrupt`, in the order of the row
+_DETAIL_FIELDS = (*_SNAPSHOT_FIELDS, "traceback")  # get_activity's row
 
 
 def _snapshot(r: Sequence[Any]) -> ActivitySnapshot:
@@ -265,7 +266,7 @@ def _event(r: Sequence[Any]) -> ActivityEvent:
 
 
 def _result(r: Sequence[Any]) -> ActivityResult:
-    return ActivityResult(r[0], r[1], r[2], r[3])
+    return ActivityResult(r[0], r[1], r[2], r[3], r[4])
 
 
 def _text(data: bytes | None) -> str | None:
@@ -878,14 +879,14 @@ class SqliteBackend(Backend):
         try:
             row = await self._call(self._fetchone, Q["get_activity"], (_norm_id(activity_id),))
         except sqlite3.OperationalError as exc:
-            if "progress" not in str(exc):
+            if "no such column" not in str(exc):
                 raise
-            # a file not migrated to 0013 yet (opened read-only, so never migrated): no progress
+            # a file not migrated to 0012/0013 yet (opened read-only, so never migrated): no traceback, no progress
             row = await self._call(self._fetchone, Q["get_activity_before_0013"], (_norm_id(activity_id),))
         if row is None:
             return None
-        snap = _snapshot(row[:18])
-        progress = row[18] if len(row) > 18 else None
+        snap = rowcheck.snapshot(dict(zip(_DETAIL_FIELDS, row[:19], strict=False)))
+        progress = row[19] if len(row) > 19 else None
         if progress is None:
             return snap
         text = progress.decode(errors="replace") if isinstance(progress, bytes) else str(progress)
@@ -1330,7 +1331,7 @@ def _ack_each(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: in
         o = a.outcome
         if o == AckOutcome.RETRY and h[1]:
             o = AckOutcome.CANCELLED  # an operator asked to cancel it: it is not retried
-        updates.append((o, _text(a.result), a.error, a.retry_at_ms, now, a.id, a.claim_token))
+        updates.append((o, _text(a.result), a.error, a.retry_at_ms, now, a.id, a.claim_token, a.traceback))
         if o == AckOutcome.COMPLETED:
             events.append((a.id, "completed", None))
             finished = True

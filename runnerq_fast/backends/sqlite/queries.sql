@@ -151,7 +151,8 @@ WHERE id IN (SELECT value FROM json_each(?1)) AND status = 'processing';
 
 -- name: ack
 -- ?1 outcome, ?2 result JSON, ?3 error, ?4 retry time (ms), ?5 now (ms),
--- ?6 id, ?7 claim token. Guarded by the claim like every ack.
+-- ?6 id, ?7 claim token, ?8 traceback (NULL where the handler did not raise:
+-- the row keeps its last one). Guarded by the claim like every ack.
 UPDATE runnerq_activities
 SET status = CASE ?1 WHEN 1 THEN 'completed' WHEN 2 THEN 'retrying' WHEN 3 THEN 'failed' WHEN 5 THEN 'cancelled'
                      ELSE 'dead_letter' END,
@@ -161,6 +162,7 @@ SET status = CASE ?1 WHEN 1 THEN 'completed' WHEN 2 THEN 'retrying' WHEN 3 THEN 
     dead_lettered_at = CASE WHEN ?1 = 4 THEN ?5 ELSE dead_lettered_at END,
     last_error = CASE WHEN ?1 = 2 OR ?3 IS NOT NULL THEN ?3 ELSE last_error END,
     result = CASE WHEN ?1 = 1 THEN ?2 END,
+    traceback = coalesce(?8, traceback),
     claim_token = NULL,
     lease_expires_at = NULL,
     cancel_requested_at = NULL,
@@ -266,14 +268,16 @@ RETURNING queue_name;
 
 -- name: get_result
 -- A result is the terminal state of the activity row: completed keeps the
--- handler's return value, failed and dead_letter the last error.
-SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+-- handler's return value, failed and dead_letter the last error and traceback.
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END,
+       CASE WHEN status IN ('failed', 'dead_letter') THEN traceback END
 FROM runnerq_activities
 WHERE id = ?1 AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
 -- name: get_results
 -- The results among ?1 ids (a JSON array: the ids awaited in this process).
-SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END
+SELECT id, status, result, CASE WHEN status IN ('failed', 'dead_letter') THEN last_error END,
+       CASE WHEN status IN ('failed', 'dead_letter') THEN traceback END
 FROM runnerq_activities
 WHERE id IN (SELECT value FROM json_each(?1)) AND status IN ('completed', 'failed', 'dead_letter', 'cancelled');
 
@@ -297,16 +301,16 @@ ORDER BY seq DESC
 LIMIT ?4 OFFSET ?3;
 
 -- name: get_activity
--- The snapshot's columns, then the progress (migration 0013).
+-- The snapshot's columns, then the traceback (migration 0012) and the progress (0013).
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
        created_at, ready_at, started_at, finished_at,
-       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key, parent_id, progress
+       CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key, parent_id, traceback, progress
 FROM runnerq_activities
 WHERE id = ?1;
 
 -- name: get_activity_before_0013
--- get_activity on a file not migrated to 0013 yet (a read-only look: inspect, serve
--- --read-only; no progress column): the snapshot's columns only.
+-- get_activity on a file not migrated to 0012 and 0013 yet (a read-only look: inspect, serve
+-- --read-only; no traceback or progress column): the snapshot's columns only.
 SELECT id, queue_name, activity_type, status, priority, payload, metadata, retry_count, max_retries, timeout_ms,
        created_at, ready_at, started_at, finished_at,
        CASE WHEN status = 'processing' THEN lease_expires_at END, last_error, idempotency_key, parent_id

@@ -115,6 +115,7 @@ cdef class Row:
     cdef public object idempotency_key, retry_count, created_at_ms, ready_at_ms, status, claim_token
     cdef public object lease_expires_at_ms, started_at_ms, finished_at_ms, dead_lettered_at_ms
     cdef public object last_error, heap_seq, parent_id, cancel_requested, suspect
+    cdef public object traceback  # the traceback of the last attempt whose handler raised
     cdef public object ordinal  # its creation order: the seq of its first push, kept when pushed again
     cdef public list events  # its events, oldest first
     cdef public object result  # its ActivityResult once finished, else None
@@ -139,6 +140,7 @@ cdef class Row:
         self.finished_at_ms = None
         self.dead_lettered_at_ms = None
         self.last_error = None
+        self.traceback = None
         self.heap_seq = 0
         self.ordinal = 0
         self.parent_id = item.parent_id
@@ -301,7 +303,9 @@ cdef class StoreCore:
         row.lease_expires_at_ms = None
         if error is not None:
             row.last_error = error
-        res = _Result(row.id, status, data, error)
+        # as the SQL backends' result: a failure's carries the last traceback (a completion's error is None)
+        tb = row.traceback if error is not None and (status == "failed" or status == "dead_letter") else None
+        res = _Result(row.id, status, data, error, tb)
         row.result = res
         waiters = self._waiters.pop(row.id, None)
         if waiters:
@@ -383,6 +387,8 @@ cdef class StoreCore:
                 self._finish_c(own, row, "completed", now, a.result, None)
             elif outcome == _CANCELLED or (outcome == _RETRY and row.cancel_requested):
                 # a retry of an activity an operator asked to cancel ends it instead
+                if a.traceback is not None:
+                    row.traceback = a.traceback
                 self._event_q(own, row, "cancelled", now, None)
                 self._finish_c(own, row, "cancelled", now, None, None)
             elif outcome == _RETRY:
@@ -391,14 +397,20 @@ cdef class StoreCore:
                 row.claim_token = None
                 row.lease_expires_at_ms = None
                 row.last_error = a.error
+                if a.traceback is not None:
+                    row.traceback = a.traceback
                 self._move_c(q, row, "retrying")
                 self._event_q(own, row, "retrying", now, a.error)
                 self._make_ready_c(q, row, now)
             elif outcome == _FAILED:
+                if a.traceback is not None:
+                    row.traceback = a.traceback
                 self._event_q(own, row, "failed", now, a.error)
                 self._finish_c(own, row, "failed", now, None, a.error)
             else:
                 row.dead_lettered_at_ms = now
+                if a.traceback is not None:
+                    row.traceback = a.traceback
                 self._event_q(own, row, "dead_letter", now, a.error)
                 self._finish_c(own, row, "dead_letter", now, None, a.error)
         return rejected

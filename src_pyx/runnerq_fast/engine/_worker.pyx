@@ -143,15 +143,15 @@ cdef bint _failed(out, a, exc, double started, timeout) except -1:
                 out.release.append(_LeaseRef(a.id, a.claim_token))
             return True
         # the handler raised CancelledError itself (e.g. awaited a cancelled task): a failed attempt
-        out.retry_or_dead(a, _describe_error(exc), None, ran)
+        out.retry_or_dead(a, _describe_error(exc), None, ran, exc)
     elif isinstance(exc, _NonRetryableError):
-        out.fail(a, _describe_error(exc), ran)
+        out.fail(a, _describe_error(exc), ran, exc)
     elif isinstance(exc, TimeoutError):
         elapsed = _perf_counter() - started
         msg = _describe_error(exc, prefix=False) or f"timed out after {elapsed:.3f} s (timeout {timeout} s)"
         out.retry_or_dead(a, f"TimeoutError: {msg}", None, ran, exc)  # the type's retry_on / no_retry_on
     elif isinstance(exc, _RetryableError):
-        out.retry_or_dead(a, _describe_error(exc), exc.retry_after, ran)
+        out.retry_or_dead(a, _describe_error(exc), exc.retry_after, ran, exc)
     else:
         # any other failure is retryable; KeyboardInterrupt, SystemExit or any other BaseException
         # raised by a handler must end neither this worker nor the process
@@ -263,7 +263,7 @@ async def run_one(out, a, task=None):
     if child is not None and child._issued and await out.dropped(a, ctx, duration if out.metrics_on else None):
         return  # it left enqueues through ctx.executor unawaited: failed
     if _completed(out, _Fixed(out), a, result, duration) and hooks:
-        await _call_hooks(hooks, "on_processed", a, duration)
+        await _call_hooks(hooks, "on_processed", a, duration, result=result)
 
 
 async def worker_loop(out, Handoff local):

@@ -32,6 +32,7 @@
 --   t type, ik idempotency key, pa parent id,
 --   k the claim, "<claim token>\31<started ms>\31<lease deadline ms>" (written by a claim, kept after it),
 --   fa finished ms, da dead-lettered ms, e last error, res result, cr cancel requested ("1"),
+--   tb the traceback of the last attempt whose handler raised (ack.lua writes it),
 --   su suspect ("1": its lease expired while claimed beside others, uncounted; an ack removes it),
 --   pg the last progress a handler reported (JSON text; progress.lua, under the claim; kept after it),
 --   and one field per event:

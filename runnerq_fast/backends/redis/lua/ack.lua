@@ -10,7 +10,8 @@
 --   one: a handler that returned None, the usual no-op); a claim token is sent once per run, not
 --   per ack; then 7 per other ack: id, claim token, outcome
 --   (1 completed, 2 retry, 3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
---   flags (1 = has result, 2 = has error).
+--   flags (1 = has result, 2 = has error, 4 = has traceback: the error field is then the error, a NUL
+--   and the traceback, kept in field tb of the accepted ack's hash).
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ARGV = ARGV -- a local: read twice per plain completion
 local ttl = ARGV[1]
@@ -119,9 +120,16 @@ for j = 1, 2 * m, CHUNK do redis.call('ZADD', completed, unpack(indexed, j, math
 for b = first - 1, #ARGV - 1, 7 do
   local id, token, outcome = ARGV[b + 1], ARGV[b + 2], tonumber(ARGV[b + 3])
   local flags = tonumber(ARGV[b + 7])
-  local result, err = nil, nil
+  local result, err, tb = nil, nil, nil
+  if flags >= 4 then -- a failed attempt's traceback, after the error and a NUL
+    local text = ARGV[b + 5]
+    local cut = string.find(text, '\0', 1, true)
+    tb = string.sub(text, cut + 1)
+    if flags % 4 >= 2 then err = string.sub(text, 1, cut - 1) end
+  elseif flags >= 2 then
+    err = ARGV[b + 5]
+  end
   if flags % 2 == 1 then result = ARGV[b + 4] end
-  if flags >= 2 then err = ARGV[b + 5] end
   local k = KEY_PREFIX .. id
   local h
   if outcome == 2 then
@@ -134,6 +142,7 @@ for b = first - 1, #ARGV - 1, 7 do
   else
     rq_zrem(LEASE, id)
     if h[5] then redis.call('HDEL', k, 'su') end
+    if tb then redis.call('HSET', k, 'tb', tb) end
     local mem = rq_mem(h[4], id)
     local nums = outcome == 2 and rq_nums(h[4])
     if outcome == 5 or (outcome == 2 and h[6]) then

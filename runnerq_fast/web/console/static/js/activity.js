@@ -69,6 +69,9 @@ export function mount(el, ctx) {
     } else if (a.last_error) {
       outcome = h("section#outcome", null, h("h2", null, "Last error"), h("pre.error#error", null, a.last_error));
     }
+    // the traceback of the last attempt whose handler raised (kept after a later success or retry)
+    const traceback = a.traceback ? h("section#traceback-box", null, h("h2", null, "Traceback (last failed attempt)"),
+      h("pre.error.traceback#traceback", null, a.traceback)) : null;
     const t0 = d.events.length ? Date.parse(d.events[0].at) : 0;
     fill(el,
       h("h1", null, "Activity ", h("span.mono#activity-id", null, a.id), " ", badge(a.status)),
@@ -84,6 +87,7 @@ export function mount(el, ctx) {
         h("section", null, h("h2", null, "Payload"), h("pre#payload", null, pretty(a.payload))),
         h("section", null, h("h2", null, "Metadata"), h("pre#metadata", null, pretty(a.metadata)))),
       outcome,
+      traceback,
       h("section#children", null, h("h2", null, `Children${d.children.length ? ` (${d.children.length}${d.children_next_cursor ? "+" : ""})` : ""}`),
         d.children.length === 0 ? h("p.muted", null, "None.") : h("ul", null, d.children.map((c) =>
           h("li.child", { dataset: { id: c.id } }, h("a", { href: link(c.id) }, shortId(c.id)), ` ${c.activity_type} `, badge(c.status))))));
