@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import math
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, Self, overload
 
 import msgspec
 
-from runnerq_fast.codec import decode_json, encode_json, encode_metadata
+from runnerq_fast.codec import decode_json, encode_metadata, encode_payload
 from runnerq_fast.config import (
     DOT_SEGMENTS,
     MAX_ACTIVITY_TYPE_LENGTH,
@@ -43,12 +44,21 @@ from runnerq_fast.models import (
 from runnerq_fast.resilience import busy_attempts, busy_limit
 from runnerq_fast.storage import Backend
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar  # a default (PEP 696): a bare ActivityBuilder is ActivityBuilder[Any]
+
+    from runnerq_fast.engine.context import ActivityContext
+else:
+    from typing import TypeVar
+
 __all__ = [
     "ActivityBuilder",
     "ActivityExecutor",
     "ActivityFuture",
     "PieceSize",
     "enqueue_in_pieces",
+    "handler_activity_type",
+    "mark_handler",
     "validate_activity_type",
     "validate_queue_name",
 ]
@@ -66,6 +76,15 @@ _NOTHING: Any = object()
 """No payload seen yet (a batch's first item)."""
 _GROW_AFTER = 4
 """Pieces in a row that must land before a reduced piece size doubles (as the engine's batches)."""
+
+if TYPE_CHECKING:
+    PayloadT = TypeVar("PayloadT", default=Any)
+    """The payload type of an :class:`ActivityBuilder` (``Any`` for one started from a type name)."""
+else:
+    PayloadT = TypeVar("PayloadT")  # typing.TypeVar takes a default from Python 3.13
+
+HANDLER_TYPE_ATTR = "__runnerq_activity_type__"
+"""Attribute :meth:`WorkerEngine.register_activity` sets on a handler: its activity type, or a tuple of several."""
 
 
 class PieceSize:
@@ -236,6 +255,44 @@ def validate_activity_type(activity_type: object) -> str:
     return _validate_name(activity_type, "activity type")
 
 
+def mark_handler(handler: Callable[..., Any], activity_type: str) -> None:
+    """Record on ``handler`` that it handles ``activity_type`` (see :func:`handler_activity_type`).
+
+    Registered for several types (the same function under two names), it
+    keeps them all; one that takes no attributes (a bound method, a builtin)
+    is left as it is: it is then enqueued by its type name.
+    """
+    current = getattr(handler, HANDLER_TYPE_ATTR, None)
+    names = (current,) if isinstance(current, str) else current if isinstance(current, tuple) else ()
+    if activity_type in names:
+        return
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(handler, HANDLER_TYPE_ATTR, tuple(sorted({*names, activity_type})) if names else activity_type)
+
+
+def handler_activity_type(handler: object) -> str:
+    """The activity type ``handler`` was registered for (``@engine.activity(name)`` in this process).
+
+    Raises
+    ------
+    InvalidActivityError
+        If it was never registered, or was registered for several types.
+    """
+    name = getattr(handler, HANDLER_TYPE_ATTR, None)
+    if isinstance(name, str):
+        return name
+    what = getattr(handler, "__qualname__", type(handler).__name__)
+    if isinstance(name, tuple):
+        raise InvalidActivityError(
+            f"handler {what} is registered for several activity types ({', '.join(map(repr, name))}): "
+            "give the name of the one to enqueue"
+        )
+    raise InvalidActivityError(
+        f"{what} is not a registered handler: enqueue by a handler registered with @engine.activity(name) in this "
+        "process, or by the activity type's name"
+    )
+
+
 class ActivityFuture:
     """A handle on an enqueued activity.
 
@@ -322,11 +379,14 @@ def unwrap_result(res: ActivityResult) -> Any:
     raise ActivityFailed(res.activity_id, res.status, res.error)
 
 
-class ActivityBuilder:
+class ActivityBuilder(Generic[PayloadT]):
     """Fluent description of one activity; finish with :meth:`execute`.
 
     Obtained from :meth:`ActivityExecutor.activity`. Each setter validates its
-    argument and raises :class:`InvalidActivityError` at the call.
+    argument and raises :class:`InvalidActivityError` at the call. Generic in
+    the payload type: started from a handler (``executor.activity(charge)``),
+    :meth:`payload` takes what the handler's payload parameter is annotated
+    with, checked by a type checker; from a type name, ``Any``.
     """
 
     __slots__ = (
@@ -344,8 +404,10 @@ class ActivityBuilder:
         "activity_type",
     )
 
-    def __init__(self, executor: ActivityExecutor, activity_type: str) -> None:
+    def __init__(self, executor: ActivityExecutor, activity_type: str | Callable[..., object]) -> None:
         self._executor = executor
+        if type(activity_type) is not str and callable(activity_type):
+            activity_type = handler_activity_type(activity_type)
         self.activity_type = validate_activity_type(activity_type)
         self._payload: Any = None
         self._priority = int(Priority.NORMAL)
@@ -358,25 +420,31 @@ class ActivityBuilder:
         self._idem_key: str | None = None
         self._on_duplicate = OnDuplicate.RETURN_EXISTING
 
-    def payload(self, payload: Any) -> ActivityBuilder:
-        """Set the JSON-encodable payload passed to the handler."""
+    def payload(self, payload: PayloadT) -> Self:
+        """Set the payload passed to the handler.
+
+        JSON values, and the typed values of :data:`runnerq_fast.codec.TYPED`
+        (datetime, UUID, Decimal, an enum member, a msgspec Struct, a
+        dataclass...) that a handler annotating its payload gets back as
+        they were; see :func:`runnerq_fast.codec.encode_payload`.
+        """
         self._payload = payload
         return self
 
-    def priority(self, priority: Priority | int) -> ActivityBuilder:
+    def priority(self, priority: Priority | int) -> Self:
         """Set the priority, 1 (LOW) to 4 (CRITICAL); default NORMAL."""
         if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= int(priority) <= 4:
             raise InvalidActivityError(f"priority must be 1-4 (Priority.LOW..CRITICAL), got {priority!r}")
         self._priority = int(priority)
         return self
 
-    def delay(self, seconds: float) -> ActivityBuilder:
+    def delay(self, seconds: float) -> Self:
         """Make the activity ready ``seconds`` (>= 0) from now."""
         self._delay = _seconds(seconds, "delay", MAX_DELAY_SECONDS)
         self._run_at = None
         return self
 
-    def run_at(self, when: datetime | float) -> ActivityBuilder:
+    def run_at(self, when: datetime | float) -> Self:
         """Make the activity ready at ``when`` (aware datetime or epoch seconds)."""
         if isinstance(when, datetime):
             if when.tzinfo is None:
@@ -392,19 +460,19 @@ class ActivityBuilder:
         self._delay = 0.0
         return self
 
-    def max_retries(self, retries: int) -> ActivityBuilder:
+    def max_retries(self, retries: int) -> Self:
         """Set retries after the first attempt (0 = never retried)."""
         if isinstance(retries, bool) or not isinstance(retries, int) or not 0 <= retries <= 1_000_000:
             raise InvalidActivityError(f"max_retries must be an int in [0, 1000000], got {retries!r}")
         self._max_retries = retries
         return self
 
-    def timeout(self, seconds: float) -> ActivityBuilder:
+    def timeout(self, seconds: float) -> Self:
         """Set the handler timeout in seconds (0 = none)."""
         self._timeout = _seconds(seconds, "timeout", MAX_TIMEOUT_SECONDS, " (0 = none)")
         return self
 
-    def metadata(self, metadata: dict[str, str], *, inherit: bool = True) -> ActivityBuilder:
+    def metadata(self, metadata: dict[str, str], *, inherit: bool = True) -> Self:
         """Attach string key/value metadata, visible to the handler and inspector.
 
         Keys and values must be strings that encode to UTF-8; the encoded
@@ -440,7 +508,7 @@ class ActivityBuilder:
         parent = decode_json(inherited) if inherited not in (b"{}", "{}", b"", "") else {}
         return encode_metadata({**parent, **own} if isinstance(parent, dict) else own, max_bytes)
 
-    def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> ActivityBuilder:
+    def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> Self:
         """Deduplicate on ``key`` within (queue, activity type), see :class:`OnDuplicate`."""
         if not isinstance(key, str) or not key or len(key) > MAX_IDEMPOTENCY_KEY_LENGTH:
             raise InvalidActivityError(
@@ -463,7 +531,7 @@ class ActivityBuilder:
         ------
         InvalidActivityError
             If the payload or metadata cannot be stored: see
-            :func:`runnerq_fast.codec.encode_json` for the accepted values;
+            :func:`runnerq_fast.codec.encode_payload` for the accepted values;
             either is capped at ``max_payload_bytes``.
         """
         return self._build(new_activity_id())
@@ -482,7 +550,7 @@ class ActivityBuilder:
         return NewActivity(
             activity_id,
             self.activity_type,
-            encode_json(self._payload, max_bytes),
+            encode_payload(self._payload, max_bytes),
             self._priority,
             cfg.default_max_retries if self._max_retries is None else self._max_retries,
             round((cfg.default_timeout if self._timeout is None else self._timeout) * 1000),
@@ -613,13 +681,28 @@ class ActivityExecutor:
         ex.inherited_metadata = metadata
         return ex
 
-    def activity(self, activity_type: str) -> ActivityBuilder:
+    @overload
+    def activity(self, activity_type: str) -> ActivityBuilder[Any]: ...
+
+    @overload
+    def activity(self, activity_type: Callable[[PayloadT, ActivityContext], object]) -> ActivityBuilder[PayloadT]: ...
+
+    def activity(self, activity_type: str | Callable[..., object]) -> ActivityBuilder[Any]:
         """Start describing an activity of ``activity_type``.
+
+        Parameters
+        ----------
+        activity_type : str or handler
+            The type's name, or a handler registered for it with
+            ``@engine.activity(name)`` in this process: the builder's
+            :meth:`~ActivityBuilder.payload` then takes the handler's payload
+            type, which a type checker (mypy) checks at the call.
 
         Raises
         ------
         InvalidActivityError
-            If the type is empty, over 255 characters or not a string.
+            If the type is empty, over 255 characters or not a string, or the
+            handler is not registered (or registered for several types).
         """
         return ActivityBuilder(self, activity_type)
 
@@ -723,7 +806,7 @@ class ActivityExecutor:
                 if type(activity_type) is not str or activity_type not in types:
                     types.add(validate_activity_type(activity_type))
                 if payload is not last_payload:  # encoding has no side effects: the same object, the same bytes
-                    data = encode_json(payload, max_bytes)
+                    data = encode_payload(payload, max_bytes)
                     last_payload = payload
                 if defaults is None:
                     defaults = self._tuple_defaults()

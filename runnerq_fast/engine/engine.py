@@ -56,7 +56,7 @@ from runnerq_fast.engine.pruner import Pruner
 from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
 from runnerq_fast.errors import BackendError, ConfigError, StoreBusyError
-from runnerq_fast.executor import ActivityExecutor, validate_activity_type
+from runnerq_fast.executor import ActivityExecutor, mark_handler, validate_activity_type
 from runnerq_fast.metrics import (
     ACKS_REJECTED,
     ACTIVITIES_CLAIMED,
@@ -209,13 +209,19 @@ class WorkerEngine:
 
         The handler is ``async def h(payload, ctx)`` or plain ``def h(payload, ctx)``
         (run in a thread pool); its return value must be JSON-encodable and is
-        stored as the result.
+        stored as the result. Where it annotates ``payload`` (a msgspec
+        Struct, a dataclass, ``datetime``, ``list[UUID]``...), the payload is
+        decoded into that type, strictly: one that does not match is
+        dead-lettered, naming the field (see :mod:`runnerq_fast.engine.payloads`).
+        ``executor.activity(h)`` then starts a builder whose ``payload`` a
+        type checker checks against that type.
 
         Raises
         ------
         ConfigError
-            If the type already has a handler, the engine has started, or the
-            handler cannot be called as ``handler(payload, ctx)``.
+            If the type already has a handler, the engine has started, the
+            handler cannot be called as ``handler(payload, ctx)``, or its
+            payload annotation cannot be evaluated or decoded into.
         InvalidActivityError
             If the type name is empty or too long.
         """
@@ -236,7 +242,8 @@ class WorkerEngine:
         if not callable(handler):
             raise ConfigError(f"handler for {activity_type!r} is not callable")
         _check_signature(activity_type, handler)
-        self._handlers[activity_type] = Registered(handler)
+        self._handlers[activity_type] = Registered(handler, activity_type)
+        mark_handler(handler, activity_type)  # engine.executor.activity(handler) finds the type's name
 
     def periodic(
         self,

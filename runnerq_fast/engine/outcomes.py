@@ -38,11 +38,13 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from runnerq_fast.codec import decode_json
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.engine.backoff import backoff_seconds
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.deadline import Deadlines
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
+from runnerq_fast.engine.payloads import payload_decoder
 from runnerq_fast.metrics import (
     ACTIVITIES_COMPLETED,
     ACTIVITIES_DEAD_LETTERED,
@@ -72,15 +74,32 @@ _CANCELLED = int(AckOutcome.CANCELLED)
 
 
 class Registered:
-    """A registered handler and whether it is a coroutine function (awaited on the loop) or plain."""
+    """A registered handler, whether it is a coroutine function (awaited on the loop) or plain, and its payload decoder.
 
-    __slots__ = ("fn", "is_async")
+    Attributes
+    ----------
+    payload_type : Any
+        The type the handler annotates its payload with, or ``None`` (untyped:
+        no annotation, ``Any``, ``object``); see :mod:`runnerq_fast.engine.payloads`.
+    decode : callable
+        Decodes the stored payload for the handler: the strict msgspec
+        decoder into ``payload_type``, or the plain JSON decoder when untyped.
 
-    def __init__(self, fn: Handler) -> None:
+    Raises
+    ------
+    ConfigError
+        If the payload annotation cannot be evaluated or decoded into.
+    """
+
+    __slots__ = ("decode", "fn", "is_async", "payload_type")
+
+    def __init__(self, fn: Handler, activity_type: str = "") -> None:
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
         )
+        self.payload_type, typed = payload_decoder(fn, activity_type)
+        self.decode: Callable[[bytes | str], Any] = decode_json if typed is None else typed
 
 
 def _resolve(fut: asyncio.Future[None]) -> None:

@@ -48,7 +48,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 from cronsim import CronSim, CronSimError
 
-from runnerq_fast.codec import encode_json
+from runnerq_fast.codec import encode_payload
 from runnerq_fast.errors import ConfigError, InvalidActivityError
 from runnerq_fast.models import OnDuplicate, Priority
 
@@ -89,7 +89,8 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     timezone : str
         IANA name the cron expression is evaluated in (``"UTC"`` for intervals).
     payload : Any
-        JSON-encodable payload of every tick's activity.
+        Payload of every tick's activity: JSON values or typed values (see
+        :func:`runnerq_fast.codec.encode_payload`).
     priority : int
         1-4.
     missed : str
@@ -215,7 +216,7 @@ def make_schedule(
         raise ConfigError("metadata must be a dict of str to str")
     meta["schedule"] = schedule_name
     try:
-        encode_json(payload, 0, "payload")
+        encode_payload(payload, 0)
     except InvalidActivityError as exc:
         raise ConfigError(f"schedule {schedule_name!r}: {exc}") from None
     return Schedule(
