@@ -12,9 +12,8 @@ import dataclasses
 import logging
 import math
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -1139,7 +1138,7 @@ class HardeningConformance:
             ({"deep": [{"x": [{"y": (1,)}]}]}, 'payload["deep"][0]["x"][0]["y"] is tuple'),
             # typed values (issue 27 item 5) are encoded, and the values inside a Struct or dataclass follow the rules
             ({"st": Tagged(("a", "b"))}, 'payload["st"].tags is tuple, which would arrive as a list'),
-            ([_Point(1), _Pair({2: "x"})], "payload[1].a has key 2 of type int"),
+            ([_Point(1), Tagged({2: "x"})], "payload[1].tags has key 2 of type int"),
             (Reading(float("nan")), "payload.value is nan: JSON has no NaN or Infinity"),
             ({"w": Weird.HALF}, 'payload["w"] is Weird.HALF, whose value 0.5 is not a str or an int'),
             ({"at": datetime.now(UTC), "x": object()}, 'payload["x"] is object, which JSON cannot represent'),

@@ -47,7 +47,7 @@ def test_typed_payload_types() -> None:
 
 
 def _check_case(path: Path, at_least: int) -> None:
-    """mypy says on each line of ``path`` what its comment expects (at least ``at_least`` of them), and no other error."""
+    """mypy says on each marked line of ``path`` (``at_least`` or more) what its comment expects, no other error."""
     expected: dict[int, tuple[str, str]] = {}
     for n, text in enumerate(path.read_text().splitlines(), 1):
         m = _EXPECT.search(text)

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runnerq_fast.codec import decode_json
 from runnerq_fast.engine import _deadline_py, _worker_py
 from runnerq_fast.engine.hooks import ActivityInfo
-from runnerq_fast.codec import decode_json
 from runnerq_fast.engine.outcomes import Outcomes, Registered
 from runnerq_fast.errors import NonRetryableError, RetryableError
 from runnerq_fast.models import ClaimedActivity
