@@ -80,7 +80,7 @@ class Registered:
     ----------
     payload_type : Any
         The type the handler annotates its payload with, or ``None`` (untyped:
-        no annotation, ``Any``, ``object``); see :mod:`runnerq_fast.engine.payloads`.
+        no annotation, ``Any``, ``object``, a TypeVar); see :mod:`runnerq_fast.engine.payloads`.
     decode : callable
         Decodes the stored payload for the handler: the strict msgspec
         decoder into ``payload_type``, or the plain JSON decoder when untyped.
