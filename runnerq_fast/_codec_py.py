@@ -5,9 +5,11 @@ type but the JSON ones: msgspec would turn bytes into base64 text, a datetime
 into ISO text, a tuple into a list, ``{1: ...}`` into ``{"1": ...}``), what
 JSON cannot hold (NaN/Infinity, which msgspec would silently write as
 ``null``), what a backend cannot store (the NUL character: PostgreSQL text and
-jsonb cannot hold it; lone surrogates) and oversized values. :func:`explain`
-names the path of the offending value; the compiled twin uses it too, so the
-messages are the same.
+jsonb cannot hold it; lone surrogates) and oversized values. A payload
+(:func:`encode_payload`) may also hold the :data:`TYPED` values, which a
+handler that annotates its payload with their type gets back equal.
+:func:`explain` and :func:`typed_refusal` name the path of the offending
+value; the compiled twin uses them too, so the messages are the same.
 """
 
 from __future__ import annotations
@@ -29,7 +31,20 @@ _decoder = msgspec.json.Decoder()
 _NUL = b"\\u0000"
 
 ACCEPTED = "dict (with str keys), list, str, int, float, bool and None"
-"""What a payload, a result or metadata may hold: the JSON types, which arrive exactly as they were sent."""
+"""What a result or metadata may hold: the JSON types, which arrive exactly as they were sent."""
+
+TYPED = (
+    "datetime, date, time, timedelta, UUID, Decimal, an enum member (str or int value), "
+    "a msgspec Struct or a dataclass instance"
+)
+"""What a payload may hold besides :data:`ACCEPTED`: msgspec writes each as JSON (ISO 8601 text, a str,
+its value, an object of its fields) and a handler whose payload annotation names the type gets it back
+equal; an unannotated handler gets the JSON value (a datetime arrives as its ISO text)."""
+
+ACCEPTED_PAYLOAD = f"{ACCEPTED}; or {TYPED}"
+"""What a payload may hold (:func:`encode_payload`)."""
+
+_TYPED_SCALARS = (datetime.date, datetime.time, datetime.timedelta, uuid.UUID, decimal.Decimal)
 
 
 def is_plain_json(obj: Any) -> bool:
@@ -85,25 +100,35 @@ def _arrives_as(value: Any) -> str:
     return ""
 
 
-def _label(label: int | str | None) -> str:
+def _label(label: int | str | tuple[str] | None) -> str:
+    """The path step of an item: ``[3]`` (list index), ``["key"]`` (dict key), ``.name`` (field, a 1-tuple)."""
     if label is None:
         return ""
     if type(label) is int:
         return f"[{label}]"
+    if type(label) is tuple:
+        return "." + label[0]
     return "[" + _encoder.encode(label).decode("utf-8", "backslashreplace") + "]"
 
 
-def explain(obj: Any, what: str) -> str:
-    """The reason :func:`is_plain_json` refused ``obj``: the first offending value in document order and its path.
+def _fields(o: Any) -> Any:
+    """The ``((name,), value)`` pairs of the fields of a Struct or dataclass instance ``o``; ``None`` if neither."""
+    if isinstance(o, msgspec.Struct):
+        return (((name,), getattr(o, name)) for name in o.__struct_fields__)
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return (((f.name,), getattr(o, f.name)) for f in dataclasses.fields(o))
+    return None
+
+
+def _offence(obj: Any, what: str, typed: bool) -> str | None:
+    """The first value of ``obj`` (in document order) that may not be stored, with its path; ``None`` if none.
 
     A depth-first walk with an explicit stack of iterators; a path is only
-    spelled out for the containers it descends into and the offender.
-
-    Returns
-    -------
-    str
-        E.g. ``'payload["items"][3] is bytes, which would arrive as base64 text; ...'``.
+    spelled out for the containers it descends into and the offender. With
+    ``typed``, the :data:`TYPED` values are accepted and the fields of a
+    Struct or dataclass walked (``payload["order"].lines[0]``).
     """
+    accepted = ACCEPTED_PAYLOAD if typed else ACCEPTED
     stack: list[tuple[str, Any]] = [("", iter(((None, obj),)))]
     while stack:
         path, items = stack[-1]
@@ -121,18 +146,51 @@ def explain(obj: Any, what: str) -> str:
                     if type(k) is not str:
                         note = f" (it would arrive as the str {str(k)!r})" if type(k) is int else ""
                         return (f"{what}{here} has key {k!r} of type {type(k).__name__}{note}: JSON object keys "
-                                f"are str; {what} values may be {ACCEPTED}")
+                                f"are str; {what} values may be {accepted}")
                 stack.append((here, iter(o.items())))
                 break
             if t is list:
                 stack.append((here, enumerate(o)))
                 break
+            if typed:
+                if isinstance(o, _TYPED_SCALARS) or o is msgspec.UNSET:  # UNSET: a Struct field msgspec leaves out
+                    continue
+                if isinstance(o, enum.Enum):
+                    if type(o.value) is str or type(o.value) is int:
+                        continue
+                    return (f"{what}{here} is {t.__name__}.{o.name}, whose value {o.value!r} is not a str or an "
+                            f"int; {what} values may be {accepted}")
+                fields = _fields(o)
+                if fields is not None:
+                    stack.append((here, fields))
+                    break
             how = _arrives_as(o)
             fate = f"which would arrive as {how}" if how else "which JSON cannot represent"
-            return f"{what}{here} is {t.__name__}, {fate}; {what} values may be {ACCEPTED}"
+            return f"{what}{here} is {t.__name__}, {fate}; {what} values may be {accepted}"
         else:
             stack.pop()
-    return f"{what} holds a value JSON cannot represent"  # pragma: no cover - only called after a refusal
+    return None
+
+
+def explain(obj: Any, what: str) -> str:
+    """The reason :func:`is_plain_json` refused ``obj``: the first offending value in document order and its path.
+
+    Returns
+    -------
+    str
+        E.g. ``'payload["items"][3] is bytes, which would arrive as base64 text; ...'``.
+    """
+    return _offence(obj, what, False) or f"{what} holds a value JSON cannot represent"
+
+
+def typed_refusal(obj: Any, what: str = "payload") -> str | None:
+    """Why :func:`encode_payload` refuses ``obj`` (the first offending value and its path), or ``None``.
+
+    Called once :func:`is_plain_json` is false: ``None`` means every value
+    that is not a JSON type is one of :data:`TYPED` (with the fields of a
+    Struct or dataclass under the same rules).
+    """
+    return _offence(obj, what, True)
 
 
 def encode_json(obj: Any, max_bytes: int, what: str = "payload") -> bytes:
@@ -170,6 +228,47 @@ def encode_json(obj: Any, max_bytes: int, what: str = "payload") -> bytes:
     """
     if not is_plain_json(obj):
         raise InvalidActivityError(explain(obj, what))
+    return _encoded(obj, max_bytes, what)
+
+
+def encode_payload(obj: Any, max_bytes: int) -> bytes:
+    """Encode a payload: :func:`encode_json`, accepting the :data:`TYPED` values too.
+
+    A datetime, date, time or timedelta is written as ISO 8601 text, a UUID
+    or a Decimal as a str, an enum member as its value, a msgspec Struct or a
+    dataclass as an object of its fields (under the same rules, at any
+    depth). A handler that annotates its payload with the type gets it back
+    equal; an unannotated one gets the JSON value. Everything else
+    :func:`encode_json` refuses is still refused: bytes, tuples, sets, dict
+    keys that are not str, NaN and Infinity, subclasses of the JSON types
+    (an ``OrderedDict``), other objects, NUL, lone surrogates, oversized values.
+
+    Parameters
+    ----------
+    obj : Any
+        The payload.
+    max_bytes : int
+        Largest accepted encoding in bytes; 0 disables the check.
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    InvalidActivityError
+        As :func:`encode_json` (the message names the path of the offending
+        value, e.g. ``payload["order"].lines[0]``).
+    """
+    if not is_plain_json(obj):
+        why = typed_refusal(obj, "payload")
+        if why is not None:
+            raise InvalidActivityError(why)
+    return _encoded(obj, max_bytes, "payload")
+
+
+def _encoded(obj: Any, max_bytes: int, what: str) -> bytes:
+    """msgspec's encoding of an accepted ``obj``, refused if it holds NUL or exceeds ``max_bytes``."""
     try:
         data = _encoder.encode(obj)
     except (TypeError, ValueError, OverflowError) as exc:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import inspect
 import logging
 import math
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Generic, Self, overload
 
 import msgspec
 
-from runnerq_fast.codec import decode_json, encode_json, encode_metadata
+from runnerq_fast.codec import decode_json, encode_metadata, encode_payload
 from runnerq_fast.config import (
     DOT_SEGMENTS,
     MAX_ACTIVITY_TYPE_LENGTH,
@@ -47,6 +48,13 @@ from runnerq_fast.progress import Progress, decode_progress
 from runnerq_fast.resilience import busy_attempts, busy_limit
 from runnerq_fast.storage import Backend
 
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar  # a default (PEP 696): a bare ActivityBuilder is ActivityBuilder[Any]
+
+    from runnerq_fast.engine.context import ActivityContext
+else:
+    from typing import TypeVar
+
 __all__ = [
     "TYPE_DEFAULTS_TTL",
     "ActivityBuilder",
@@ -57,6 +65,8 @@ __all__ = [
     "PieceSize",
     "check_type_options",
     "enqueue_in_pieces",
+    "handler_activity_type",
+    "mark_handler",
     "validate_activity_type",
     "validate_queue_name",
 ]
@@ -79,6 +89,15 @@ TYPE_DEFAULTS_TTL = 5.0
 """Seconds a producer keeps the per-type enqueue defaults it read from the store
 (:meth:`~runnerq_fast.storage.Backend.get_type_defaults`) before reading them again: a worker started
 with new ``@engine.activity(..., max_retries=...)`` options reaches every producer within this time."""
+
+if TYPE_CHECKING:
+    PayloadT = TypeVar("PayloadT", default=Any)
+    """The payload type of an :class:`ActivityBuilder` (``Any`` for one started from a type name)."""
+else:
+    PayloadT = TypeVar("PayloadT")  # typing.TypeVar takes a default from Python 3.13
+
+HANDLER_TYPE_ATTR = "__runnerq_activity_type__"
+"""Attribute :meth:`WorkerEngine.register_activity` sets on a handler: its activity type, or a tuple of several."""
 
 
 class PieceSize:
@@ -270,6 +289,44 @@ def validate_activity_type(activity_type: object) -> str:
     return _validate_name(activity_type, "activity type")
 
 
+def mark_handler(handler: Callable[..., Any], activity_type: str) -> None:
+    """Record on ``handler`` that it handles ``activity_type`` (see :func:`handler_activity_type`).
+
+    Registered for several types (the same function under two names), it
+    keeps them all; one that takes no attributes (a bound method, a builtin)
+    is left as it is: it is then enqueued by its type name.
+    """
+    current = getattr(handler, HANDLER_TYPE_ATTR, None)
+    names = (current,) if isinstance(current, str) else current if isinstance(current, tuple) else ()
+    if activity_type in names:
+        return
+    with contextlib.suppress(AttributeError, TypeError):
+        setattr(handler, HANDLER_TYPE_ATTR, tuple(sorted({*names, activity_type})) if names else activity_type)
+
+
+def handler_activity_type(handler: object) -> str:
+    """The activity type ``handler`` was registered for (``@engine.activity(name)`` in this process).
+
+    Raises
+    ------
+    InvalidActivityError
+        If it was never registered, or was registered for several types.
+    """
+    name = getattr(handler, HANDLER_TYPE_ATTR, None)
+    if isinstance(name, str):
+        return name
+    what = getattr(handler, "__qualname__", type(handler).__name__)
+    if isinstance(name, tuple):
+        raise InvalidActivityError(
+            f"handler {what} is registered for several activity types ({', '.join(map(repr, name))}): "
+            "give the name of the one to enqueue"
+        )
+    raise InvalidActivityError(
+        f"{what} is not a registered handler: enqueue by a handler registered with @engine.activity(name) in this "
+        "process, or by the activity type's name"
+    )
+
+
 class ActivityFuture:
     """A handle on an enqueued activity.
 
@@ -362,11 +419,14 @@ def unwrap_result(res: ActivityResult) -> Any:
     raise ActivityFailed(res.activity_id, res.status, res.error, res.traceback)
 
 
-class ActivityBuilder:
+class ActivityBuilder(Generic[PayloadT]):
     """Fluent description of one activity; finish with :meth:`execute`.
 
     Obtained from :meth:`ActivityExecutor.activity`. Each setter validates its
-    argument and raises :class:`InvalidActivityError` at the call.
+    argument and raises :class:`InvalidActivityError` at the call. Generic in
+    the payload type: started from a handler (``executor.activity(charge)``),
+    :meth:`payload` takes what the handler's payload parameter is annotated
+    with, checked by a type checker; from a type name, ``Any``.
     """
 
     __slots__ = (
@@ -384,8 +444,10 @@ class ActivityBuilder:
         "activity_type",
     )
 
-    def __init__(self, executor: ActivityExecutor, activity_type: str) -> None:
+    def __init__(self, executor: ActivityExecutor, activity_type: str | Callable[..., object]) -> None:
         self._executor = executor
+        if type(activity_type) is not str and callable(activity_type):
+            activity_type = handler_activity_type(activity_type)
         self.activity_type = validate_activity_type(activity_type)
         self._payload: Any = None
         self._priority: int | None = None  # None: the type's default, else NORMAL
@@ -398,8 +460,14 @@ class ActivityBuilder:
         self._idem_key: str | None = None
         self._on_duplicate = OnDuplicate.RETURN_EXISTING
 
-    def payload(self, payload: Any) -> Self:
-        """Set the JSON-encodable payload passed to the handler."""
+    def payload(self, payload: PayloadT) -> Self:
+        """Set the payload passed to the handler.
+
+        JSON values, and the typed values of :data:`runnerq_fast.codec.TYPED`
+        (datetime, UUID, Decimal, an enum member, a msgspec Struct, a
+        dataclass...) that a handler annotating its payload gets back as
+        they were; see :func:`runnerq_fast.codec.encode_payload`.
+        """
         self._payload = payload
         return self
 
@@ -510,7 +578,7 @@ class ActivityBuilder:
         ------
         InvalidActivityError
             If the payload or metadata cannot be stored: see
-            :func:`runnerq_fast.codec.encode_json` for the accepted values;
+            :func:`runnerq_fast.codec.encode_payload` for the accepted values;
             either is capped at ``max_payload_bytes``.
         """
         return self._build(new_activity_id())
@@ -544,7 +612,7 @@ class ActivityBuilder:
         return NewActivity(
             activity_id,
             self.activity_type,
-            encode_json(self._payload, max_bytes),
+            encode_payload(self._payload, max_bytes),
             _NORMAL if priority is None else priority,
             cfg.default_max_retries if retries is None else retries,
             round((cfg.default_timeout if timeout is None else timeout) * 1000),
@@ -762,13 +830,28 @@ class ActivityExecutor:
         issued[:] = left
         return left
 
-    def activity(self, activity_type: str) -> ActivityBuilder:
+    @overload
+    def activity(self, activity_type: str) -> ActivityBuilder[Any]: ...
+
+    @overload
+    def activity(self, activity_type: Callable[[PayloadT, ActivityContext], object]) -> ActivityBuilder[PayloadT]: ...
+
+    def activity(self, activity_type: str | Callable[..., object]) -> ActivityBuilder[Any]:
         """Start describing an activity of ``activity_type``.
+
+        Parameters
+        ----------
+        activity_type : str or handler
+            The type's name, or a handler registered for it with
+            ``@engine.activity(name)`` in this process: the builder's
+            :meth:`~ActivityBuilder.payload` then takes the handler's payload
+            type, which a type checker (mypy) checks at the call.
 
         Raises
         ------
         InvalidActivityError
-            If the type is empty, over 255 characters or not a string.
+            If the type is empty, over 255 characters or not a string, or the
+            handler is not registered (or registered for several types).
         """
         return ActivityBuilder(self, activity_type)
 
@@ -879,7 +962,7 @@ class ActivityExecutor:
                 if type(activity_type) is not str or activity_type not in types:
                     types.add(validate_activity_type(activity_type))
                 if payload is not last_payload:  # encoding has no side effects: the same object, the same bytes
-                    data = encode_json(payload, max_bytes)
+                    data = encode_payload(payload, max_bytes)
                     last_payload = payload
                 if defaults is None:
                     defaults = self._tuple_defaults()
@@ -947,7 +1030,7 @@ class ActivityExecutor:
         return await self.backend.get_result(activity_id)
 
 
-class BlockingBuilder(ActivityBuilder):
+class BlockingBuilder(ActivityBuilder[PayloadT]):
     """The builder of a :class:`BlockingExecutor`: :meth:`execute` enqueues and returns without ``await``."""
 
     __slots__ = ()
@@ -1022,8 +1105,15 @@ class BlockingExecutor(ActivityExecutor):
         ex.inherited_metadata = metadata
         return ex
 
-    def activity(self, activity_type: str) -> BlockingBuilder:
-        """Start describing an activity of ``activity_type``; finish with a blocking ``.execute()``."""
+    @overload
+    def activity(self, activity_type: str) -> BlockingBuilder[Any]: ...
+
+    @overload
+    def activity(self, activity_type: Callable[[PayloadT, ActivityContext], object]) -> BlockingBuilder[PayloadT]: ...
+
+    def activity(self, activity_type: str | Callable[..., object]) -> BlockingBuilder[Any]:
+        """Start describing an activity of ``activity_type`` (a name or a registered handler, as
+        :meth:`ActivityExecutor.activity`); finish with a blocking ``.execute()``."""
         return BlockingBuilder(self, activity_type)
 
     def enqueue_many(  # type: ignore[override]
@@ -1052,7 +1142,7 @@ class BlockingExecutor(ActivityExecutor):
         return res
 
 
-class _TrackedBuilder(ActivityBuilder):
+class _TrackedBuilder(ActivityBuilder[PayloadT]):
     """The builder of an ``async def`` handler's ``ctx.executor``: records each :meth:`execute` coroutine."""
 
     __slots__ = ()
@@ -1087,7 +1177,13 @@ class _HandlerExecutor(ActivityExecutor):
         ex.inherited_metadata = metadata
         return ex
 
-    def activity(self, activity_type: str) -> ActivityBuilder:
+    @overload
+    def activity(self, activity_type: str) -> ActivityBuilder[Any]: ...
+
+    @overload
+    def activity(self, activity_type: Callable[[PayloadT, ActivityContext], object]) -> ActivityBuilder[PayloadT]: ...
+
+    def activity(self, activity_type: str | Callable[..., object]) -> ActivityBuilder[Any]:
         """See :meth:`ActivityExecutor.activity`."""
         return _TrackedBuilder(self, activity_type)
 

@@ -22,14 +22,24 @@ import os
 import threading
 from collections.abc import Callable, Coroutine, Iterable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
 
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.errors import ConfigError, DuplicateActivityError
-from runnerq_fast.executor import ActivityBuilder, ActivityExecutor, PieceSize, enqueue_in_pieces, unwrap_result
+from runnerq_fast.executor import (
+    ActivityBuilder,
+    ActivityExecutor,
+    PayloadT,
+    PieceSize,
+    enqueue_in_pieces,
+    unwrap_result,
+)
 from runnerq_fast.models import ActivityResult, EnqueueOutcome, EnqueueResult, NewActivity, OnDuplicate, Priority
 from runnerq_fast.progress import Progress, decode_progress
 from runnerq_fast.storage import Backend, open_backend
+
+if TYPE_CHECKING:
+    from runnerq_fast.engine.context import ActivityContext
 
 __all__ = ["SyncActivityBuilder", "SyncExecutor"]
 
@@ -50,16 +60,17 @@ def _new_loop() -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-class SyncActivityBuilder:
+class SyncActivityBuilder(Generic[PayloadT]):
     """The fluent builder of :class:`~runnerq_fast.ActivityBuilder`, finished by a blocking :meth:`execute`.
 
     Every setter is the async builder's (same validation: it raises
-    :class:`InvalidActivityError` at the call) and returns this builder.
+    :class:`InvalidActivityError` at the call) and returns this builder;
+    generic in the payload type as the async builder.
     """
 
     __slots__ = ("_builder", "_client")
 
-    def __init__(self, client: SyncExecutor, builder: ActivityBuilder) -> None:
+    def __init__(self, client: SyncExecutor, builder: ActivityBuilder[PayloadT]) -> None:
         self._client = client
         self._builder = builder
 
@@ -68,42 +79,42 @@ class SyncActivityBuilder:
         """The activity's type."""
         return self._builder.activity_type
 
-    def payload(self, payload: Any) -> SyncActivityBuilder:
+    def payload(self, payload: PayloadT) -> Self:
         """See :meth:`ActivityBuilder.payload`."""
         self._builder.payload(payload)
         return self
 
-    def priority(self, priority: Priority | int) -> SyncActivityBuilder:
+    def priority(self, priority: Priority | int) -> Self:
         """See :meth:`ActivityBuilder.priority`."""
         self._builder.priority(priority)
         return self
 
-    def delay(self, seconds: float) -> SyncActivityBuilder:
+    def delay(self, seconds: float) -> Self:
         """See :meth:`ActivityBuilder.delay` (seconds)."""
         self._builder.delay(seconds)
         return self
 
-    def run_at(self, when: datetime | float) -> SyncActivityBuilder:
+    def run_at(self, when: datetime | float) -> Self:
         """See :meth:`ActivityBuilder.run_at` (aware datetime or epoch seconds)."""
         self._builder.run_at(when)
         return self
 
-    def max_retries(self, retries: int) -> SyncActivityBuilder:
+    def max_retries(self, retries: int) -> Self:
         """See :meth:`ActivityBuilder.max_retries`."""
         self._builder.max_retries(retries)
         return self
 
-    def timeout(self, seconds: float) -> SyncActivityBuilder:
+    def timeout(self, seconds: float) -> Self:
         """See :meth:`ActivityBuilder.timeout` (seconds, 0 = none)."""
         self._builder.timeout(seconds)
         return self
 
-    def metadata(self, metadata: dict[str, str]) -> SyncActivityBuilder:
+    def metadata(self, metadata: dict[str, str]) -> Self:
         """See :meth:`ActivityBuilder.metadata`."""
         self._builder.metadata(metadata)
         return self
 
-    def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> SyncActivityBuilder:
+    def idempotency_key(self, key: str, on_duplicate: OnDuplicate = OnDuplicate.RETURN_EXISTING) -> Self:
         """See :meth:`ActivityBuilder.idempotency_key`."""
         self._builder.idempotency_key(key, on_duplicate)
         return self
@@ -289,13 +300,29 @@ class SyncExecutor:
         """The backend's scheme name (``"postgresql"``, ``"redis"``, ``"sqlite"``, ``"memory"``)."""
         return self._backend.name
 
-    def activity(self, activity_type: str) -> SyncActivityBuilder:
+    @overload
+    def activity(self, activity_type: str) -> SyncActivityBuilder[Any]: ...
+
+    @overload
+    def activity(
+        self, activity_type: Callable[[PayloadT, ActivityContext], object]
+    ) -> SyncActivityBuilder[PayloadT]: ...
+
+    def activity(self, activity_type: str | Callable[..., object]) -> SyncActivityBuilder[Any]:
         """Start describing an activity of ``activity_type``; finish with ``.execute()``.
+
+        Parameters
+        ----------
+        activity_type : str or handler
+            The type's name, or a handler registered for it (see
+            :meth:`ActivityExecutor.activity`): ``payload`` then takes the
+            handler's payload type, checked by a type checker.
 
         Raises
         ------
         InvalidActivityError
-            If the type is empty, over 255 characters or not a string.
+            If the type is empty, over 255 characters or not a string, or the
+            handler is not registered (or registered for several types).
         """
         return SyncActivityBuilder(self, ActivityBuilder(self._executor, activity_type))
 

@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from runnerq_fast.backends.memory import MemoryBackend
-from runnerq_fast.codec import decode_json, encode_json, encode_metadata
+from runnerq_fast.codec import decode_json, encode_json, encode_metadata, encode_payload
 from runnerq_fast.engine import ActivityContext, WorkerEngine
 from runnerq_fast.engine.outcomes import Registered
 from runnerq_fast.errors import ConfigError
@@ -349,8 +349,9 @@ async def run_eagerly(
     """Call ``engine``'s handler for ``activity_type`` at once, without a queue, and return its result.
 
     The payload and the result go through the JSON codec as in a worker
-    (so an unencodable one fails here too); a plain ``def`` handler runs in a
-    thread, as in a worker. Exceptions the handler raises propagate.
+    (so an unencodable one fails here too, and a handler that annotates its
+    payload gets it decoded into that type); a plain ``def`` handler runs in
+    a thread, as in a worker. Exceptions the handler raises propagate.
 
     Parameters
     ----------
@@ -375,13 +376,17 @@ async def run_eagerly(
         If no handler is registered for ``activity_type``.
     InvalidActivityError
         If the payload or the result cannot be encoded.
+    msgspec.ValidationError
+        If the payload does not match the handler's payload type (a worker
+        dead-letters it).
     """
     fn = engine.handler(activity_type)
     if ctx is None:
         context.setdefault("executor", ActivityExecutor(RecordingBackend(), engine.queue_name, engine.config))
         ctx = make_context(activity_type=activity_type, **context)
-    decoded = decode_json(encode_json(payload, engine.config.max_payload_bytes))
-    if Registered(fn).is_async:
+    registered = Registered(fn, activity_type)
+    decoded = registered.decode(encode_payload(payload, engine.config.max_payload_bytes))
+    if registered.is_async:
         result = await fn(decoded, ctx)
     else:
         result = await asyncio.to_thread(fn, decoded, ctx)

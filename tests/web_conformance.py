@@ -15,10 +15,12 @@ from typing import Any
 
 import httpx
 import msgspec
+import pytest
 
 import runnerq_fast as rq
 from runnerq_fast.web import create_app
 from tests.conformance import FAST, eventually
+from tests.typed_payloads import ORDER_ID, SAMPLE_JSON, sample_order, typed_engine
 from tests.web_helpers import asgi_client, live_server, sse_events
 
 V1 = "/api/v1/queues"
@@ -213,6 +215,26 @@ class WebConformance:
         assert [it["outcome"] for it in items] == ["created", "existing", "conflict", "created"]
         assert items[0]["id"] == items[1]["id"] == items[2]["id"] != items[3]["id"]
         assert (await backend.stats(q)).total == 2
+
+    async def test_a_payload_enqueued_over_http_reaches_a_typed_handler_as_its_type(self, backend: rq.Backend) -> None:
+        """Issue 27 item 5: HTTP sends JSON; the worker decodes it into the handler's annotation (or dead-letters)."""
+        q = self.queue
+        async with asgi_client(create_app(backend)) as c:
+            one = await c.post(f"{V1}/{q}/activities", json={"type": "order", "payload": SAMPLE_JSON})
+            batch = await c.post(f"{V1}/{q}/activities/batch", json={"activities": [
+                {"type": "when", "payload": "2026-01-02T03:04:05Z"},
+                {"type": "order", "payload": {**SAMPLE_JSON, "id": "not-a-uuid"}}]})
+        assert one.status_code == 201 and batch.status_code == 201, (one.text, batch.text)
+        ids = [one.json()["id"], *(item["id"] for item in batch.json()["activities"])]
+        received: list[Any] = []
+        engine = typed_engine(backend, q, received)
+        async with engine:
+            assert await rq.ActivityFuture(backend, ids[0]).result(timeout=10) == f"{ORDER_ID} 19.90"
+            assert await rq.ActivityFuture(backend, ids[1]).result(timeout=10) is None
+            with pytest.raises(rq.ActivityFailed, match=r"payload does not match Order.*Invalid UUID - at `\$\.id`"):
+                await rq.ActivityFuture(backend, ids[2]).result(timeout=10)
+        assert sorted(received, key=repr) == sorted([sample_order(), datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)],
+                                                    key=repr)
 
     async def test_stored_json_is_served_as_json(self, backend: rq.Backend) -> None:
         q = self.queue

@@ -20,6 +20,7 @@ from typing import Any, cast
 import pytest
 from asyncpg.pgproto.pgproto import UUID as PgUUID
 
+from runnerq_fast.codec import decode_json
 from runnerq_fast.models import Ack, LeaseRef, NewActivity
 
 pytestmark = pytest.mark.bench
@@ -205,6 +206,8 @@ def _worker_pair() -> list[Any]:
 class _WorkerHandler:
     fn = staticmethod(_noop)
     is_async = True
+    decode = staticmethod(decode_json)  # an untyped handler's (Registered.decode)
+    payload_type = None
 
 
 @pytest.mark.parametrize("impl", _worker_pair())

@@ -9,7 +9,8 @@ buffer and outcome classification); nothing here knows the engine:
 * :class:`Handoff`, the FIFO between the fetcher and the worker tasks (what
   ``asyncio.Queue`` did, with a batch put that also records the claims in
   flight);
-* :func:`run_one`, one attempt: decode the payload, await the handler under
+* :func:`run_one`, one attempt: decode the payload (into the handler's
+  payload type when it annotates one), await the handler under
   its timeout, classify the outcome and buffer its :class:`~runnerq_fast.models.Ack`;
 * :func:`worker_loop`, a worker task: take activities from the hand-off and
   run them until it hands out ``None``, each with
@@ -28,11 +29,12 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from runnerq_fast.codec import decode_json, encode_json
+from runnerq_fast.codec import encode_json
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import call_hooks
 from runnerq_fast.engine.logcontext import running
+from runnerq_fast.engine.payloads import undecodable
 from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
 from runnerq_fast.models import Ack, AckOutcome, ClaimedActivity, LeaseRef
 
@@ -181,9 +183,9 @@ async def run_one(out: Outcomes, a: ClaimedActivity, task: asyncio.Task[Any] | N
             out.cancelled(a)
         return
     try:
-        payload = decode_json(a.payload)
+        payload = handler.decode(a.payload)  # the JSON value, or the handler's annotated type
     except Exception as exc:
-        out.dead_letter(a, f"payload could not be decoded: {describe_error(exc, prefix=False)}")
+        out.dead_letter(a, undecodable(handler.payload_type, exc))
         return
     ctx = ActivityContext(a, out.executor, out.cancellation, out.progress)
     hooks = out.hooks

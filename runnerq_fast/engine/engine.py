@@ -57,7 +57,7 @@ from runnerq_fast.engine.pruner import Pruner
 from runnerq_fast.engine.scheduler import Schedule, make_schedule, run_schedules
 from runnerq_fast.engine.worker import Handoff, settle, worker_loop
 from runnerq_fast.errors import BackendError, ConfigError, InvalidActivityError, StoreBusyError
-from runnerq_fast.executor import ActivityExecutor, check_type_options, validate_activity_type
+from runnerq_fast.executor import ActivityExecutor, check_type_options, mark_handler, validate_activity_type
 from runnerq_fast.metrics import (
     ACKS_REJECTED,
     ACTIVITIES_CLAIMED,
@@ -248,7 +248,12 @@ class WorkerEngine:
 
         The handler is ``async def h(payload, ctx)`` or plain ``def h(payload, ctx)``
         (run in a thread pool); its return value must be JSON-encodable and is
-        stored as the result.
+        stored as the result. Where it annotates ``payload`` (a msgspec
+        Struct, a dataclass, ``datetime``, ``list[UUID]``...), the payload is
+        decoded into that type, strictly: one that does not match is
+        dead-lettered, naming the field (see :mod:`runnerq_fast.engine.payloads`).
+        ``executor.activity(h)`` then starts a builder whose ``payload`` a
+        type checker checks against that type.
 
         ``max_retries``, ``timeout`` and ``priority`` are the type's enqueue
         defaults: every enqueue of the type that does not set the option
@@ -297,8 +302,9 @@ class WorkerEngine:
         ------
         ConfigError
             If the type already has a handler, the engine has started, an
-            option is out of range, or the handler cannot be called as
-            ``handler(payload, ctx)``.
+            option is out of range, the handler cannot be called as
+            ``handler(payload, ctx)``, or its payload annotation cannot be
+            evaluated or decoded into.
         InvalidActivityError
             If the type name is empty or too long.
         """
@@ -343,11 +349,13 @@ class WorkerEngine:
         )
         self._handlers[activity_type] = Registered(
             handler,
+            activity_type,
             defaults=defaults,
             retry_on=_exception_types(activity_type, "retry_on", retry_on),
             no_retry_on=_exception_types(activity_type, "no_retry_on", no_retry_on),
             backoff=_check_backoff(activity_type, backoff),
         )
+        mark_handler(handler, activity_type)  # engine.executor.activity(handler) finds the type's name
         if max_retries is not None or timeout is not None or priority is not None:
             self._type_defaults[activity_type] = defaults
 

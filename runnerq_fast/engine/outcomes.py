@@ -38,14 +38,16 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from runnerq_fast.codec import decode_json
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.engine.backoff import backoff_seconds
 from runnerq_fast.engine.context import ActivityContext
 from runnerq_fast.engine.deadline import Deadlines
 from runnerq_fast.engine.errtext import format_traceback
 from runnerq_fast.engine.hooks import LifecycleHooks, call_hooks
+from runnerq_fast.engine.payloads import payload_decoder
 from runnerq_fast.engine.progress import ProgressBuffer
-from runnerq_fast.errors import NonRetryableError
+from runnerq_fast.errors import NonRetryableError, RetryableError
 from runnerq_fast.metrics import (
     ACTIVITIES_COMPLETED,
     ACTIVITIES_DEAD_LETTERED,
@@ -80,12 +82,18 @@ Backoff = float | tuple[float, float]
 
 
 class Registered:
-    """A registered handler, whether it is a coroutine function (awaited on the loop) or plain, and its
-    type's options (``@engine.activity(..., retry_on=, no_retry_on=, backoff=, max_retries=, timeout=,
-    priority=)``).
+    """A registered handler, whether it is a coroutine function (awaited on the loop) or plain, its
+    payload decoder, and its type's options (``@engine.activity(..., retry_on=, no_retry_on=, backoff=,
+    max_retries=, timeout=, priority=)``).
 
     Attributes
     ----------
+    payload_type : Any
+        The type the handler annotates its payload with, or ``None`` (untyped:
+        no annotation, ``Any``, ``object``, a TypeVar); see :mod:`runnerq_fast.engine.payloads`.
+    decode : callable
+        Decodes the stored payload for the handler: the strict msgspec
+        decoder into ``payload_type``, or the plain JSON decoder when untyped.
     defaults : TypeDefaults or None
         The enqueue defaults (max retries, timeout, priority; each ``None`` when not set) the engine
         records in the store at start; ``None``: nothing to record (a ``Registered`` made outside
@@ -96,13 +104,20 @@ class Registered:
         These exceptions fail the activity at once (checked before ``retry_on``).
     backoff : float or (float, float) or None
         The type's retry delay (see :data:`Backoff`); ``None``: the engine's.
+
+    Raises
+    ------
+    ConfigError
+        If the payload annotation cannot be evaluated or decoded into.
     """
 
-    __slots__ = ("backoff", "defaults", "fn", "is_async", "no_retry_on", "retry_on", "rules")
+    __slots__ = ("backoff", "decode", "defaults", "fn", "is_async", "no_retry_on", "payload_type", "retry_on",
+                 "rules")
 
     def __init__(
         self,
         fn: Handler,
+        activity_type: str = "",
         *,
         defaults: TypeDefaults | None = None,
         retry_on: tuple[type[BaseException], ...] = (),
@@ -113,6 +128,8 @@ class Registered:
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
             getattr(fn, "__call__", None)  # noqa: B004 - async callable objects
         )
+        self.payload_type, typed = payload_decoder(fn, activity_type)
+        self.decode: Callable[[bytes | str], Any] = decode_json if typed is None else typed
         self.defaults = defaults
         self.retry_on = retry_on
         self.no_retry_on = no_retry_on
@@ -121,7 +138,14 @@ class Registered:
         self.rules = bool(retry_on or no_retry_on or backoff is not None)
 
     def retryable(self, exc: BaseException) -> bool:
-        """Whether the type's rules let ``exc`` be retried (not a ``RetryableError`` / ``NonRetryableError``)."""
+        """Whether the type's rules let ``exc`` be retried.
+
+        A :class:`RetryableError` is always retried (while retries remain), and so is a
+        :class:`asyncio.CancelledError` the handler raised itself: the lists decide only for the
+        handler's other exceptions (a :class:`NonRetryableError` never reaches here).
+        """
+        if isinstance(exc, RetryableError | asyncio.CancelledError):
+            return True
         if self.no_retry_on and isinstance(exc, self.no_retry_on):
             return False
         return not self.retry_on or isinstance(exc, self.retry_on)

@@ -48,7 +48,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import msgspec
 from cronsim import CronSim, CronSimError
 
-from runnerq_fast.codec import encode_json
+from runnerq_fast.codec import encode_payload
 from runnerq_fast.errors import ConfigError, InvalidActivityError
 from runnerq_fast.executor import check_type_options
 from runnerq_fast.models import OnDuplicate, Priority
@@ -90,7 +90,8 @@ class Schedule(msgspec.Struct, frozen=True, kw_only=True):
     timezone : str
         IANA name the cron expression is evaluated in (``"UTC"`` for intervals).
     payload : Any
-        JSON-encodable payload of every tick's activity.
+        Payload of every tick's activity: JSON values or typed values (see
+        :func:`runnerq_fast.codec.encode_payload`).
     priority : int or None
         1-4; ``None``: the type's default (``@engine.activity(priority=...)``), else NORMAL.
     max_retries : int or None
@@ -226,7 +227,7 @@ def make_schedule(
         raise ConfigError("metadata must be a dict of str to str")
     meta["schedule"] = schedule_name
     try:
-        encode_json(payload, 0, "payload")
+        encode_payload(payload, 0)
     except InvalidActivityError as exc:
         raise ConfigError(f"schedule {schedule_name!r}: {exc}") from None
     return Schedule(

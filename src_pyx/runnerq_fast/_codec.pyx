@@ -6,7 +6,8 @@ the per-call Python overhead removed: bound methods cached as C globals, the
 NUL scan done on the bytes buffer with ``memchr``, and the one walk that
 checks every value is a JSON type (exact) and every float finite typed. A
 refusal is explained by the twin's ``explain`` (the slow path), so both
-give the same message.
+give the same message; so is a payload holding typed values (a datetime, a
+Struct: the twin's ``typed_refusal`` accepts or refuses it).
 """
 
 from cpython.bool cimport PyBool_Check
@@ -22,13 +23,14 @@ from libc.string cimport memchr
 
 import msgspec
 
-from runnerq_fast._codec_py import explain
+from runnerq_fast._codec_py import explain, typed_refusal
 from runnerq_fast.errors import InvalidActivityError
 
 cdef object _encode = msgspec.json.Encoder().encode
 cdef object _decode = msgspec.json.Decoder().decode
 cdef object _InvalidActivityError = InvalidActivityError
 cdef object _explain = explain  # the slow path (naming the offending value's path) is shared with the twin
+cdef object _typed_refusal = typed_refusal
 
 
 cdef bint _has(const char* buf, Py_ssize_t n, const char* needle, Py_ssize_t m) noexcept:
@@ -135,11 +137,25 @@ def is_plain_json(obj):
 
 def encode_json(obj, max_bytes, what="payload"):
     """Encode ``obj`` as UTF-8 JSON, refusing what would not come back equal or cannot be stored (see ``_codec_py``)."""
+    if not _is_plain_json(obj):
+        raise _InvalidActivityError(_explain(obj, what))
+    return _encoded(obj, max_bytes, what)
+
+
+def encode_payload(obj, max_bytes):
+    """Encode a payload: ``encode_json``, accepting the typed values too (see ``_codec_py.encode_payload``)."""
+    if not _is_plain_json(obj):
+        why = _typed_refusal(obj, "payload")
+        if why is not None:
+            raise _InvalidActivityError(why)
+    return _encoded(obj, max_bytes, "payload")
+
+
+cdef bytes _encoded(obj, max_bytes, what):
+    """msgspec's encoding of an accepted ``obj``, refused if it holds NUL or exceeds ``max_bytes``."""
     cdef bytes data
     cdef const char* buf
     cdef Py_ssize_t n
-    if not _is_plain_json(obj):
-        raise _InvalidActivityError(_explain(obj, what))
     try:
         data = _encode(obj)
     except (TypeError, ValueError, OverflowError) as exc:

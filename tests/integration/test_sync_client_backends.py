@@ -70,3 +70,28 @@ async def test_threads_enqueue_and_wait_for_results_while_an_engine_works(target
     assert name == url.split(":", 1)[0]
     assert results == {t * 100 + i: (t * 100 + i) * 2 for t in range(8) for i in range(10)}
     assert error is not None and "negative" in error
+
+
+async def test_a_typed_payload_from_the_sync_client_reaches_the_typed_handler(
+    target: tuple[str, dict[str, Any]],
+) -> None:
+    """Issue 27 item 5: ``client.activity(handler)`` encodes the Struct; the engine decodes it back into the type."""
+    from tests.typed_payloads import ORDER_ID, sample_order, typed_engine
+
+    url, options = target
+    backend = await rq.connect(url, **options)
+    received: list[Any] = []
+    engine = typed_engine(backend, "sync-typed", received)
+
+    def enqueue() -> Any:
+        with rq.SyncExecutor(url, "sync-typed", **options) as client:
+            activity_id = client.activity(engine.handler("order")).payload(sample_order()).execute()
+            return client.result(activity_id, timeout=20)
+
+    try:
+        async with engine:
+            result = await asyncio.to_thread(enqueue)
+    finally:
+        await backend.close()
+    assert result == f"{ORDER_ID} 19.90"
+    assert received == [sample_order()]

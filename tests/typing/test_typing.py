@@ -38,13 +38,22 @@ def _mypy(*args: str) -> list[tuple[str, int, str, str]]:
 
 
 def test_public_api_types() -> None:
-    path = CASES / "public_api.py"
+    _check_case(CASES / "public_api.py", 15)
+
+
+def test_typed_payload_types() -> None:
+    """A builder started from a handler takes the handler's payload type (issue 27 item 5)."""
+    _check_case(CASES / "typed_payloads.py", 7)
+
+
+def _check_case(path: Path, at_least: int) -> None:
+    """mypy says on each marked line of ``path`` (``at_least`` or more) what its comment expects, no other error."""
     expected: dict[int, tuple[str, str]] = {}
     for n, text in enumerate(path.read_text().splitlines(), 1):
         m = _EXPECT.search(text)
         if m:
             expected[n] = ("note" if m[1] == "N" else "error", m[2])
-    assert len(expected) >= 15
+    assert len(expected) >= at_least
     found = _mypy(str(path))
     problems = []
     for n, (kind, fragment) in sorted(expected.items()):

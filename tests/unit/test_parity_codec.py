@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import datetime
+import decimal
+import enum
 import importlib
 import math
+import uuid
 from types import ModuleType
 from typing import Any
 
@@ -175,3 +181,121 @@ def test_what_encodes_decodes_to_an_equal_value(impl: ModuleType, value: Any) ->
     except InvalidActivityError:
         return
     assert repr(impl.decode_json(data)) == repr(value)
+
+
+# ------------------------------------------------------------------ typed payloads (issue 27 item 5)
+class _Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+class _Weird(enum.Enum):
+    HALF = 0.5
+
+
+@dataclasses.dataclass
+class _Box:
+    inner: Any
+
+
+@dataclasses.dataclass
+class _Pick:
+    color: _Color
+    days: list[datetime.date]
+
+
+class _Job(msgspec.Struct):
+    items: Any
+    at: Any = None
+
+
+typed_values = st.recursive(
+    scalars | foreign | st.times() | st.timedeltas() | st.sampled_from(list(_Color)),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.text(max_size=4) | st.integers(), inner, max_size=4)
+    | st.builds(_Job, inner, inner)
+    | st.builds(_Box, inner),
+    max_leaves=20,
+)
+
+
+@needs_compiled
+@given(typed_values, st.sampled_from([0, 64, 1 << 20]))
+def test_encode_payload_agrees(value: Any, max_bytes: int) -> None:
+    assert COMPILED is not None
+    assert outcome(COMPILED.encode_payload, value, max_bytes) == outcome(_codec_py.encode_payload, value, max_bytes)
+
+
+@needs_compiled
+@given(json_values, st.sampled_from([0, 16, 1 << 20]))
+def test_encode_payload_is_encode_json_on_plain_values(value: Any, max_bytes: int) -> None:
+    assert COMPILED is not None
+    plain = outcome(_codec_py.encode_json, value, max_bytes)
+    for impl in (COMPILED, _codec_py):
+        got = outcome(impl.encode_payload, value, max_bytes)
+        assert got == plain if plain[0] == "ok" else got[0] == plain[0]  # the refusal lists the typed values too
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    ("value", "tp", "text"),
+    [
+        (datetime.datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=datetime.UTC), datetime.datetime,
+         b'"2026-01-02T03:04:05.000006Z"'),
+        (datetime.datetime(2026, 1, 2, 3, 4, 5), datetime.datetime, b'"2026-01-02T03:04:05"'),  # naive stays naive
+        (datetime.date(2026, 1, 2), datetime.date, b'"2026-01-02"'),
+        (datetime.time(3, 4, 5), datetime.time, b'"03:04:05"'),
+        (datetime.timedelta(days=1, microseconds=5), datetime.timedelta, b'"P1DT0.000005S"'),
+        (uuid.UUID(int=1), uuid.UUID, b'"00000000-0000-0000-0000-000000000001"'),
+        (decimal.Decimal("1.10"), decimal.Decimal, b'"1.10"'),  # the exponent is kept
+        (_Color.RED, _Color, b'"red"'),
+        (_Level.HIGH, _Level, b"3"),
+        (_Pick(_Color.RED, [datetime.date(2026, 1, 2)]), _Pick, b'{"color":"red","days":["2026-01-02"]}'),
+        ([uuid.UUID(int=2)], list[uuid.UUID], b'["00000000-0000-0000-0000-000000000002"]'),
+        ([_Box(1), None], list[_Box | None], b'[{"inner":1},null]'),
+        ({"when": datetime.date(2026, 1, 2)}, dict[str, datetime.date], b'{"when":"2026-01-02"}'),
+    ],
+)
+def test_typed_values_encode_and_decode_back_equal(impl: ModuleType, value: Any, tp: Any, text: bytes) -> None:
+    data = impl.encode_payload(value, 0)
+    assert data == text
+    back = msgspec.json.decode(data, type=tp)
+    assert back == value and type(back) is type(value)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (b"x", "payload is bytes, which would arrive as base64 text"),
+        ((1, 2), "payload is tuple, which would arrive as a list"),
+        ({"s": {1}}, 'payload["s"] is set, which would arrive as a list'),
+        ({1: "a"}, "payload has key 1 of type int (it would arrive as the str '1')"),
+        ({_Color.RED: 1}, "payload has key <_Color.RED: 'red'> of type _Color"),
+        ([math.nan], "payload[0] is nan: JSON has no NaN or Infinity"),
+        (_Job([1, math.inf]), "payload.items[1] is inf: JSON has no NaN or Infinity"),
+        (_Box(_Job(None, (1,))), "payload.inner.at is tuple"),
+        (_Box({".x": b""}), 'payload.inner[".x"] is bytes'),  # a key is never taken for a field
+        (_Box(_Weird.HALF), "payload.inner is _Weird.HALF, whose value 0.5 is not a str or an int"),
+        (collections.OrderedDict(a=1), "payload is OrderedDict, which would arrive as a plain dict"),
+        (object(), "payload is object, which JSON cannot represent"),
+        (_Box("\x00"), "payload contains a NUL character"),
+        (_Box("x" * 50), "payload is 62 bytes, over the limit of 20 bytes"),
+    ],
+)
+def test_what_cannot_round_trip_is_still_refused_naming_its_path(impl: ModuleType, value: Any, message: str) -> None:
+    with pytest.raises(InvalidActivityError) as info:
+        impl.encode_payload(value, 20 if "limit" in message else 0)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_results_and_metadata_stay_plain_json(impl: ModuleType) -> None:
+    with pytest.raises(InvalidActivityError, match="result is UUID, which would arrive as a str"):
+        impl.encode_json(uuid.UUID(int=1), 0, "result")
+    with pytest.raises(InvalidActivityError, match=r'payload\["b"\] is _Box, which would arrive as a dict'):
+        impl.encode_json({"b": _Box(1)}, 0)

@@ -8,13 +8,15 @@ import re
 from types import ModuleType, SimpleNamespace
 from typing import Any, cast
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runnerq_fast.codec import decode_json
 from runnerq_fast.engine import _deadline_py, _worker_py
 from runnerq_fast.engine.hooks import ActivityInfo
-from runnerq_fast.engine.outcomes import Outcomes
+from runnerq_fast.engine.outcomes import Outcomes, Registered
 from runnerq_fast.errors import NonRetryableError, RetryableError
 from runnerq_fast.models import ClaimedActivity
 
@@ -40,15 +42,28 @@ IMPLS = [
 ]
 
 BEHAVIOURS = ["none", "value", "unencodable", "nonretryable", "retryable", "value_error", "timeout",
-              "self_cancel", "sleep_past_timeout", "unknown_type", "bad_payload", "sync", "progress"]
+              "self_cancel", "sleep_past_timeout", "unknown_type", "bad_payload", "sync", "progress", "typed",
+              "typed_mismatch"]
 
 
 class _Handler:
-    __slots__ = ("fn", "is_async")
+    __slots__ = ("decode", "fn", "is_async", "payload_type")
 
     def __init__(self, fn: Any, is_async: bool = True) -> None:
         self.fn = fn
         self.is_async = is_async
+        self.decode = decode_json
+        self.payload_type = None
+
+
+class _Job(msgspec.Struct):
+    kind: str
+    n: int
+
+
+async def _typed(payload: _Job, ctx: Any) -> Any:
+    assert type(payload) is _Job
+    return {"n": payload.n}
 
 
 async def _handler(payload: Any, ctx: Any) -> Any:
@@ -86,8 +101,10 @@ async def _handler(payload: Any, ctx: Any) -> Any:
 
 
 def _activity(i: int, kind: str, retry_count: int) -> ClaimedActivity:
-    atype = {"unknown_type": "nope", "sync": "sync"}.get(kind, "t")
+    atype = {"unknown_type": "nope", "sync": "sync", "typed": "typed", "typed_mismatch": "typed"}.get(kind, "t")
     payload = b"{not json" if kind == "bad_payload" else b'{"kind": "%s", "n": %d}' % (kind.encode(), i)
+    if kind == "typed_mismatch":
+        payload = b'{"kind": "typed_mismatch", "n": "%d"}' % i
     timeout_ms = 20 if kind == "sleep_past_timeout" else (0 if i % 3 == 0 else 60_000)
     return ClaimedActivity(f"a{i}", atype, payload, 2, retry_count, 1, timeout_ms, b"{}", f"tok{i}", 0, 0)
 
@@ -111,7 +128,7 @@ def _outcomes(deadline_mod: ModuleType, hooks: tuple[Any, ...], batch: int) -> A
         return {"sync": True}
 
     out = SimpleNamespace(
-        handlers={"t": _Handler(_handler), "sync": _Handler(None, False)},
+        handlers={"t": _Handler(_handler), "sync": _Handler(None, False), "typed": Registered(_typed, "typed")},
         deadlines=deadline_mod.Deadlines(asyncio.get_running_loop()),
         executor=None,
         cancellation=asyncio.Event(),
@@ -401,3 +418,17 @@ def test_a_batch_wakes_workers_only_for_items_left_waiting(impl: tuple[ModuleTyp
     assert count == 8 and len(ran) == 1 and woken <= 2  # one worker ran them all; at most one other woke
     woken, ran, count = asyncio.run(go(awaits=True))
     assert count == 8 and len(ran) >= 7  # the items are spread (the first worker may take a second one)
+
+
+@pytest.mark.parametrize("with_hooks", [False, True], ids=["inline", "run_one"])
+@pytest.mark.parametrize("impl", IMPLS)
+def test_a_typed_handler_gets_its_type_and_a_mismatch_is_dead_lettered_naming_the_field(
+    impl: tuple[ModuleType, ModuleType], with_hooks: bool
+) -> None:
+    """Both twins, on both paths of the compiled worker (inline without hooks, ``run_one`` with them)."""
+    items = [_activity(0, "typed", 0), _activity(1, "typed_mismatch", 0), _activity(2, "value", 0)]
+    acks, log = asyncio.run(_drain(impl, items, with_hooks, 2, 10))[:2]
+    assert [(a[0], a[3]) for a in acks if a[0] != "a1"] == [("a0", b'{"n":0}'), ("a2", b'{"n":2,"id":"a2"}')]
+    dead = [e for e in log if e[0] == "dead"]
+    assert dead == [("dead", "a1", "payload does not match _Job, the handler's payload type: Expected `int`, got "
+                                   "`str` - at `$.n`")]

@@ -18,10 +18,11 @@ import collections
 import logging
 import time
 
-from runnerq_fast._codec import decode_json, encode_json
+from runnerq_fast._codec import encode_json
 from runnerq_fast.engine.errtext import describe_error
 from runnerq_fast.engine.hooks import call_hooks
 from runnerq_fast.engine.logcontext import running
+from runnerq_fast.engine.payloads import undecodable
 from runnerq_fast.errors import InvalidActivityError, NonRetryableError, RetryableError
 from runnerq_fast.models import Ack, AckOutcome, LeaseRef
 
@@ -32,7 +33,6 @@ cdef object _QueueEmpty = asyncio.QueueEmpty
 cdef object _CancelledError = asyncio.CancelledError
 cdef object _current_task = asyncio.current_task
 cdef object _perf_counter = time.perf_counter
-cdef object _decode_json = decode_json
 cdef object _encode_json = encode_json
 cdef object _Ack = Ack
 cdef object _LeaseRef = LeaseRef
@@ -44,6 +44,7 @@ cdef object _COMPLETED = int(AckOutcome.COMPLETED)
 cdef object _call_hooks = call_hooks
 cdef object _describe_error = describe_error
 cdef object _running = running
+cdef object _undecodable = undecodable
 
 
 cdef class Handoff:
@@ -222,9 +223,9 @@ async def run_one(out, a, task=None):
             out.cancelled(a)
         return
     try:
-        payload = _decode_json(a.payload)
+        payload = handler.decode(a.payload)  # the JSON value, or the handler's annotated type
     except Exception as exc:
-        out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
+        out.dead_letter(a, _undecodable(handler.payload_type, exc))
         return
     ctx = new_context(a, out.executor, out.cancellation, out.progress)
     hooks = out.hooks
@@ -294,7 +295,8 @@ async def worker_loop(out, Handoff local):
     cdef double started, timeout_s
     cdef ActivityContext ctx
     cdef _Fixed fixed = _Fixed(out)
-    cdef dict async_fns = {}  # activity type -> its async handler function (handlers never change once started)
+    cdef dict async_fns = {}  # activity type -> (its async handler function, its payload decoder, its Registered)
+    cdef tuple entry_fn  # handlers never change once started
     while True:
         if items:
             a = take()
@@ -304,18 +306,19 @@ async def worker_loop(out, Handoff local):
             return
         PyContextVar_Set(_running, a)  # not reset: this task runs nothing else until the next activity sets it again
         try:
-            fn = async_fns.get(a.activity_type) if inline else None
-            if fn is None and inline:
+            entry_fn = async_fns.get(a.activity_type) if inline else None
+            if entry_fn is None and inline:
                 handler = handlers.get(a.activity_type)
                 if handler is not None and handler.is_async:
-                    fn = async_fns[a.activity_type] = handler.fn
-            if fn is None or cancel_ids:
+                    entry_fn = async_fns[a.activity_type] = (handler.fn, handler.decode, handler)
+            if entry_fn is None or cancel_ids:
                 await run_one(out, a, me)
             else:
+                fn = entry_fn[0]
                 try:
-                    payload = _decode_json(a.payload)
+                    payload = entry_fn[1](a.payload)  # the JSON value, or the handler's annotated type
                 except Exception as exc:
-                    out.dead_letter(a, f"payload could not be decoded: {_describe_error(exc, prefix=False)}")
+                    out.dead_letter(a, _undecodable(entry_fn[2].payload_type, exc))
                 else:
                     ctx = new_context(a, executor, cancellation, progress)
                     started = _perf_counter()

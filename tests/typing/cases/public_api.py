@@ -49,7 +49,7 @@ class Hooks(rq.LifecycleHooks):
 
 async def enqueue(conn: object) -> None:
     builder = engine.executor.activity("send_email").payload({"to": "a@b.c"}).priority(rq.Priority.HIGH)
-    reveal_type(builder)  # N: Revealed type is "runnerq_fast.executor.ActivityBuilder"
+    reveal_type(builder)  # N: Revealed type is "runnerq_fast.executor.ActivityBuilder[Any]"
     future = await builder.execute(connection=conn)
     reveal_type(future)  # N: Revealed type is "runnerq_fast.executor.ActivityFuture"
     reveal_type(await future.result(timeout=10))  # N: Revealed type is "Any"
