@@ -343,7 +343,14 @@ class ActivitySnapshot(msgspec.Struct, frozen=True):
 
 class ActivityEvent(msgspec.Struct, frozen=True, gc=False):
     """One lifecycle transition; ``id`` increases within a backend and can be
-    used to resume a live stream."""
+    used to resume a live stream.
+
+    ``traceback`` is that of the attempt whose failure the event records
+    (``retrying``, ``failed`` or ``dead_letter`` written by the ack of an
+    attempt whose handler raised; at most 16,000 characters), else ``None``.
+    :meth:`Backend.get_events` returns it; the live stream
+    (:meth:`Backend.event_stream`) leaves it out.
+    """
 
     id: int
     activity_id: str
@@ -351,6 +358,7 @@ class ActivityEvent(msgspec.Struct, frozen=True, gc=False):
     event_type: str
     at_ms: int
     detail: str | None = None
+    traceback: str | None = None
 
 
 class ActivityResult(msgspec.Struct, frozen=True, gc=False):

@@ -1002,6 +1002,75 @@ class ErrorTextConformance:
         (dead,) = await backend.list_dead_letter(q)
         assert dead.activity.traceback is None and dead.error == "E: b"
 
+    async def test_each_failed_attempt_keeps_its_traceback_on_its_event(self, backend: Backend) -> None:
+        engine = rq.WorkerEngine(backend, **{**FAST, "queue_name": self.queue})
+
+        @engine.activity("thrice")
+        async def thrice(payload: Any, ctx: rq.ActivityContext) -> None:
+            raise ValueError(f"attempt {ctx.retry_count}")
+
+        @engine.activity("ok")
+        async def ok(payload: Any, ctx: rq.ActivityContext) -> str:
+            return "fine"
+
+        fut = await engine.executor.activity("thrice").max_retries(2).execute()
+        fine = await engine.executor.activity("ok").execute()
+        async with engine:
+            with pytest.raises(rq.ActivityFailed):
+                await fut.result(timeout=5)
+            assert await fine.result(timeout=5) == "fine"
+        events = await backend.get_events(fut.activity_id)
+        failures = [e for e in events if e.event_type in ("retrying", "failed", "dead_letter")]
+        assert [e.event_type for e in failures] == ["retrying", "retrying", "dead_letter"]
+        tbs = [e.traceback for e in failures]
+        assert all(tb is not None and tb.startswith("Traceback (most recent call last):\n") for tb in tbs)
+        assert [tb.rstrip().splitlines()[-1] for tb in tbs if tb is not None] == [
+            f"ValueError: attempt {n}" for n in range(3)
+        ]
+        assert len(set(tbs)) == 3
+        assert [e.traceback for e in events if e not in failures] == [None] * (len(events) - 3)
+        snap = await backend.get_activity(fut.activity_id)
+        assert snap is not None and snap.traceback == tbs[-1]  # the activity keeps the last one, as before
+        assert all(e.traceback is None for e in await backend.get_events(fine.activity_id))
+
+    async def test_event_tracebacks_by_outcome_and_their_removal(self, backend: Backend) -> None:
+        q = self.queue
+        results = await backend.enqueue(q, [new("t", max_retries=5) for _ in range(3)])
+        ids = [r.activity_id for r in results]
+        claims = await backend.claim(q, "w", 3, None, 5000)
+        by_id = {c.id: c for c in claims}
+        big = "Traceback (most recent call last):\n" + "é" * 15_000
+        # one ack with a retry (traceback), a retry without one and a plain completion: the batch's
+        # failure events keep their own tracebacks, the others none
+        acks = [
+            Ack(ids[0], by_id[ids[0]].claim_token, AckOutcome.RETRY, None, "E: a", 0, big),
+            Ack(ids[1], by_id[ids[1]].claim_token, AckOutcome.RETRY, None, "E: b"),
+            Ack(ids[2], by_id[ids[2]].claim_token, AckOutcome.COMPLETED, b"1"),
+        ]
+        assert await backend.ack(q, acks) == []
+        ev0 = [e for e in await backend.get_events(ids[0]) if e.event_type == "retrying"]
+        ev1 = [e for e in await backend.get_events(ids[1]) if e.event_type == "retrying"]
+        assert [e.traceback for e in ev0] == [big] and [e.traceback for e in ev1] == [None]
+        assert all(e.traceback is None for e in await backend.get_events(ids[2]))
+        # both fail for good in one batch: failed and dead_letter, each with its own
+        claims = await backend.claim(q, "w", 2, None, 5000)
+        by_id = {c.id: c for c in claims}
+        acks = [
+            Ack(ids[0], by_id[ids[0]].claim_token, AckOutcome.FAILED, None, "E: c", 0, "tb c"),
+            Ack(ids[1], by_id[ids[1]].claim_token, AckOutcome.DEAD_LETTER, None, "E: d", 0, "tb d"),
+        ]
+        assert await backend.ack(q, acks) == []
+        got = {i: [(e.event_type, e.traceback) for e in await backend.get_events(i) if e.traceback] for i in ids}
+        assert got == {ids[0]: [("retrying", big), ("failed", "tb c")], ids[1]: [("dead_letter", "tb d")], ids[2]: []}
+        # deleting one leaves the other's, which shares the ack's event rows on some stores
+        res = await backend.delete_activities(q, rq.ActivityFilter(ids=(ids[0],)))
+        assert res.changed == [ids[0]]
+        assert await backend.get_events(ids[0]) == []
+        assert [e.traceback for e in await backend.get_events(ids[1]) if e.traceback] == ["tb d"]
+        await asyncio.sleep(0.01)
+        assert await backend.prune(q, ["dead_letter"], 0) == 1
+        assert await backend.get_events(ids[1]) == []
+
     async def test_hooks_get_the_result_and_the_exception(self, backend: Backend) -> None:
         seen: dict[str, Any] = {}
 

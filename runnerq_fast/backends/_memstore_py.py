@@ -253,6 +253,25 @@ class StoreCore:
             for s in subs:
                 s.put_nowait(ev)
 
+    def _failure_event(self, row: Row, event_type: str, now: int, detail: str | None, traceback: str | None) -> None:
+        """:meth:`_event` of a failed attempt: ``row``'s timeline keeps its ``traceback``.
+
+        The queue's recent events and the live stream get the event without it
+        (they are bounded by count, not by size, and fanned out to watchers).
+        """
+        if traceback is None:
+            self._event(row, event_type, now, detail)
+            return
+        event_id = next(self._event_ids)
+        ev = ActivityEvent(event_id, row.id, row.queue, event_type, now, detail)
+        row.events.append(ActivityEvent(event_id, row.id, row.queue, event_type, now, detail, traceback))
+        q = self._queues[row.queue]
+        q.events.append(ev)
+        subs = self._subscribers.get(row.queue)
+        if subs:
+            for s in subs:
+                s.put_nowait(ev)
+
     def _push_ready(self, q: QueueState, row: Row) -> None:
         seq = next(self._seq)
         row.heap_seq = seq
@@ -383,17 +402,17 @@ class StoreCore:
                 if a.traceback is not None:
                     row.traceback = a.traceback
                 self._move(q, row, "retrying")
-                self._event(row, "retrying", now, a.error)
+                self._failure_event(row, "retrying", now, a.error, a.traceback)
                 self._make_ready(q, row, now)
             elif outcome == AckOutcome.FAILED:
                 if a.traceback is not None:
                     row.traceback = a.traceback
-                self._event(row, "failed", now, a.error)
+                self._failure_event(row, "failed", now, a.error, a.traceback)
                 self._finish(row, "failed", now, None, a.error)
             else:
                 row.dead_lettered_at_ms = now
                 if a.traceback is not None:
                     row.traceback = a.traceback
-                self._event(row, "dead_letter", now, a.error)
+                self._failure_event(row, "dead_letter", now, a.error, a.traceback)
                 self._finish(row, "dead_letter", now, None, a.error)
         return rejected

@@ -931,3 +931,57 @@ async def test_a_database_not_migrated_to_0011_is_still_read_without_progress(pg
         assert snap is not None and snap.status == "pending" and snap.progress is None
     finally:
         await ro.close()
+
+
+async def test_a_database_before_0013_keeps_working_then_migrates_to_event_tracebacks(pg_url: str) -> None:
+    # a database an older release wrote, with no tracebacks column on its events: a read-only look shows
+    # its timeline without tracebacks; opened as usual it migrates and the next failed attempt keeps its own
+    b = await PostgresBackend.open(pg_url)
+    try:
+        (res,) = await b.enqueue("q", [new("t", max_retries=3)])
+        (c,) = await b.claim("q", "w", 1, None, 30_000)
+        await b.ack("q", [Ack(c.id, c.claim_token, AckOutcome.RETRY, None, "E: 1", 0, "tb 1")])
+        await b.pool.execute("ALTER TABLE runnerq_events DROP COLUMN tracebacks")
+        await b.pool.execute("DELETE FROM runnerq_migrations WHERE version = 13")
+    finally:
+        await b.close()
+    ro = await PostgresBackend.open(pg_url, migrate=False)
+    try:
+        events = await ro.get_events(res.activity_id)
+        assert [e.event_type for e in events] == ["enqueued", "claimed", "retrying"]
+        assert [e.traceback for e in events] == [None, None, None]
+    finally:
+        await ro.close()
+    b = await PostgresBackend.open(pg_url)
+    try:
+        (c,) = await b.claim("q", "w", 1, None, 30_000)
+        await b.ack("q", [Ack(c.id, c.claim_token, AckOutcome.DEAD_LETTER, None, "E: 2", 0, "tb 2")])
+        events = await b.get_events(res.activity_id)
+        assert [(e.event_type, e.traceback) for e in events if e.event_type in ("retrying", "dead_letter")] == [
+            ("retrying", None),
+            ("dead_letter", "tb 2"),
+        ]
+    finally:
+        await b.close()
+
+
+async def test_deleting_an_activity_clears_its_traceback_in_the_shared_event_row(pg_url: str) -> None:
+    # an ack's failure events are one batch row per type, tracebacks parallel to activity_ids: a
+    # deleted activity's position goes NULL in both, the others keep theirs
+    b = await PostgresBackend.open(pg_url)
+    try:
+        a, z = (r.activity_id for r in await b.enqueue("q", [new("t"), new("t")]))
+        claims = {c.id: c for c in await b.claim("q", "w", 2, None, 30_000)}
+        await b.ack("q", [Ack(i, claims[i].claim_token, AckOutcome.FAILED, None, "E", 0, f"tb {i}") for i in (a, z)])
+        row = await b.pool.fetchrow("SELECT activity_ids, tracebacks FROM runnerq_events WHERE event_type = 'failed'")
+        assert {i.hex: tb for i, tb in zip(row[0], row[1], strict=True)} == {a: f"tb {a}", z: f"tb {z}"}
+        res = await b.delete_activities("q", ActivityFilter(ids=(a,)))
+        assert res.changed == [a]
+        row = await b.pool.fetchrow("SELECT activity_ids, tracebacks FROM runnerq_events WHERE event_type = 'failed'")
+        assert sorted(zip(row[0], row[1], strict=True), key=lambda p: p[0] is None) == [
+            (uuid.UUID(z), f"tb {z}"),
+            (None, None),
+        ]
+        assert [e.traceback for e in await b.get_events(z) if e.event_type == "failed"] == [f"tb {z}"]
+    finally:
+        await b.close()

@@ -953,3 +953,41 @@ async def test_writes_waiting_together_share_one_commit_and_each_stays_atomic(tm
         assert (await b.stats("q")).pending == 3
     finally:
         await b.close()
+
+
+async def test_a_file_before_0015_keeps_working_then_migrates_to_event_tracebacks(tmp_path: Path) -> None:
+    # a file an older release wrote, with no traceback column on its events: a read-only look shows its
+    # timeline without tracebacks; opened as usual it migrates and the next failed attempt keeps its own
+    path = tmp_path / "old.db"
+    b = await SqliteBackend.open(url_of(path))
+    item = new("t", max_retries=3)
+    await b.enqueue("q", [item])
+    (c,) = await b.claim("q", "w", 1, None, 30_000)
+    await b.ack("q", [Ack(c.id, c.claim_token, AckOutcome.RETRY, None, "E: 1", 0, "tb 1")])
+    await b.close()
+    conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE runnerq_events DROP COLUMN traceback")
+    conn.execute("DELETE FROM runnerq_migrations WHERE version = 15")
+    conn.commit()
+    conn.close()
+    ro = await rq.connect(url_of(path), read_only=True)
+    try:
+        events = await ro.get_events(item.id)
+        assert [(e.event_type, e.traceback) for e in events] == [
+            ("enqueued", None),
+            ("claimed", None),
+            ("retrying", None),
+        ]
+    finally:
+        await ro.close()
+    b = await SqliteBackend.open(url_of(path))
+    try:
+        (c,) = await b.claim("q", "w", 1, None, 30_000)
+        await b.ack("q", [Ack(c.id, c.claim_token, AckOutcome.DEAD_LETTER, None, "E: 2", 0, "tb 2")])
+        events = await b.get_events(item.id)
+        assert [(e.event_type, e.traceback) for e in events if e.event_type in ("retrying", "dead_letter")] == [
+            ("retrying", None),
+            ("dead_letter", "tb 2"),
+        ]
+    finally:
+        await b.close()

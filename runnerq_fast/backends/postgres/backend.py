@@ -188,6 +188,11 @@ def _event(r: asyncpg.Record) -> ActivityEvent:
     return ActivityEvent(r[0], _hex(r[1]), r[2], r[3], r[4], r[5])
 
 
+def _event_with_traceback(r: asyncpg.Record) -> ActivityEvent:
+    """A get_events row of a failed attempt: :func:`_event` and its traceback (r[6])."""
+    return ActivityEvent(r[0], _hex(r[1]), r[2], r[3], r[4], r[5], r[6])
+
+
 def _result(r: asyncpg.Record) -> ActivityResult:
     return ActivityResult(_hex(r[0]), r[1], r[2], r[3], r[4])
 
@@ -1004,7 +1009,11 @@ class PostgresBackend(Backend):
         key = _uuid_or_none(activity_id)
         if key is None:
             return []
-        return [_event(r) for r in await self._pool.fetch(Q["get_events"], key)]
+        try:
+            rows = await self._pool.fetch(Q["get_events"], key)
+        except asyncpg.UndefinedColumnError:  # not migrated to 0013 yet (opened without migrating): no tracebacks
+            return [_event(r) for r in await self._pool.fetch(Q["get_events_before_0013"], key)]
+        return [_event(r) if r[6] is None else _event_with_traceback(r) for r in rows]
 
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         rows = await self._pool.fetch(Q["list_dead_letter"], queue, offset, limit)

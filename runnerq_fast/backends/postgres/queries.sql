@@ -311,12 +311,14 @@ WITH input AS (
     FROM input i
     WHERE a.id = i.id AND a.status = 'processing' AND a.claim_token = i.claim_token
     RETURNING a.id, a.queue_name, a.status, a.ready_at, i.outcome, CASE WHEN a.status <> 'cancelled' THEN i.error END
-        AS error
+        AS error, CASE WHEN a.status <> 'cancelled' THEN i.traceback END AS traceback
 ), ev AS (
-    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details)
+    -- tracebacks (migration 0013) parallel to activity_ids, like details: NULL when no attempt of the batch row has one
+    INSERT INTO runnerq_events (queue_name, event_type, at, activity_ids, details, tracebacks)
     SELECT queue_name, event_type, now(), array_agg(id),
-           CASE WHEN bool_or(detail IS NOT NULL) THEN array_agg(detail) END
-    FROM (SELECT queue_name, status AS event_type, id, error AS detail FROM done) s
+           CASE WHEN bool_or(detail IS NOT NULL) THEN array_agg(detail) END,
+           CASE WHEN bool_or(traceback IS NOT NULL) THEN array_agg(traceback) END
+    FROM (SELECT queue_name, status AS event_type, id, error AS detail, traceback FROM done) s
     GROUP BY queue_name, event_type
 ), notes AS (
     SELECT pg_notify('runnerq_results', $1::text) FROM (SELECT 1 FROM done WHERE status <> 'retrying' LIMIT 1) s
@@ -583,9 +585,19 @@ LIMIT $3::integer;
 
 -- name: get_events
 -- The activity's events, oldest first: the batch rows that name it (GIN on
--- activity_ids), unnested to its own entry. Event id = batch id * 2^20 + position.
+-- activity_ids), unnested to its own entry, with its failed attempt's
+-- traceback (migration 0013). Event id = batch id * 2^20 + position.
 -- A deleted activity keeps only its "deleted" row, for the live stream: its
 -- timeline is empty.
+SELECT e.id * 1048576 + u.ord, u.aid, e.queue_name, e.event_type, floor(extract(epoch FROM e.at) * 1000)::bigint,
+       coalesce(e.details[u.ord], e.detail), e.tracebacks[u.ord]
+FROM runnerq_events e CROSS JOIN LATERAL unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
+WHERE e.activity_ids @> ARRAY[$1::uuid] AND u.aid = $1::uuid AND e.event_type <> 'deleted'
+ORDER BY 1;
+
+-- name: get_events_before_0013
+-- get_events on a database not migrated to 0013 yet (opened without
+-- migrating, e.g. a read-only inspect): no tracebacks.
 SELECT e.id * 1048576 + u.ord, u.aid, e.queue_name, e.event_type, floor(extract(epoch FROM e.at) * 1000)::bigint,
        coalesce(e.details[u.ord], e.detail)
 FROM runnerq_events e CROSS JOIN LATERAL unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
@@ -1668,7 +1680,13 @@ WITH del AS (
     SET activity_ids = ARRAY(SELECT CASE WHEN d.id IS NULL THEN u.aid END
                              FROM unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
                              LEFT JOIN unnest(g.ids) AS d(id) ON d.id = u.aid
-                             ORDER BY u.ord)
+                             ORDER BY u.ord),
+        -- a deleted activity's traceback goes with its position (migration 0013)
+        tracebacks = CASE WHEN e.tracebacks IS NOT NULL
+                          THEN ARRAY(SELECT CASE WHEN d.id IS NULL THEN e.tracebacks[u.ord] END
+                                     FROM unnest(e.activity_ids) WITH ORDINALITY AS u(aid, ord)
+                                     LEFT JOIN unnest(g.ids) AS d(id) ON d.id = u.aid
+                                     ORDER BY u.ord) END
     FROM gone g
     WHERE e.activity_ids && g.ids
     RETURNING e.id, cardinality(array_remove(e.activity_ids, NULL)) = 0 AS empty

@@ -227,10 +227,18 @@ def _snapshot(queue: str, activity_id: str, h: dict[bytes, bytes]) -> ActivitySn
 
 
 def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[ActivityEvent]:
-    """The events kept in an activity hash (fields ``x:<event id>``), oldest first; corrupt ones are left out."""
+    """The events kept in an activity hash (fields ``x:<event id>``), oldest first; corrupt ones are left out.
+
+    A failed attempt's event has its traceback in field ``xt:<event id>`` (ack.lua).
+    """
     out = []
+    tracebacks: dict[bytes, bytes] | None = None
     for field, value in h.items():
         if field[:2] != b"x:":
+            if field[:3] == b"xt:":
+                if tracebacks is None:
+                    tracebacks = {}
+                tracebacks[field[3:]] = value
             continue
         parts = value.split(b"\x1f", 2)
         event_id, at = as_int(field[2:]), as_int(parts[1]) if len(parts) > 1 else None
@@ -239,6 +247,12 @@ def _events(queue: str, activity_id: str, h: dict[bytes, bytes]) -> list[Activit
             continue
         detail = parts[2].decode(errors="replace") if len(parts) > 2 else None
         out.append(ActivityEvent(event_id, activity_id, queue, parts[0].decode(errors="replace"), at, detail))
+    if tracebacks:
+        out = [
+            e if (tb := tracebacks.get(b"%d" % e.id)) is None
+            else msgspec.structs.replace(e, traceback=tb.decode(errors="replace"))
+            for e in out
+        ]
     out.sort(key=lambda e: e.id)
     return out
 

@@ -893,8 +893,15 @@ class SqliteBackend(Backend):
         return msgspec.structs.replace(snap, progress=text)
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
-        rows = await self._call(self._fetchall, Q["get_events"], (_norm_id(activity_id),))
-        return [_event(r) for r in rows]
+        try:
+            rows = await self._call(self._fetchall, Q["get_events"], (_norm_id(activity_id),))
+        except sqlite3.OperationalError as exc:
+            if "traceback" not in str(exc):
+                raise
+            # a file not migrated to 0015 yet (opened read-only, so never migrated): no tracebacks
+            rows = await self._call(self._fetchall, Q["get_events_before_0015"], (_norm_id(activity_id),))
+            return [_event(r) for r in rows]
+        return [_event(r) if r[6] is None else ActivityEvent(*r) for r in rows]
 
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         rows = await self._call(self._fetchall, Q["list_dead_letter"], (queue, offset, limit))
@@ -1321,6 +1328,7 @@ def _ack_each(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: in
     rejected: list[str] = []
     updates: list[tuple[Any, ...]] = []
     events: list[tuple[str, str, str | None]] = []
+    tracebacks: dict[int, str] = {}  # position in events -> the failed attempt's traceback (its event keeps it)
     retried = finished = False
     for a in acks:
         h = held.get(a.id)
@@ -1339,15 +1347,36 @@ def _ack_each(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: in
             events.append((a.id, "cancelled", None))
             finished = True
         elif o == AckOutcome.RETRY:
+            if a.traceback is not None:
+                tracebacks[len(events)] = a.traceback
             events.append((a.id, "retrying", a.error))
             retried = True
         else:
+            if a.traceback is not None:
+                tracebacks[len(events)] = a.traceback
             events.append((a.id, "failed" if o == AckOutcome.FAILED else "dead_letter", a.error))
             finished = True
     if updates:
         conn.executemany(Q["ack"], updates)
-        _insert_event_runs(conn, queue, now, events)
+        if tracebacks:
+            _insert_failure_events(conn, queue, now, events, tracebacks)
+        else:
+            _insert_event_runs(conn, queue, now, events)
     return rejected, retried, finished
+
+
+def _insert_failure_events(
+    conn: sqlite3.Connection, queue: str, now: int, events: list[tuple[str, str, str | None]], tracebacks: dict[int, str]
+) -> None:
+    """:func:`_insert_event_runs` of an ack with failed attempts: the events at the positions of
+    ``tracebacks`` keep their traceback (one statement each), the others go in runs, all in order."""
+    start = 0
+    for i in sorted(tracebacks):
+        _insert_event_runs(conn, queue, now, events[start:i])
+        activity_id, kind, detail = events[i]
+        conn.execute(Q["insert_event_traceback"], (activity_id, queue, kind, now, detail, tracebacks[i]))
+        start = i + 1
+    _insert_event_runs(conn, queue, now, events[start:])
 
 
 def _extend(

@@ -57,6 +57,12 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13);
 -- ?1 activity id, ?2 queue, ?3 event type, ?4 at (ms), ?5 detail.
 INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail) VALUES (?1, ?2, ?3, ?4, ?5);
 
+-- name: insert_event_traceback
+-- ?1 activity id, ?2 queue, ?3 event type, ?4 at (ms), ?5 detail, ?6 the
+-- failed attempt's traceback (migration 0015): a failure event of an ack.
+INSERT INTO runnerq_events (activity_id, queue_name, event_type, at, detail, traceback)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6);
+
 -- name: insert_events
 -- ?1 activity ids as a JSON array, ?2 queue, ?3 event type, ?4 at (ms), ?5 detail: one
 -- event per id, in the array's order (so ids are assigned in that order). One statement
@@ -327,8 +333,16 @@ ORDER BY dead_lettered_at DESC, seq DESC
 LIMIT ?3 OFFSET ?2;
 
 -- name: get_events
--- The activity's events, oldest first. A deleted activity keeps only its
--- "deleted" row, for the live stream; its timeline is empty.
+-- The activity's events, oldest first, with a failed attempt's traceback
+-- (migration 0015). A deleted activity keeps only its "deleted" row, for the
+-- live stream; its timeline is empty.
+SELECT id, activity_id, queue_name, event_type, at, detail, traceback FROM runnerq_events
+WHERE activity_id = ?1 AND event_type <> 'deleted'
+ORDER BY id;
+
+-- name: get_events_before_0015
+-- get_events on a file not migrated to 0015 yet (opened read-only, so never
+-- migrated): no tracebacks.
 SELECT id, activity_id, queue_name, event_type, at, detail FROM runnerq_events
 WHERE activity_id = ?1 AND event_type <> 'deleted'
 ORDER BY id;

@@ -267,6 +267,23 @@ cdef class StoreCore:
                 for s in subs:
                     s.put_nowait(ev)
 
+    cdef void _failure_event_q(self, QueueState q, Row row, str event_type, object now, object detail,
+                               object traceback) except *:
+        """:meth:`_event_q` of a failed attempt: ``row``'s timeline keeps its ``traceback``; the
+        queue's recent events and the live stream get the event without it."""
+        if traceback is None:
+            self._event_q(q, row, event_type, now, detail)
+            return
+        self._last_event_id += 1
+        ev = _Event(self._last_event_id, row.id, row.queue, event_type, now, detail)
+        row.events.append(_Event(self._last_event_id, row.id, row.queue, event_type, now, detail, traceback))
+        q.events_append(ev)
+        if self._subscribers:
+            subs = self._subscribers.get(row.queue)
+            if subs:
+                for s in subs:
+                    s.put_nowait(ev)
+
     cdef void _push_ready_c(self, QueueState q, Row row) except *:
         seq = next(self._seq)
         row.heap_seq = seq
@@ -400,18 +417,18 @@ cdef class StoreCore:
                 if a.traceback is not None:
                     row.traceback = a.traceback
                 self._move_c(q, row, "retrying")
-                self._event_q(own, row, "retrying", now, a.error)
+                self._failure_event_q(own, row, "retrying", now, a.error, a.traceback)
                 self._make_ready_c(q, row, now)
             elif outcome == _FAILED:
                 if a.traceback is not None:
                     row.traceback = a.traceback
-                self._event_q(own, row, "failed", now, a.error)
+                self._failure_event_q(own, row, "failed", now, a.error, a.traceback)
                 self._finish_c(own, row, "failed", now, None, a.error)
             else:
                 row.dead_lettered_at_ms = now
                 if a.traceback is not None:
                     row.traceback = a.traceback
-                self._event_q(own, row, "dead_letter", now, a.error)
+                self._failure_event_q(own, row, "dead_letter", now, a.error, a.traceback)
                 self._finish_c(own, row, "dead_letter", now, None, a.error)
         return rejected
 

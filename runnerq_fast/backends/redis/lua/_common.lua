@@ -33,6 +33,8 @@
 --   k the claim, "<claim token>\31<started ms>\31<lease deadline ms>" (written by a claim, kept after it),
 --   fa finished ms, da dead-lettered ms, e last error, res result, cr cancel requested ("1"),
 --   tb the traceback of the last attempt whose handler raised (ack.lua writes it),
+--   "xt:<stream id>" that attempt's traceback beside its event "x:<stream id>" (retrying, failed or
+--   dead_letter; ack.lua writes it for each failed attempt; it goes with the hash),
 --   su suspect ("1": its lease expired while claimed beside others, uncounted; an ack removes it),
 --   pg the last progress a handler reported (JSON text; progress.lua, under the claim; kept after it),
 --   and one field per event:
@@ -545,6 +547,7 @@ local function rq_finish(id, typ, mem, old, status, result, err, ttl_ms, detail)
     end
     rq_fin(score, id)
   end
+  return ef -- the event's field (ack.lua keeps a failed attempt's traceback beside it)
 end
 
 -- Remove finished activity `id` (status `st`, type `typ`, hash field n `nums`, parent `pa`,

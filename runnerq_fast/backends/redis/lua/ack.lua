@@ -11,7 +11,8 @@
 --   per ack; then 7 per other ack: id, claim token, outcome
 --   (1 completed, 2 retry, 3 failed, 4 dead letter, 5 cancelled), result, error, retry_at_ms,
 --   flags (1 = has result, 2 = has error, 4 = has traceback: the error field is then the error, a NUL
---   and the traceback, kept in field tb of the accepted ack's hash).
+--   and the traceback, kept in field tb of the accepted ack's hash and, for a retrying, failed or
+--   dead_letter event, in field "xt:<event id>" beside the event's "x:<event id>").
 -- Returns: the ids whose claim no longer holds (ack rejected).
 local ARGV = ARGV -- a local: read twice per plain completion
 local ttl = ARGV[1]
@@ -142,15 +143,16 @@ for b = first - 1, #ARGV - 1, 7 do
   else
     rq_zrem(LEASE, id)
     if h[5] then redis.call('HDEL', k, 'su') end
-    if tb then redis.call('HSET', k, 'tb', tb) end
     local mem = rq_mem(h[4], id)
     local nums = outcome == 2 and rq_nums(h[4])
     if outcome == 5 or (outcome == 2 and h[6]) then
       rq_finish(id, h[3], mem, 'processing', 'cancelled', nil, nil, ttl)
+      if tb then redis.call('HSET', k, 'tb', tb) end
       nd = nd + 1
       done[nd] = id
     elseif outcome == 2 and rq_corrupt(nums, ACK_CHECKS) then -- cannot be retried: dead-lettered with the reason
-      rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(nums, ACK_CHECKS), ttl)
+      local ef = rq_finish(id, h[3], mem, 'processing', 'dead_letter', nil, rq_corrupt(nums, ACK_CHECKS), ttl)
+      if tb then redis.call('HSET', k, 'tb', tb, 'xt' .. string.sub(ef, 2), tb) end
       nd = nd + 1
       done[nd] = id
     elseif outcome == 2 then
@@ -158,18 +160,32 @@ for b = first - 1, #ARGV - 1, 7 do
       local ready = math.max(tonumber(ARGV[b + 6]), NOW)
       nums[NRC], nums[NR] = rc, ready
       local ef, ev = rq_event(id, 'retrying', err)
+      local args = {'s', 'retrying', 'n', rq_pack(nums), ef, ev}
       if err then
-        redis.call('HSET', k, 's', 'retrying', 'n', rq_pack(nums), ef, ev, 'e', err)
-      else
-        redis.call('HSET', k, 's', 'retrying', 'n', rq_pack(nums), ef, ev)
+        args[#args + 1] = 'e'
+        args[#args + 1] = err
       end
+      if tb then
+        args[#args + 1] = 'tb'
+        args[#args + 1] = tb
+        args[#args + 1] = 'xt' .. string.sub(ef, 2) -- "x:<id>" -> "xt:<id>"
+        args[#args + 1] = tb
+      end
+      redis.call('HSET', k, unpack(args))
       rq_move(id, h[3], mem, 'processing', 'retrying')
       rq_make_ready(id, h[3], tonumber(nums[NPR]), rc, ready)
     else
       local status = 'completed'
       if outcome == 3 then status = 'failed' elseif outcome == 4 then status = 'dead_letter' end
       if outcome ~= 1 then result = nil end
-      rq_finish(id, h[3], mem, 'processing', status, result, err, ttl)
+      local ef = rq_finish(id, h[3], mem, 'processing', status, result, err, ttl)
+      if tb then
+        if outcome == 1 then
+          redis.call('HSET', k, 'tb', tb)
+        else
+          redis.call('HSET', k, 'tb', tb, 'xt' .. string.sub(ef, 2), tb)
+        end
+      end
       nd = nd + 1
       done[nd] = id
     end
