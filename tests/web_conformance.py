@@ -124,6 +124,14 @@ async def check_v1_and_actions(c: httpx.AsyncClient, backend: rq.Backend, queue:
     assert all(a["traceback"] is None for a in several)
     old = (await c.get(f"/api/observability/activities/{ids['broken']}", params={"queue": queue})).json()
     assert old["traceback"] == broken["traceback"]
+    # and on the event of the attempt that raised (the activity's events, both APIs); null on the others
+    for events in (
+        (await c.get(f"{base}/activities/{ids['broken']}")).json()["events"],
+        (await c.get(f"/api/observability/activities/{ids['broken']}/events", params={"queue": queue})).json(),
+    ):
+        assert [e["traceback"] for e in events if e["event_type"] == "failed"] == [broken["traceback"]]
+        assert all(e["traceback"] is None for e in events if e["event_type"] != "failed")
+    assert all(e["traceback"] is None for e in detail["events"])
 
     # ------------------------------------------------------ actions by id
     broken = ids["broken"]

@@ -207,11 +207,24 @@ def inspect(activity_id: str, as_json: bool, backend_url: str | None, log_level:
         out.print("traceback (the last attempt whose handler raised):", style="bold")
         out.print(snap.traceback.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
     ev = Table(title="events")
-    for col in ("id", "at", "event", "detail"):
+    for col in ("id", "at", "event", "detail", "traceback"):
         ev.add_column(col)
+    attempt = 0  # the attempt an event belongs to: the claims seen so far
+    failed: list[tuple[rq.ActivityEvent, int]] = []  # the events of failed attempts with their traceback
     for e in events:
-        ev.add_row(str(e.id), _fmt(e.at_ms, "at_ms"), e.event_type, e.detail or "")
+        if e.event_type == "claimed":
+            attempt += 1
+        if e.traceback is not None:
+            failed.append((e, attempt))
+        ev.add_row(str(e.id), _fmt(e.at_ms, "at_ms"), e.event_type, e.detail or "",
+                   f"attempt {attempt}, below" if e.traceback is not None else "")
     out.print(ev)
+    for e, n in failed:
+        out.print(f"traceback of attempt {n} (event {e.id}, {e.event_type}):", style="bold")
+        if e is failed[-1][0] and e.traceback == snap.traceback:
+            out.print("(the last attempt's, printed above)")
+        else:
+            out.print((e.traceback or "").rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
     if result is None:
         out.print("result: (not finished)")
     else:

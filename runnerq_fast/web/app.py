@@ -244,7 +244,7 @@ def endpoints(
         Endpoint(
             "GET", "/api/observability/stream", obs.stream,
             "Live events as Server-Sent Events; Last-Event-ID or ?after= resumes", "observability",
-            responses={200: ("An event stream; each data line is an EventView", None, _SSE)},
+            responses={200: ("An event stream; each data line is an EventView without traceback", None, _SSE)},
             params=(_QUEUE_QUERY,
                     Param("after", "query", wire.int_range(0, 2**63 - 1),
                           "Resume after this event id (as Last-Event-ID)."),

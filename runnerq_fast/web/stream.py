@@ -1,6 +1,7 @@
 """The live event stream: one shared reader per queue, fanned out to every client as Server-Sent Events.
 
-Each event goes out as ``id: <event id>`` + ``data: <EventView JSON>``, so
+Each event goes out as ``id: <event id>`` + ``data: <StreamEventView JSON>`` (an
+EventView without the failed attempt's traceback), so
 ``Last-Event-ID`` (or ``?after=``) resumes with no gap and no duplicate: the
 ids are the store's own, and ``Backend.event_stream(queue, after_id)``
 replays what was stored after one, also after a server restart. The stream
@@ -51,7 +52,7 @@ from starlette.responses import StreamingResponse
 
 from runnerq_fast.models import ActivityEvent
 from runnerq_fast.web.responses import ProblemError
-from runnerq_fast.web.wire import encode, event_view
+from runnerq_fast.web.wire import encode, stream_event_view
 
 __all__ = ["SSE_HEADERS", "EventStream", "StreamHub", "format_event", "parse_resume_id"]
 
@@ -89,8 +90,8 @@ def parse_resume_id(request: Request) -> int | None:
 
 
 def format_event(ev: ActivityEvent) -> bytes:
-    """One event in SSE framing: ``id: <id>\\ndata: <EventView JSON>\\n\\n``."""
-    return b"id: %d\ndata: %s\n\n" % (ev.id, encode(event_view(ev)))
+    """One event in SSE framing: ``id: <id>\\ndata: <StreamEventView JSON>\\n\\n`` (no traceback)."""
+    return b"id: %d\ndata: %s\n\n" % (ev.id, encode(stream_event_view(ev)))
 
 
 def resync_message(last_event_id: int) -> bytes:

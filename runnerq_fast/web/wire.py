@@ -80,6 +80,7 @@ __all__ = [
     "RunnerQStats",
     "SeriesPoint",
     "SetPriorityActionBody",
+    "StreamEventView",
     "UnhandledTypeView",
     "WorkerView",
     "WorkersResponse",
@@ -96,6 +97,7 @@ __all__ = [
     "raw_json",
     "result_view",
     "runnerq_stats",
+    "stream_event_view",
     "text_param",
     "worker_view",
 ]
@@ -558,8 +560,12 @@ def activity_view(snap: ActivitySnapshot) -> ActivityView:
     )
 
 
-class EventView(msgspec.Struct):
-    """One lifecycle event; ``id`` orders a queue's events and resumes a stream."""
+class StreamEventView(msgspec.Struct):
+    """One lifecycle event as the live stream sends it; ``id`` orders a queue's events and resumes a stream.
+
+    An :class:`EventView` without ``traceback``: the stream leaves the tracebacks of failed
+    attempts out (every watcher would get each one); read them from the activity's events.
+    """
 
     id: int
     activity_id: str
@@ -569,9 +575,32 @@ class EventView(msgspec.Struct):
     detail: str | None
 
 
+class EventView(msgspec.Struct):
+    """One lifecycle event; ``id`` orders a queue's events and resumes a stream.
+
+    ``traceback`` is that of the failed attempt the event records (``retrying``, ``failed`` or
+    ``dead_letter`` after a handler raised; at most 16,000 characters), else ``null``.
+    """
+
+    id: int
+    activity_id: str
+    queue: str
+    event_type: str
+    at: datetime
+    detail: str | None
+    traceback: str | None = None
+
+
 def event_view(ev: ActivityEvent) -> EventView:
-    """The wire form of an event."""
-    return EventView(ev.id, ev.activity_id, ev.queue, ev.event_type, ms_to_datetime(ev.at_ms), ev.detail)
+    """The wire form of an event, with its failed attempt's traceback."""
+    return EventView(
+        ev.id, ev.activity_id, ev.queue, ev.event_type, ms_to_datetime(ev.at_ms), ev.detail, ev.traceback
+    )
+
+
+def stream_event_view(ev: ActivityEvent) -> StreamEventView:
+    """The live stream's form of an event (no traceback)."""
+    return StreamEventView(ev.id, ev.activity_id, ev.queue, ev.event_type, ms_to_datetime(ev.at_ms), ev.detail)
 
 
 class ResultView(msgspec.Struct):

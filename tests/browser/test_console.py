@@ -266,6 +266,13 @@ def test_retry_dead_letters_one_selected_and_all_matching_and_see_them_complete(
     expect(page.locator("#traceback")).to_contain_text("Traceback (most recent call last):")
     expect(page.locator("#traceback")).to_contain_text("in flaky")
     expect(page.locator("#traceback")).to_contain_text("RuntimeError: the first run fails")
+    # and the failed attempt's own, folded under its dead_letter event in the timeline
+    folded = page.locator('#timeline li.event[data-type="dead_letter"] details.event-traceback')
+    expect(folded).to_have_count(1)
+    expect(folded.locator("pre")).not_to_be_visible()
+    folded.locator("summary").click()
+    expect(folded.locator("pre")).to_contain_text("RuntimeError: the first run fails")
+    expect(page.locator("#timeline details.event-traceback")).to_have_count(1)  # no other event has one
 
 
 def test_cancel_a_scheduled_activity_needs_the_token_and_asks_first(

@@ -974,10 +974,12 @@ async def test_deleting_an_activity_clears_its_traceback_in_the_shared_event_row
         claims = {c.id: c for c in await b.claim("q", "w", 2, None, 30_000)}
         await b.ack("q", [Ack(i, claims[i].claim_token, AckOutcome.FAILED, None, "E", 0, f"tb {i}") for i in (a, z)])
         row = await b.pool.fetchrow("SELECT activity_ids, tracebacks FROM runnerq_events WHERE event_type = 'failed'")
+        assert row is not None
         assert {i.hex: tb for i, tb in zip(row[0], row[1], strict=True)} == {a: f"tb {a}", z: f"tb {z}"}
         res = await b.delete_activities("q", ActivityFilter(ids=(a,)))
         assert res.changed == [a]
         row = await b.pool.fetchrow("SELECT activity_ids, tracebacks FROM runnerq_events WHERE event_type = 'failed'")
+        assert row is not None
         assert sorted(zip(row[0], row[1], strict=True), key=lambda p: p[0] is None) == [
             (uuid.UUID(z), f"tb {z}"),
             (None, None),

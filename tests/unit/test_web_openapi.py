@@ -278,3 +278,16 @@ async def test_a_wait_in_exponent_notation_is_a_number() -> None:
         for text in ("1e-2", "5E-3", ".01"):
             r = await c.post(f"{Q}/activities?wait={quote(text)}", json={"type": "t"})
             assert r.status_code == 202, (text, r.text)  # no worker: still pending when the wait ends
+
+
+async def test_an_event_s_traceback_is_a_string_or_null_and_the_stream_says_it_leaves_it_out() -> None:
+    doc = await document(create_app(rq.MemoryBackend()))
+    event = {"$ref": "#/components/schemas/EventView"}
+    base = {"id": 1, "activity_id": "a" * 32, "queue": "q", "event_type": "failed",
+            "at": "2026-01-01T00:00:00Z", "detail": None}
+    assert "traceback" in doc["components"]["schemas"]["EventView"]["properties"]
+    assert admits(doc, event, {**base, "traceback": "Traceback (most recent call last):\n"})
+    assert admits(doc, event, {**base, "traceback": None})
+    assert not admits(doc, event, {**base, "traceback": 3})
+    stream = doc["paths"]["/api/observability/stream"]["get"]["responses"]["200"]["description"]
+    assert "without traceback" in stream

@@ -10,8 +10,10 @@ from typing import Any
 import httpx
 
 import runnerq_fast as rq
+from runnerq_fast.models import ActivityEvent
 from runnerq_fast.web import create_app
-from runnerq_fast.web.stream import StreamHub
+from runnerq_fast.web.stream import StreamHub, format_event
+from runnerq_fast.web.wire import encode, event_view
 from tests.acceptance.helpers import eventually
 from tests.web_helpers import asgi_client, live_server, sse_events
 
@@ -252,3 +254,13 @@ async def test_the_runnerq_routes_choose_the_queue() -> None:
         other = await c.get("/api/observability/stats", params={"queue": "default"})
     assert default["queue"] == "emails" and default["pending_activities"] == 1
     assert other.status_code == 404
+
+
+def test_the_live_stream_leaves_a_failed_attempt_s_traceback_out() -> None:
+    # every watcher gets every event: the traceback (up to 16,000 characters) stays in the activity's events
+    ev = ActivityEvent(7, "a" * 32, "q", "retrying", 1_700_000_000_000, "ValueError: x", "Traceback ...")
+    frame = format_event(ev)
+    assert frame.startswith(b"id: 7\ndata: ")
+    sent = json.loads(frame.split(b"data: ", 1)[1])
+    assert sent["event_type"] == "retrying" and sent["detail"] == "ValueError: x" and "traceback" not in sent
+    assert json.loads(encode(event_view(ev)))["traceback"] == "Traceback ..."

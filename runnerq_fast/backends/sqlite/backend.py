@@ -1366,7 +1366,11 @@ def _ack_each(conn: sqlite3.Connection, queue: str, acks: Sequence[Ack], now: in
 
 
 def _insert_failure_events(
-    conn: sqlite3.Connection, queue: str, now: int, events: list[tuple[str, str, str | None]], tracebacks: dict[int, str]
+    conn: sqlite3.Connection,
+    queue: str,
+    now: int,
+    events: list[tuple[str, str, str | None]],
+    tracebacks: dict[int, str],
 ) -> None:
     """:func:`_insert_event_runs` of an ack with failed attempts: the events at the positions of
     ``tracebacks`` keep their traceback (one statement each), the others go in runs, all in order."""

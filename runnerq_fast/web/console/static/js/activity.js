@@ -32,6 +32,15 @@ export function mount(el, ctx) {
     }
   }, REFRESH_MS);
 
+  // each failed attempt's traceback, folded under its event; which ones are open survives a refresh
+  const opened = new Set();
+  function attemptTraceback(e) {
+    return h("details.event-traceback", {
+      open: opened.has(e.id), dataset: { id: e.id },
+      ontoggle(ev) { if (ev.target.open) opened.add(e.id); else opened.delete(e.id); },
+    }, h("summary", null, "traceback"), h("pre.error.traceback", null, e.traceback));
+  }
+
   function actions(a) {
     if (info.read_only) return null;
     return h("div.actions#actions", null, Object.entries(ACTION_LABELS).map(([action, label]) => {
@@ -82,7 +91,8 @@ export function mount(el, ctx) {
         h("section#timeline-box", null, h("h2", null, `Timeline (${d.events.length} events)`),
           h("ol.timeline#timeline", null, d.events.map((e) => h("li.event", { dataset: { type: e.event_type, id: e.id } },
             h("span.when", null, fmtTime(e.at)), h("span.delta", null, `+${fmtDuration((Date.parse(e.at) - t0) / 1000)}`),
-            h(`span.kind.e-${e.event_type}`, null, e.event_type), e.detail ? h("span.detail", null, e.detail) : null))))),
+            h(`span.kind.e-${e.event_type}`, null, e.event_type), e.detail ? h("span.detail", null, e.detail) : null,
+            e.traceback ? attemptTraceback(e) : null))))),
       h("div.columns", null,
         h("section", null, h("h2", null, "Payload"), h("pre#payload", null, pretty(a.payload))),
         h("section", null, h("h2", null, "Metadata"), h("pre#metadata", null, pretty(a.metadata)))),
