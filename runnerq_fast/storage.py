@@ -521,7 +521,11 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
-        """The activity's events, oldest first."""
+        """The activity's events, oldest first.
+
+        The ``retrying``, ``failed`` or ``dead_letter`` event of an attempt whose
+        handler raised carries that attempt's traceback (``ActivityEvent.traceback``).
+        """
 
     @abc.abstractmethod
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
@@ -529,7 +533,10 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def event_stream(self, queue: str, after_id: int | None = None) -> AsyncIterator[ActivityEvent]:
-        """Live events of ``queue``; with ``after_id``, first replays later stored ones."""
+        """Live events of ``queue``; with ``after_id``, first replays later stored ones.
+
+        Their ``traceback`` is ``None``: the stream leaves failed attempts' tracebacks out.
+        """
 
     # ------------------------------------------------- listings with filters
     @abc.abstractmethod

@@ -73,7 +73,7 @@ class QueueInspector:
         return await self.backend.get_activity(activity_id)
 
     async def events(self, activity_id: str) -> list[ActivityEvent]:
-        """The activity's events, oldest first."""
+        """The activity's events, oldest first (a failed attempt's with its ``traceback``)."""
         return await self.backend.get_events(activity_id)
 
     async def result(self, activity_id: str) -> ActivityResult | None:
