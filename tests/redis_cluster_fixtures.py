@@ -7,7 +7,8 @@ three masters each with a replica, made a cluster by
 ``redis_cluster_namespace`` and ``redis_cluster_backend``.
 
 The ports are ``RUNNERQ_TEST_CLUSTER_PORT`` (default 7110) and the five after
-it, far from 6379 and from the free ports the fault tests pick. A node timeout
+it, far from 6379 and from the free ports the fault tests pick; under pytest-xdist
+worker ``gwN`` adds ``10 * N`` (each worker process has a cluster of its own). A node timeout
 of 1 s makes a replica take over a dead master in about 2 s. Each test gets a
 fresh key namespace; its keys are deleted from every master afterwards.
 
@@ -32,7 +33,9 @@ from redis.asyncio.cluster import RedisCluster
 
 from runnerq_fast.backends.redis.cluster import RedisClusterBackend
 
-BASE_PORT = int(os.environ.get("RUNNERQ_TEST_CLUSTER_PORT", "7110"))
+# pytest-xdist's worker gwN (N = 0, 1, ...) takes the ten ports 10 * N above the base: one cluster per worker
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+BASE_PORT = int(os.environ.get("RUNNERQ_TEST_CLUSTER_PORT", "7110")) + 10 * int(_WORKER.removeprefix("gw") or 0)
 NODES = 6
 NODE_TIMEOUT_MS = 1000
 
