@@ -50,8 +50,6 @@ from runnerq_fast.storage import Backend
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar  # a default (PEP 696): a bare ActivityBuilder is ActivityBuilder[Any]
-
-    from runnerq_fast.engine.context import ActivityContext
 else:
     from typing import TypeVar
 
@@ -834,7 +832,7 @@ class ActivityExecutor:
     def activity(self, activity_type: str) -> ActivityBuilder[Any]: ...
 
     @overload
-    def activity(self, activity_type: Callable[[PayloadT, ActivityContext], object]) -> ActivityBuilder[PayloadT]: ...
+    def activity(self, activity_type: Callable[[PayloadT, Any], object]) -> ActivityBuilder[PayloadT]: ...
 
     def activity(self, activity_type: str | Callable[..., object]) -> ActivityBuilder[Any]:
         """Start describing an activity of ``activity_type``.
@@ -1109,7 +1107,7 @@ class BlockingExecutor(ActivityExecutor):
     def activity(self, activity_type: str) -> BlockingBuilder[Any]: ...
 
     @overload
-    def activity(self, activity_type: Callable[[PayloadT, ActivityContext], object]) -> BlockingBuilder[PayloadT]: ...
+    def activity(self, activity_type: Callable[[PayloadT, Any], object]) -> BlockingBuilder[PayloadT]: ...
 
     def activity(self, activity_type: str | Callable[..., object]) -> BlockingBuilder[Any]:
         """Start describing an activity of ``activity_type`` (a name or a registered handler, as
@@ -1181,7 +1179,7 @@ class _HandlerExecutor(ActivityExecutor):
     def activity(self, activity_type: str) -> ActivityBuilder[Any]: ...
 
     @overload
-    def activity(self, activity_type: Callable[[PayloadT, ActivityContext], object]) -> ActivityBuilder[PayloadT]: ...
+    def activity(self, activity_type: Callable[[PayloadT, Any], object]) -> ActivityBuilder[PayloadT]: ...
 
     def activity(self, activity_type: str | Callable[..., object]) -> ActivityBuilder[Any]:
         """See :meth:`ActivityExecutor.activity`."""

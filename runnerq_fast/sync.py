@@ -22,7 +22,7 @@ import os
 import threading
 from collections.abc import Callable, Coroutine, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar, overload
+from typing import Any, Generic, Self, TypeVar, overload
 
 from runnerq_fast.config import WorkerConfig
 from runnerq_fast.errors import ConfigError, DuplicateActivityError
@@ -37,9 +37,6 @@ from runnerq_fast.executor import (
 from runnerq_fast.models import ActivityResult, EnqueueOutcome, EnqueueResult, NewActivity, OnDuplicate, Priority
 from runnerq_fast.progress import Progress, decode_progress
 from runnerq_fast.storage import Backend, open_backend
-
-if TYPE_CHECKING:
-    from runnerq_fast.engine.context import ActivityContext
 
 __all__ = ["SyncActivityBuilder", "SyncExecutor"]
 
@@ -305,7 +302,7 @@ class SyncExecutor:
 
     @overload
     def activity(
-        self, activity_type: Callable[[PayloadT, ActivityContext], object]
+        self, activity_type: Callable[[PayloadT, Any], object]
     ) -> SyncActivityBuilder[PayloadT]: ...
 
     def activity(self, activity_type: str | Callable[..., object]) -> SyncActivityBuilder[Any]:
