@@ -153,6 +153,8 @@ def _offence(obj: Any, what: str, typed: bool) -> str | None:
                 stack.append((here, enumerate(o)))
                 break
             if typed:
+                if isinstance(o, decimal.Decimal) and not o.is_finite():
+                    return f"{what}{here} is Decimal({str(o)!r}): JSON has no NaN or Infinity"
                 if isinstance(o, _TYPED_SCALARS) or o is msgspec.UNSET:  # UNSET: a Struct field msgspec leaves out
                     continue
                 if isinstance(o, enum.Enum):

@@ -227,8 +227,9 @@ def _names(summaries: list[rq.QueueSummary]) -> str:
 async def resolve_queue(backend: rq.Backend, queue: str | None) -> tuple[str, str | None]:
     """The queue a command acts on, and why when ``--queue`` was not given (one rule for every command).
 
-    ``queue`` when given; else the store's only queue, or :data:`DEFAULT_QUEUE` when the store has no
-    queue yet. ``stats`` applies the same rule (and lists the queues where there are several).
+    ``queue`` when given; else the store's only queue; in a store with no activity yet, the only
+    queue its running workers serve (the worker registry), else :data:`DEFAULT_QUEUE`. ``stats``
+    applies the same rule (and lists the queues where there are several).
 
     Returns
     -------
@@ -245,6 +246,16 @@ async def resolve_queue(backend: rq.Backend, queue: str | None) -> tuple[str, st
         return queue, None
     summaries = await backend.list_queues()
     if not summaries:
+        # nothing stored yet: the queue the running workers serve, if they serve one
+        served = sorted({w.queue for w in await backend.list_workers()})
+        if len(served) == 1:
+            return served[0], "the only queue a running worker serves; none is stored yet"
+        if len(served) > 1:
+            shown = ", ".join(repr(q) for q in served[:10])
+            if len(served) > 10:
+                shown += f" and {len(served) - 10} more"
+            raise BadInput(f"this store has no activity yet and its running workers serve {len(served)} queues "
+                           f"({shown}): pass --queue NAME")
         return DEFAULT_QUEUE, "no queue in this store yet"
     if len(summaries) == 1:
         return summaries[0].queue, "the only queue in this store"

@@ -40,7 +40,7 @@ import signal
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar, Unpack
 
@@ -121,10 +121,10 @@ def _check_signature(activity_type: str, handler: Handler) -> None:
 
 
 def _exception_types(
-    activity_type: str, what: str, value: type[BaseException] | tuple[type[BaseException], ...]
+    activity_type: str, what: str, value: type[BaseException] | Sequence[type[BaseException]]
 ) -> tuple[type[BaseException], ...]:
-    """``value`` as a tuple of exception classes, else :class:`ConfigError`."""
-    types = value if isinstance(value, tuple) else (value,)
+    """``value`` (one class, or a tuple or list of them) as a tuple of exception classes, else :class:`ConfigError`."""
+    types = tuple(value) if isinstance(value, tuple | list) else (value,)
     for t in types:
         if not (isinstance(t, type) and issubclass(t, BaseException)):
             raise ConfigError(f"activity type {activity_type!r}: {what} takes exception classes, got {t!r}")
@@ -142,6 +142,9 @@ def _check_backoff(activity_type: str, backoff: object) -> Backoff | None:
         raise ConfigError(f"activity type {activity_type!r}: backoff is seconds (base) or (base, cap) seconds, "
                           f"finite and >= 0, got {backoff!r}")
     if len(parts) == 2:
+        if parts[1] < parts[0]:
+            raise ConfigError(
+                f"activity type {activity_type!r}: backoff (base, cap) needs cap >= base, got {backoff!r}")
         return (float(parts[0]), float(parts[1]))
     return float(parts[0])
 
@@ -241,8 +244,8 @@ class WorkerEngine:
         timeout: float | None = None,
         priority: Priority | int | None = None,
         backoff: Backoff | None = None,
-        retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
-        no_retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        retry_on: type[BaseException] | Sequence[type[BaseException]] | None = None,
+        no_retry_on: type[BaseException] | Sequence[type[BaseException]] = (),
     ) -> Callable[[H], H]:
         """Decorator registering a handler for ``activity_type``, with the type's options.
 
@@ -284,10 +287,12 @@ class WorkerEngine:
             ``retry_jitter`` applies. Default: the engine's ``retry_delay``
             and ``max_retry_delay``. A :class:`RetryableError`'s
             ``retry_after`` still wins.
-        retry_on : exception type or tuple of them, optional
+        retry_on : exception type or tuple (or list) of them, optional
             Retry only these (and their subclasses); any other exception
-            fails the activity at once. Default: every exception is retried.
-        no_retry_on : exception type or tuple of them, optional
+            fails the activity at once. ``()`` retries none of them (as
+            Celery's ``autoretry_for=()``; a :class:`RetryableError` still
+            is). Default ``None``: every exception is retried.
+        no_retry_on : exception type or tuple (or list) of them, optional
             Fail the activity at once on these (checked before ``retry_on``).
 
         Notes
@@ -325,8 +330,8 @@ class WorkerEngine:
         timeout: float | None = None,
         priority: Priority | int | None = None,
         backoff: Backoff | None = None,
-        retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
-        no_retry_on: type[BaseException] | tuple[type[BaseException], ...] = (),
+        retry_on: type[BaseException] | Sequence[type[BaseException]] | None = None,
+        no_retry_on: type[BaseException] | Sequence[type[BaseException]] = (),
     ) -> None:
         """Register ``handler`` for ``activity_type``, with the type's options (see :meth:`activity`)."""
         validate_activity_type(activity_type)
@@ -351,7 +356,7 @@ class WorkerEngine:
             handler,
             activity_type,
             defaults=defaults,
-            retry_on=_exception_types(activity_type, "retry_on", retry_on),
+            retry_on=None if retry_on is None else _exception_types(activity_type, "retry_on", retry_on),
             no_retry_on=_exception_types(activity_type, "no_retry_on", no_retry_on),
             backoff=_check_backoff(activity_type, backoff),
         )

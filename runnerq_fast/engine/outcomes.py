@@ -98,8 +98,9 @@ class Registered:
         The enqueue defaults (max retries, timeout, priority; each ``None`` when not set) the engine
         records in the store at start; ``None``: nothing to record (a ``Registered`` made outside
         :meth:`~runnerq_fast.engine.WorkerEngine.register_activity`).
-    retry_on : tuple of exception types
-        When not empty, only these exceptions (and subclasses) are retried; others fail the activity.
+    retry_on : tuple of exception types or None
+        When given (even empty), only these exceptions (and subclasses) are retried; others fail the
+        activity. ``None``: every exception is retried.
     no_retry_on : tuple of exception types
         These exceptions fail the activity at once (checked before ``retry_on``).
     backoff : float or (float, float) or None
@@ -120,7 +121,7 @@ class Registered:
         activity_type: str = "",
         *,
         defaults: TypeDefaults | None = None,
-        retry_on: tuple[type[BaseException], ...] = (),
+        retry_on: tuple[type[BaseException], ...] | None = None,
         no_retry_on: tuple[type[BaseException], ...] = (),
         backoff: Backoff | None = None,
     ) -> None:
@@ -135,7 +136,7 @@ class Registered:
         self.no_retry_on = no_retry_on
         self.backoff = backoff
         #: whether the type has retry rules of its own (the failure path checks this first)
-        self.rules = bool(retry_on or no_retry_on or backoff is not None)
+        self.rules = retry_on is not None or bool(no_retry_on) or backoff is not None
 
     def retryable(self, exc: BaseException) -> bool:
         """Whether the type's rules let ``exc`` be retried.
@@ -148,7 +149,7 @@ class Registered:
             return True
         if self.no_retry_on and isinstance(exc, self.no_retry_on):
             return False
-        return not self.retry_on or isinstance(exc, self.retry_on)
+        return self.retry_on is None or isinstance(exc, self.retry_on)
 
     def delay(self, retry_count: int, config: WorkerConfig) -> float:
         """Seconds before retry ``retry_count + 1``: the type's backoff, else the engine's, with its jitter."""

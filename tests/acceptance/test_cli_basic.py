@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import sqlite3
@@ -283,6 +284,32 @@ def test_enqueue_and_stats_without_queue_agree_and_say_which_queue(tmp_path: Pat
     assert "this store has 2 queues ('emails', 'other'): pass --queue NAME" in several.stderr, several.stderr
     counts = json.loads(run_cli("stats", "--json", "--backend", url).stdout)
     assert [(q["queue"], q["total"]) for q in counts["queues"]] == [("emails", 2), ("other", 1)]
+
+
+def test_enqueue_into_an_empty_store_goes_to_the_queue_its_running_workers_serve(tmp_path: Path) -> None:
+    """A fresh store with a worker on 'app': enqueue went to 'default', where no worker listens, and
+    ``--wait`` timed out (found by a new user trying the queue rule)."""
+    url = f"sqlite:///{tmp_path / 'q.db'}"
+
+    async def register(store: str, *queues: str) -> None:
+        backend = await rq.connect(store)
+        try:
+            for i, q in enumerate(queues):
+                info = rq.WorkerInfo(worker_id=f"w{q}{i}", queue=q, host="h", pid=1, activity_types=("*",),
+                                     in_flight=0, concurrency=1, started_at_ms=1, last_seen_ms=1)
+                await backend.register_worker(info, 60_000)
+        finally:
+            await backend.close()
+
+    asyncio.run(register(url, "app"))
+    first = run_cli("enqueue", "t", "--backend", url)
+    assert first.returncode == 0, first.stderr
+    assert "queue 'app' (the only queue a running worker serves" in first.stderr, first.stderr
+    other = f"sqlite:///{tmp_path / 'o.db'}"
+    asyncio.run(register(other, "a", "b"))
+    several = run_cli("enqueue", "t", "--backend", other)
+    assert several.returncode == 2, several.stderr
+    assert "running workers serve 2 queues ('a', 'b'): pass --queue NAME" in several.stderr, several.stderr
 
 
 def test_piped_tables_show_long_names_whole(tmp_path: Path) -> None:

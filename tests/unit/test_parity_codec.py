@@ -278,6 +278,8 @@ def test_typed_values_encode_and_decode_back_equal(impl: ModuleType, value: Any,
         ({_Color.RED: 1}, "payload has key <_Color.RED: 'red'> of type _Color"),
         ([math.nan], "payload[0] is nan: JSON has no NaN or Infinity"),
         (_Job([1, math.inf]), "payload.items[1] is inf: JSON has no NaN or Infinity"),
+        ({"d": decimal.Decimal("NaN")}, "payload[\"d\"] is Decimal('NaN'): JSON has no NaN or Infinity"),
+        ([decimal.Decimal("-Infinity")], "payload[0] is Decimal('-Infinity'): JSON has no NaN or Infinity"),
         (_Box(_Job(None, (1,))), "payload.inner.at is tuple"),
         (_Box({".x": b""}), 'payload.inner[".x"] is bytes'),  # a key is never taken for a field
         (_Box(_Weird.HALF), "payload.inner is _Weird.HALF, whose value 0.5 is not a str or an int"),

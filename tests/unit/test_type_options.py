@@ -211,6 +211,35 @@ async def test_retry_on_and_no_retry_on_classify_and_the_error_classes_keep_prec
     assert calls == {"transient": 3, "other": 1, "retryable": 3, "timeout": 1, "n-permanent": 1, "n-other": 3}
 
 
+async def test_an_empty_retry_on_retries_nothing_but_a_retryable_error_and_a_list_is_taken() -> None:
+    """``retry_on=()`` is given, and names nothing (Celery's ``autoretry_for=()``); ``None`` retries all."""
+    backend = rq.MemoryBackend()
+    engine = make(backend)
+    calls: dict[str, int] = {}
+
+    @engine.activity("none", retry_on=(), max_retries=2)
+    async def none(payload: Any, ctx: rq.ActivityContext) -> None:
+        calls[payload] = calls.get(payload, 0) + 1
+        raise rq.RetryableError("again") if payload == "retryable" else Transient("x")
+
+    @engine.activity("listed", retry_on=[Transient], max_retries=1)
+    async def listed(payload: Any, ctx: rq.ActivityContext) -> None:
+        calls["listed"] = calls.get("listed", 0) + 1
+        raise Transient("x")
+
+    async with engine:
+        ex = engine.executor
+        futs = {p: await ex.activity("none").payload(p).execute() for p in ("plain", "retryable")}
+        futs["listed"] = await ex.activity("listed").payload("listed").execute()
+        statuses = {}
+        for k, f in futs.items():
+            with pytest.raises(rq.ActivityFailed) as err:
+                await f.result(timeout=10)
+            statuses[k] = err.value.status
+    assert statuses == {"plain": "failed", "retryable": "dead_letter", "listed": "dead_letter"}
+    assert calls == {"plain": 1, "retryable": 3, "listed": 2}
+
+
 async def test_a_types_backoff_sets_the_retry_delay() -> None:
     backend = rq.MemoryBackend()
     engine = make(backend, retry_jitter=0.0, retry_delay=0.01, max_retry_delay=0.05)
@@ -243,6 +272,8 @@ async def test_a_types_backoff_sets_the_retry_delay() -> None:
         ({"no_retry_on": int}, "no_retry_on takes exception classes"),
         ({"backoff": -1}, "backoff is seconds"),
         ({"backoff": (1, 2, 3)}, "backoff is seconds"),
+        ({"backoff": (5.0, 1.0)}, "needs cap >= base"),
+        ({"retry_on": [ValueError, 3]}, "retry_on takes exception classes"),
     ],
 )
 def test_bad_type_options_are_refused_at_registration(kw: dict[str, Any], match: str) -> None:
