@@ -356,3 +356,27 @@ async def test_the_idle_fetchers_next_due_read_is_one_probe_per_type(conn: async
     # t8 has scheduled rows, t9 retrying ones, t4 none: each type costs one index probe, whatever the store holds
     _check(await _explain(conn, Q["next_due"], [QUEUE, ["t8", "t9", "t4"]]), "runnerq_activities_due_type_idx", 3)
     _check(await _explain(conn, Q["next_due_any"], [QUEUE]), "runnerq_activities_due_idx", 1)
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+async def test_progress_writes_read_their_rows_or_the_rows_in_flight(
+    conn: asyncpg.Connection, big_db: tuple[str, int], generic: bool
+) -> None:
+    """``set_progress`` (issue 27) reads its rows by id (primary key) or the queue's rows in flight (the
+    lease index, as the ack and heartbeat statements may), never the store: bounded whatever it holds and
+    under a generic plan. Run in a transaction rolled back (EXPLAIN ANALYZE writes)."""
+    explain = _explain_generic if generic else _explain
+    rows = await conn.fetch("SELECT id, coalesce(claim_token, 'x') FROM runnerq_activities WHERE queue_name = $1 "
+                            "AND status = 'processing' LIMIT 50", QUEUE)
+    assert rows
+    ids, tokens = [r[0].hex for r in rows], [r[1] for r in rows]
+    tr = conn.transaction()
+    await tr.start()
+    try:
+        plan = await explain(conn, Q["set_progress"], [ids, tokens, ["0.5"] * len(ids)])
+    finally:
+        await tr.rollback()
+    read, indexes, kinds, _pages = _read(plan)
+    assert "Seq Scan" not in kinds and indexes and indexes <= {"runnerq_activities_pkey", LEASE_IDX}, (kinds, indexes)
+    _also, inflight = _inflight(ActivityFilter(statuses=("processing",)), big_db[1])
+    assert read <= 2 * len(ids) + inflight, json.dumps(plan["Plan"], indent=1)[:4000]
