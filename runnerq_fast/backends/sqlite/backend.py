@@ -875,14 +875,22 @@ class SqliteBackend(Backend):
         rows = await self._call(self._fetchall, Q["list_activities"], (queue, status, offset, limit))
         return [_snapshot(r) for r in rows]
 
-    async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
+    async def _read_unmigrated(
+        self, fetch: Callable[..., Any], query: str, fallback: str, args: tuple[Any, ...]
+    ) -> Any:
+        """``fetch`` of ``query``; of ``fallback`` when a column it names is missing: a file opened
+        read-only (``inspect``, ``serve --read-only``) is never migrated, so a later migration's column
+        (0012 traceback, 0013 progress, 0015 event tracebacks) may not exist in it yet."""
         try:
-            row = await self._call(self._fetchone, Q["get_activity"], (_norm_id(activity_id),))
+            return await self._call(fetch, Q[query], args)
         except sqlite3.OperationalError as exc:
             if "no such column" not in str(exc):
                 raise
-            # a file not migrated to 0012/0013 yet (opened read-only, so never migrated): no traceback, no progress
-            row = await self._call(self._fetchone, Q["get_activity_before_0013"], (_norm_id(activity_id),))
+            return await self._call(fetch, Q[fallback], args)
+
+    async def get_activity(self, activity_id: str) -> ActivitySnapshot | None:
+        row = await self._read_unmigrated(self._fetchone, "get_activity", "get_activity_before_0013",
+                                          (_norm_id(activity_id),))
         if row is None:
             return None
         snap = rowcheck.snapshot(dict(zip(_DETAIL_FIELDS, row[:19], strict=False)))
@@ -893,15 +901,9 @@ class SqliteBackend(Backend):
         return msgspec.structs.replace(snap, progress=text)
 
     async def get_events(self, activity_id: str) -> list[ActivityEvent]:
-        try:
-            rows = await self._call(self._fetchall, Q["get_events"], (_norm_id(activity_id),))
-        except sqlite3.OperationalError as exc:
-            if "traceback" not in str(exc):
-                raise
-            # a file not migrated to 0015 yet (opened read-only, so never migrated): no tracebacks
-            rows = await self._call(self._fetchall, Q["get_events_before_0015"], (_norm_id(activity_id),))
-            return [_event(r) for r in rows]
-        return [_event(r) if r[6] is None else ActivityEvent(*r) for r in rows]
+        rows = await self._read_unmigrated(self._fetchall, "get_events", "get_events_before_0015",
+                                           (_norm_id(activity_id),))
+        return [_event(r) if len(r) < 7 or r[6] is None else ActivityEvent(*r) for r in rows]
 
     async def list_dead_letter(self, queue: str, offset: int = 0, limit: int = 50) -> list[DeadLetterRecord]:
         rows = await self._call(self._fetchall, Q["list_dead_letter"], (queue, offset, limit))
